@@ -1,0 +1,288 @@
+"""Command line: argument parsing only; the work happens in search/, evaluate/, store/, app/.
+
+``forge-tui`` alone opens the runs browser. Every command takes ``--db PATH``. User
+mistakes end with one line on stderr and exit code 2; nothing prints a traceback for them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+from store import Store, StoreError, default_db_path
+
+
+def _err(msg: str) -> int:
+    print(f"forge-tui: {msg}", file=sys.stderr)
+    return 2
+
+
+def _load_task(name: str):
+    """A catalog task by name, or a task file by path."""
+    from kernels.registry import TaskError, get_task
+
+    if name.endswith(".py") or os.sep in name:
+        from kernels.taskfile import load_task_file
+
+        return load_task_file(name)
+    return get_task(name)
+
+
+def _run_summary(r) -> dict:
+    return {"id": r.id, "task": r.task_name, "status": r.status, "backend": r.backend, "proposer": r.proposer,
+            "nodes": r.iterations_done, "best_speedup": r.best_speedup, "created_at": r.created_at,
+            "iterations": r.iterations_target, "status_reason": r.status_reason,
+            "device": json.loads(r.device_json or "{}").get("gpu") or json.loads(r.device_json or "{}").get("cpu") or ""}
+
+
+def _headless_log(line: str) -> None:
+    print(line, flush=True)
+
+
+def _spawn_detached(db: Path, run_id: int) -> Path:
+    """Start ``forge-tui resume RUN --headless`` in its own session; output goes to a log file."""
+    log_dir = db.parent / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / f"run-{run_id}.log"
+    with open(log, "ab") as f:
+        subprocess.Popen([sys.executable, "-m", "forge_tui.cli", "--db", str(db), "resume", str(run_id), "--headless"],
+                         stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
+                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return log
+
+
+def cmd_run(args, store: Store) -> int:
+    from forge_tui.search.runner import Search, SearchError, create_run
+
+    task = _load_task(args.task)
+    config = {"repairs": args.repairs}
+    if args.proposer == "llm":
+        from forge_tui.llm.config import llm_run_config
+
+        config.update(llm_run_config(args))
+    run = create_run(store, task, backend=args.backend, proposer=args.proposer, iterations=args.iterations,
+                     seed=args.seed, c=args.c, model=config.get("model", ""), config=config)
+    if args.headless:
+        print(f"run {run.id}", flush=True)
+        try:
+            final = Search(store, run.id, log=_headless_log).execute()
+        except SearchError as exc:
+            return _err(str(exc))
+        return 0 if final.status in ("finished", "interrupted", "paused") else 1
+    log = _spawn_detached(store.path, run.id)
+    return _open_app(store, run.id, note=f"search running in the background; its log: {log}")
+
+
+def cmd_resume(args, store: Store) -> int:
+    from forge_tui.search.runner import Search, SearchError
+
+    run = store.get_run(args.run_id)
+    if not args.headless:
+        log = _spawn_detached(store.path, run.id)
+        return _open_app(store, run.id, note=f"search resumed in the background; its log: {log}")
+    print(f"run {run.id}", flush=True)
+    try:
+        final = Search(store, run.id, log=_headless_log).execute(extra_iterations=args.iterations)
+    except SearchError as exc:
+        return _err(str(exc))
+    return 0 if final.status in ("finished", "interrupted", "paused") else 1
+
+
+def cmd_stop(args, store: Store) -> int:
+    run = store.get_run(args.run_id)
+    if run.status not in ("running", "paused", "created"):
+        print(f"run {run.id} is {run.status}; nothing to stop")
+        return 0
+    store.request_control(run.id, "stop")
+    print(f"asked run {run.id} to stop (it stops after the node in flight)")
+    return 0
+
+
+def cmd_ls(args, store: Store) -> int:
+    runs = [_run_summary(r) for r in store.list_runs()]
+    if args.json:
+        print(json.dumps(runs, indent=1))
+        return 0
+    if not runs:
+        print(f"no runs in {store.path}; start one with: forge-tui run softmax")
+        return 0
+    print(f"{'id':>4}  {'task':16} {'status':12} {'backend':7} {'proposer':8} {'nodes':>9} {'best':>8}  created")
+    for r in runs:
+        best = f"{r['best_speedup']:.3f}x" if r["best_speedup"] else "-"
+        print(f"{r['id']:>4}  {r['task'][:16]:16} {r['status']:12} {r['backend']:7} {r['proposer']:8} "
+              f"{r['nodes']:>4}/{r['iterations']:<4} {best:>8}  {r['created_at']}")
+    return 0
+
+
+def cmd_show(args, store: Store) -> int:
+    run = store.get_run(args.run_id)
+    nodes = store.nodes(run.id, with_source=False)
+    llm = {}
+    for ex in store.llm_exchanges(run_id=run.id):
+        if ex.node_id is not None:
+            llm[ex.node_id] = {"model": ex.model, "prompt_tokens": ex.prompt_tokens,
+                               "completion_tokens": ex.completion_tokens, "latency_s": ex.latency_s}
+    out_nodes = [{"id": n.id, "parent": n.parent_id, "status": n.status, "speedup": n.speedup,
+                  "median_ms": n.median_ms, "description": n.description, "kind": n.kind, "depth": n.depth,
+                  "speedup_compile": n.speedup_compile, "error": n.error.splitlines()[0] if n.error else "",
+                  "shapes": json.loads(n.shapes_json or "{}"), "llm": llm.get(n.id)} for n in nodes]
+    if args.json:
+        summary = _run_summary(run)
+        summary["baseline"] = json.loads(run.baseline_json or "{}")
+        summary["device_facts"] = json.loads(run.device_json or "{}")
+        print(json.dumps({"run": summary, "nodes": out_nodes}, indent=1))
+        return 0
+    s = _run_summary(run)
+    print(f"run {run.id}: {run.task_name} on {s['device'] or run.backend} ({run.backend}, {run.proposer}) "
+          f"{run.status}{' - ' + run.status_reason if run.status_reason else ''}")
+    base = json.loads(run.baseline_json or "{}")
+    for shape, ms in (base.get("eager") or {}).items():
+        comp = (base.get("compile") or {}).get(shape)
+        print(f"  eager {shape}: {ms * 1e3:.1f} us" + (f"   torch.compile: {comp * 1e3:.1f} us" if comp else ""))
+    print(f"  iterations {run.iterations_done}/{run.iterations_target}, best "
+          f"{(run.best_speedup or 0):.3f}x (node {run.best_node_id})")
+    for n in out_nodes:
+        sp = f"{n['speedup']:.3f}x" if n["speedup"] else "-"
+        print(f"  {'  ' * n['depth']}#{n['id']} {n['status']:13} {sp:>8}  {n['description'][:70]}"
+              + (f"  [{n['error'][:80]}]" if n["error"] else ""))
+    return 0
+
+
+def cmd_eval(args, store: Optional[Store]) -> int:
+    from forge_tui.evaluate.evaluator import Evaluator, WorkerError
+    from forge_tui.search.runner import SearchError, resolve_backend, task_ref
+
+    task = _load_task(args.task)
+    path = Path(args.source)
+    if not path.exists():
+        return _err(f"no such file: {path}")
+    source = path.read_text(errors="replace")
+    backend = resolve_backend(args.backend)
+    ev = Evaluator(task, backend, task_ref=task_ref(task))
+    try:
+        base = ev.start()
+        res = ev.evaluate(source, seed=args.seed)
+    except WorkerError as exc:
+        return _err(str(exc).splitlines()[0])
+    finally:
+        ev.close()
+    baseline_ms = sum(v["baseline_ms"] for v in res.shapes.values()) if res.shapes else None
+    out = {"status": res.status, "speedup": res.speedup, "median_ms": res.median_ms, "baseline_ms": baseline_ms,
+           "error": res.error, "shapes": res.shapes, "device": base.get("gpu") or base.get("cpu")}
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        print(f"{res.status}" + (f"  {res.speedup:.3f}x over eager" if res.speedup else "")
+              + (f"  ({res.error})" if res.error else ""))
+        for shape, v in res.shapes.items():
+            print(f"  {shape}: {v['median_ms'] * 1e3:.1f} us vs eager {v['baseline_ms'] * 1e3:.1f} us "
+                  f"({v['speedup']:.3f}x, {v['gbps']:.0f} GB/s, CV {100 * v['cv']:.1f}%)")
+    return 0
+
+
+def cmd_tasks(args, store) -> int:
+    from kernels.registry import catalog
+
+    tasks = catalog()
+    if args.json:
+        print(json.dumps([t.spec_dict() for t in tasks.values()], indent=1))
+        return 0
+    for t in tasks.values():
+        shapes = ", ".join(t.shapes)
+        print(f"{t.name:22} {t.description}\n{'':22} shapes: {shapes}\n{'':22} {t.signature('cuda')}")
+    return 0
+
+
+def _open_app(store: Store, run_id: Optional[int] = None, note: str = "") -> int:
+    from forge_tui.app.app import ForgeApp
+
+    ForgeApp(store.path, run_id=run_id, note=note).run()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="forge-tui", description="Find faster CUDA kernels for PyTorch operators.")
+    p.add_argument("--db", type=Path, default=None, help="SQLite file (default: $FORGE_DB or the user data dir)")
+    sub = p.add_subparsers(dest="cmd")
+
+    def db_arg(sp):
+        sp.add_argument("--db", type=Path, default=argparse.SUPPRESS, help="SQLite file")
+
+    r = sub.add_parser("run", help="start a search on a task")
+    r.add_argument("task", help="catalog task name (see `forge-tui tasks`) or a task file")
+    r.add_argument("--iterations", type=int, default=50, help="proposals to evaluate (default 50)")
+    r.add_argument("--backend", choices=["auto", "cuda", "host"], default="auto")
+    r.add_argument("--proposer", choices=["tune", "llm"], default=None,
+                   help="tune (default without an LLM endpoint) or llm")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--c", type=float, default=1.0, help="UCT exploration constant (speedup units)")
+    r.add_argument("--repairs", type=int, default=2, help="repair attempts for a failed LLM child")
+    r.add_argument("--model", default=None)
+    r.add_argument("--base-url", default=None)
+    r.add_argument("--parallel", type=int, default=1)
+    r.add_argument("--headless", action="store_true", help="run in the foreground, print progress, no UI")
+    db_arg(r)
+    rs = sub.add_parser("resume", help="continue an interrupted run")
+    rs.add_argument("run_id", type=int)
+    rs.add_argument("--iterations", type=int, default=None, help="run N more iterations (default: up to its target)")
+    rs.add_argument("--headless", action="store_true")
+    db_arg(rs)
+    st = sub.add_parser("stop", help="ask a running search to stop (resumable)")
+    st.add_argument("run_id", type=int)
+    db_arg(st)
+    ls = sub.add_parser("ls", help="list runs")
+    ls.add_argument("--json", action="store_true")
+    db_arg(ls)
+    sh = sub.add_parser("show", help="show a run and its nodes")
+    sh.add_argument("run_id", type=int)
+    sh.add_argument("--json", action="store_true")
+    db_arg(sh)
+    ev = sub.add_parser("eval", help="evaluate one kernel source against a task")
+    ev.add_argument("task")
+    ev.add_argument("source")
+    ev.add_argument("--backend", choices=["auto", "cuda", "host"], default="auto")
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--json", action="store_true")
+    db_arg(ev)
+    tk = sub.add_parser("tasks", help="list the task catalog")
+    tk.add_argument("--json", action="store_true")
+    db_arg(tk)
+    return p
+
+
+COMMANDS = {"run": cmd_run, "resume": cmd_resume, "stop": cmd_stop, "ls": cmd_ls, "show": cmd_show,
+            "eval": cmd_eval, "tasks": cmd_tasks}
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "proposer", "x") is None:
+        from forge_tui.llm.config import default_proposer
+
+        args.proposer = default_proposer(args)
+    try:
+        if args.cmd in ("tasks",):
+            return COMMANDS[args.cmd](args, None)
+        store = Store(args.db or default_db_path())
+        if args.cmd is None:
+            return _open_app(store)
+        return COMMANDS[args.cmd](args, store)
+    except StoreError as exc:
+        return _err(str(exc))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # user-facing errors of known kinds become one line
+        from forge_tui.errors import user_message
+
+        msg = user_message(exc)
+        if msg is None:
+            raise
+        return _err(msg)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""Compile a candidate into a shared library with nvcc (cuda) or g++ (host).
+
+The library exports ``forge_launch`` and links no torch, so a compile takes about a second
+(GPU-FACTS.md: 1.3-1.6 s with nvcc on the H200 host). Builds are cached by a key over the
+source, the full command line, the compiler's version and the target arch, in a directory
+shared by all runs (``$FORGE_CACHE`` or the user cache dir). Each build happens in a private
+temporary directory and the library is moved into place atomically, so two processes
+compiling the same source never see a half-written file and no lock can go stale.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+#: Seconds a compile may take before it is killed (a template bomb never finishes).
+COMPILE_TIMEOUT_S = 120.0
+#: Bytes of compiler output kept in the log.
+LOG_CAP = 64 * 1024
+
+NVCC_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo")
+GXX_FLAGS = ("-O3", "-std=c++17", "-march=native", "-shared", "-fPIC")
+
+
+class ToolchainError(RuntimeError):
+    """The compiler for a backend is missing; the message says what to install."""
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """Outcome of one compile.
+
+    ok: the library exists at ``library``. log: compiler output (capped), or the reason.
+    seconds: wall time of the compiler (0 when cached). cached: served from the cache.
+    command: the command line, as a string.
+    """
+
+    ok: bool
+    library: Optional[str]
+    log: str
+    seconds: float
+    cached: bool
+    command: str
+    timed_out: bool = False
+
+
+def cache_dir() -> Path:
+    """Root of the build cache: ``$FORGE_CACHE`` or ``<user cache dir>/forge-tui/build``."""
+    env = os.environ.get("FORGE_CACHE")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("forge-tui", appauthor=False)) / "build"
+
+
+def find_nvcc() -> Optional[str]:
+    """Path of nvcc: on PATH, else ``$CUDA_HOME/bin``, else ``/usr/local/cuda/bin``."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and Path(root, "bin", "nvcc").exists():
+            return str(Path(root, "bin", "nvcc"))
+    return None
+
+
+def compiler_for(backend: str) -> str:
+    """The compiler executable for a backend. Raises ToolchainError when missing."""
+    if backend == "cuda":
+        nvcc = find_nvcc()
+        if not nvcc:
+            raise ToolchainError("nvcc not found: install the CUDA toolkit (or set CUDA_HOME) or pass --backend host")
+        return nvcc
+    gxx = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("g++")
+    if not gxx:
+        raise ToolchainError("g++ not found: install a C++ compiler (apt-get install g++)")
+    return gxx
+
+
+@functools.lru_cache(maxsize=4)
+def compiler_version(compiler: str) -> str:
+    """Last line of ``<compiler> --version`` output (part of every cache key)."""
+    try:
+        out = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    return " | ".join(lines[:1] + lines[-1:]) if lines else "unknown"
+
+
+def command_for(backend: str, arch: Optional[str], source: Path, output: Path) -> list[str]:
+    """The compile command: nvcc with ``-arch=<arch>`` for cuda, g++ for host."""
+    if backend == "cuda":
+        if not arch:
+            raise ValueError("cuda compiles need an arch such as sm_90")
+        return [compiler_for("cuda"), *NVCC_FLAGS, f"-arch={arch}", "-o", str(output), str(source)]
+    return [compiler_for("host"), *GXX_FLAGS, "-o", str(output), str(source)]
+
+
+def cache_key(source: str, backend: str, arch: Optional[str], fingerprint: str = "") -> str:
+    """sha256 over source, flags, arch, compiler version and the environment fingerprint."""
+    comp = compiler_for(backend)
+    flags = NVCC_FLAGS if backend == "cuda" else GXX_FLAGS
+    blob = "\0".join([source, backend, arch or "", " ".join(flags), compiler_version(comp), fingerprint])
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def compile_source(
+    source: str,
+    backend: str,
+    *,
+    arch: Optional[str] = None,
+    fingerprint: str = "",
+    timeout_s: float = COMPILE_TIMEOUT_S,
+    root: Optional[Path] = None,
+) -> CompileResult:
+    """Compile ``source`` into a cached shared library.
+
+    Args:
+        source: the candidate file's text (``.cu`` for cuda, ``.cpp`` for host).
+        backend: ``cuda`` or ``host``.
+        arch: nvcc arch for cuda (``sm_90``, ``sm_121``), from :func:`forge_tui.hardware.arch_flag`.
+        fingerprint: environment fingerprint mixed into the cache key (check 21).
+        timeout_s: the compiler's process group is killed after this many seconds.
+
+    Raises:
+        ToolchainError: the compiler is missing.
+    """
+    root = root or cache_dir()
+    key = cache_key(source, backend, arch, fingerprint)
+    final_dir = root / key
+    library = final_dir / "kernel.so"
+    suffix = ".cu" if backend == "cuda" else ".cpp"
+    if library.exists():
+        log_file = final_dir / "compile.log"
+        log = log_file.read_text(errors="replace") if log_file.exists() else ""
+        cmd = (final_dir / "command.txt").read_text() if (final_dir / "command.txt").exists() else ""
+        return CompileResult(True, str(library), log, 0.0, True, cmd)
+    root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=root))
+    try:
+        src = work / f"kernel{suffix}"
+        src.write_text(source)
+        out = work / "kernel.so"
+        cmd = command_for(backend, arch, src, out)
+        shown = " ".join(cmd)
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            raw, _ = proc.communicate(timeout=timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raw, _ = proc.communicate()
+            timed_out = True
+        seconds = time.perf_counter() - t0
+        log = raw.decode("utf-8", "replace")
+        if len(log) > LOG_CAP:
+            log = log[: LOG_CAP // 2] + "\n... [compiler output truncated] ...\n" + log[-LOG_CAP // 2 :]
+        if timed_out:
+            return CompileResult(False, None, f"compile timed out after {timeout_s:.0f} s\n{log}", seconds, False, shown, True)
+        if proc.returncode != 0 or not out.exists():
+            return CompileResult(False, None, log or f"compiler exited with {proc.returncode}", seconds, False, shown)
+        (work / "compile.log").write_text(log)
+        (work / "command.txt").write_text(shown)
+        try:
+            os.rename(work, final_dir)
+            work = None
+        except OSError:  # another process put the same build in place first
+            if not library.exists():
+                return CompileResult(False, None, f"could not move the build into {final_dir}", seconds, False, shown)
+        return CompileResult(True, str(library), log, seconds, False, shown)
+    finally:
+        if work is not None and work.exists():
+            shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,371 @@
+"""Parent side of evaluation: static checks, compile, the sandboxed worker, and the verdict.
+
+:class:`Evaluator` owns one persistent worker process (reused until a fault, so a candidate
+costs no Python or CUDA start-up) and turns a candidate source into an :class:`EvalResult`
+whose status is one of ``ok``, ``rejected``, ``compile_error``, ``incorrect``, ``timeout``,
+``crashed`` or ``suspect``. Every failure carries a one-line ``error`` that names what was
+seen; it goes into the store and, on the next expansion, into the LLM's prompt.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Callable, Optional
+
+from forge_tui import hardware
+from forge_tui.evaluate import compile as compiler
+from forge_tui.evaluate.static import check_source
+from kernels.base import TaskSpec
+
+#: Seconds each worker stage may take before the worker's process group is killed.
+STAGE_LIMITS = {
+    "init": 180.0, "compile_baseline": 900.0, "baseline": 300.0, "load": 30.0,
+    "correctness": 60.0, "determinism": 60.0, "timing": 180.0,
+}
+#: Bytes of the worker's stdout/stderr kept (the rest is counted and dropped).
+OUTPUT_CAP = 64 * 1024
+#: A candidate is suspect when it beats the datasheet roofline floor by this factor.
+SOL_MARGIN = 0.97
+#: Host backend: caches can beat DRAM copy bandwidth; the gate uses copy bandwidth x this.
+HOST_SOL_FACTOR = 8.0
+
+
+class WorkerError(RuntimeError):
+    """The worker could not be started or answered with an error outside any candidate."""
+
+
+@dataclass
+class EvalResult:
+    """What evaluating one candidate produced.
+
+    status: ok | rejected | compile_error | incorrect | timeout | crashed | suspect.
+    shapes: per timed shape ``{median_ms, baseline_ms, speedup, gbps, sol_pct, cv}``.
+    speedup: geometric mean of per-shape speedups over eager (None unless measured).
+    median_ms: sum over shapes of the candidate's median times.
+    compile / correctness / measurements: rows for the store (dicts of column values).
+    """
+
+    status: str
+    error: str = ""
+    compile: Optional[dict] = None
+    correctness: list = field(default_factory=list)
+    measurements: list = field(default_factory=list)
+    shapes: dict = field(default_factory=dict)
+    speedup: Optional[float] = None
+    median_ms: Optional[float] = None
+    output_tail: str = ""
+
+
+class _Drain(threading.Thread):
+    """Reads a pipe to EOF, keeping the last OUTPUT_CAP bytes and counting the rest."""
+
+    def __init__(self, pipe):
+        super().__init__(daemon=True)
+        self.pipe, self.buf, self.total, self.lock = pipe, bytearray(), 0, threading.Lock()
+
+    def run(self) -> None:
+        while True:
+            chunk = self.pipe.read1(65536) if hasattr(self.pipe, "read1") else self.pipe.read(65536)
+            if not chunk:
+                return
+            with self.lock:
+                self.total += len(chunk)
+                self.buf += chunk
+                if len(self.buf) > OUTPUT_CAP:
+                    del self.buf[: len(self.buf) - OUTPUT_CAP]
+
+    def take(self) -> str:
+        with self.lock:
+            text = self.buf.decode("utf-8", "replace")
+            total, self.buf, self.total = self.total, bytearray(), 0
+        if total > OUTPUT_CAP:
+            text = f"[{total} bytes of output, last {OUTPUT_CAP} kept]\n" + text
+        return text
+
+
+class Evaluator:
+    """Evaluates candidates of one task on one backend in a persistent sandboxed worker.
+
+    Args:
+        task: the task; rebuilt in the worker from ``task_ref`` (``{"module", "name"}`` or ``{"file"}``).
+        backend: ``cuda`` or ``host``.
+        trials: correctness trials per shape (at least 3 on timed shapes).
+        stage_limits: overrides of :data:`STAGE_LIMITS` (seconds).
+        compile_timeout_s: compiler time limit.
+
+    Raises:
+        compiler.ToolchainError: the backend's compiler is missing (at construction).
+    """
+
+    def __init__(self, task: TaskSpec, backend: str, *, task_ref: Optional[dict] = None, trials: int = 3,
+                 stage_limits: Optional[dict] = None, compile_timeout_s: float = compiler.COMPILE_TIMEOUT_S):
+        self.task, self.backend, self.trials = task, backend, trials
+        self.task_ref = task_ref or {"module": task.module, "name": task.name}
+        self.limits = {**STAGE_LIMITS, **(stage_limits or {})}
+        self.compile_timeout_s = compile_timeout_s
+        compiler.compiler_for(backend)  # fail early with a clear message
+        self.proc: Optional[subprocess.Popen] = None
+        self.conn: Optional[Connection] = None
+        self.drain: Optional[_Drain] = None
+        self.tmpdir: Optional[str] = None
+        self.facts: dict = {}
+        self.arch: Optional[str] = None
+        self.fingerprint = ""
+        self.restarts = 0
+
+    # ------------------------------------------------------------------ worker lifecycle
+    def start(self) -> dict:
+        """Start the worker (if not running) and return the device facts it reports."""
+        if self.proc is not None and self.proc.poll() is None:
+            return self.facts
+        parent_sock, child_sock = socket.socketpair()
+        self.tmpdir = tempfile.mkdtemp(prefix="forge-worker-")
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env["PYTHONUNBUFFERED"] = "1"
+        env["TMPDIR"] = self.tmpdir
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "forge_tui.evaluate.worker", str(child_sock.fileno())],
+            pass_fds=[child_sock.fileno()], start_new_session=True, cwd=self.tmpdir, env=env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )
+        child_sock.close()
+        self.conn = Connection(os.dup(parent_sock.fileno()))
+        parent_sock.close()
+        self.drain = _Drain(self.proc.stdout)
+        self.drain.start()
+        status, reply = self._request({"op": "init", "task": self.task_ref, "backend": self.backend}, "init")
+        if status != "ok":
+            out = self.drain.take() if self.drain else ""
+            self.kill()
+            raise WorkerError(f"evaluation worker failed to start: {reply}" + (f"\n{out[-2000:]}" if out.strip() else ""))
+        self.facts = reply
+        if self.backend == "cuda":
+            major, minor = (int(x) for x in reply["capability"].split("."))
+            self.arch = hardware.arch_flag((major, minor))
+        comp = compiler.compiler_for(self.backend)
+        fp = {k: reply.get(k) for k in ("gpu", "capability", "driver", "cuda_runtime", "torch", "cpu", "machine")}
+        fp["compiler"] = compiler.compiler_version(comp)
+        fp["flags"] = " ".join(compiler.NVCC_FLAGS if self.backend == "cuda" else compiler.GXX_FLAGS)
+        fp["arch"] = self.arch or ""
+        self.fingerprint = hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:16]
+        self.facts = {**reply, "arch": self.arch, "compiler": fp["compiler"], "fingerprint": self.fingerprint}
+        return self.facts
+
+    def kill(self) -> None:
+        """Kill the worker's whole process group and forget it."""
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.conn is not None:
+            self.conn.close()
+        if self.tmpdir:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+        self.proc = self.conn = None
+        self.tmpdir = None
+
+    def close(self) -> None:
+        """Ask the worker to exit, then make sure it is gone."""
+        if self.conn is not None:
+            try:
+                self.conn.send({"op": "exit"})
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired, ValueError):
+                pass
+        self.kill()
+
+    def _request(self, msg: dict, first_stage: str, on_stage: Optional[Callable[[str], None]] = None
+                 ) -> tuple[str, object]:
+        """Send a request; wait under per-stage limits.
+
+        Returns ``("ok", result)``, ``("error", text)`` (worker-side exception), ``("timeout",
+        text)`` or ``("crashed", text)``. On timeout or crash the worker is killed.
+        """
+        assert self.conn is not None
+        try:
+            self.conn.send(msg)
+        except OSError as exc:
+            self.kill()
+            return "crashed", f"worker gone before the request: {exc}"
+        stage, detail = first_stage, ""
+        deadline = time.monotonic() + self.limits.get(stage, 60.0)
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                ready = self.conn.poll(max(remaining, 0))
+            except OSError:
+                ready = True
+            if not ready:
+                self.kill()
+                limit = self.limits.get(stage, 60.0)
+                return "timeout", f"timed out in {stage}{detail} after {limit:.0f} s; worker killed"
+            try:
+                reply = self.conn.recv()
+            except (EOFError, OSError):
+                code = self.proc.wait(timeout=10) if self.proc else None
+                how = f"signal {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
+                self.kill()
+                return "crashed", f"worker died during {stage}{detail} ({how})"
+            if "progress" in reply:
+                stage = reply["progress"]
+                detail = "".join(f" {k}={v}" for k, v in reply.items() if k != "progress")
+                deadline = time.monotonic() + self.limits.get(stage, 60.0)
+                if on_stage:
+                    on_stage(stage)
+                continue
+            if reply.get("fatal"):
+                self.kill()
+            if "error" in reply:
+                return "error", reply["error"]
+            return "ok", reply["result"]
+
+    # ------------------------------------------------------------------ public API
+    def baseline(self, seed: int = 0, *, compile_baseline: bool = True) -> dict:
+        """Time eager (and torch.compile on cuda) on every timed shape.
+
+        Returns ``{"shapes": {shape: {"eager": stats, "compile": stats?}}, "compile_error": str}``
+        with stats ``{median_ms, p10_ms, p90_ms, cv, n, samples}``. Raises WorkerError.
+        """
+        self.start()
+        status, reply = self._request({"op": "baseline", "seed": seed, "compile": compile_baseline}, "baseline")
+        if status != "ok":
+            raise WorkerError(f"baseline timing failed ({status}): {reply}")
+        return reply
+
+    def compile(self, source: str) -> compiler.CompileResult:
+        """Compile (cached) for this evaluator's backend and arch; thread-safe."""
+        if self.backend == "cuda" and self.arch is None:
+            self.start()
+        return compiler.compile_source(source, self.backend, arch=self.arch, fingerprint=self.fingerprint,
+                                       timeout_s=self.compile_timeout_s)
+
+    def evaluate(self, source: str, *, seed: int, on_stage: Optional[Callable[[str], None]] = None,
+                 compiled: Optional[compiler.CompileResult] = None) -> EvalResult:
+        """Run every stage on one candidate source and return its verdict.
+
+        Args:
+            seed: base seed of the random inputs (recorded with every trial).
+            on_stage: called with ``compiling``, ``verifying``, ``timing`` as stages begin.
+            compiled: a compile already done (the pipeline compiles ahead on CPU threads).
+        """
+        reason = check_source(source, self.backend)
+        if reason:
+            return EvalResult("rejected", reason)
+        self.start()
+        if compiled is None:
+            if on_stage:
+                on_stage("compiling")
+            compiled = self.compile(source)
+        clog = {"command": compiled.command, "log": compiled.log, "seconds": compiled.seconds,
+                "ok": compiled.ok, "cached": compiled.cached}
+        if not compiled.ok:
+            status = "timeout" if compiled.timed_out else "compile_error"
+            first = _first_error_line(compiled.log)
+            return EvalResult(status, f"compile failed: {first}" if status == "compile_error" else first, compile=clog)
+        self.start()
+
+        def stage_cb(stage: str) -> None:
+            if on_stage:
+                on_stage({"correctness": "verifying", "determinism": "verifying", "timing": "timing"}.get(stage, stage))
+
+        status, reply = self._request({"op": "evaluate", "library": compiled.library, "seed": seed,
+                                       "trials": self.trials}, "load", stage_cb)
+        tail = self.drain.take() if self.drain else ""
+        if status == "error":
+            return EvalResult("crashed", f"worker error: {reply}", compile=clog, output_tail=tail)
+        if status in ("timeout", "crashed"):
+            self.restarts += 1
+            return EvalResult(status, str(reply), compile=clog, output_tail=tail)
+        res = EvalResult(reply["status"], reply.get("error", ""), compile=clog,
+                         correctness=[_correctness_row(r) for r in reply.get("correctness", [])], output_tail=tail)
+        if reply.get("fatal") or (self.proc is None):
+            self.restarts += 1
+        if res.status != "ok":
+            return res
+        return self._verdict(res, reply["shapes"])
+
+    # ------------------------------------------------------------------ verdict
+    def _verdict(self, res: EvalResult, shapes: dict) -> EvalResult:
+        """Speedups, roofline figures and the suspect gates (checks 12, 13, 19)."""
+        speedups, total = [], 0.0
+        peak = hardware.peak_for(self.facts.get("gpu", "") or "") if self.backend == "cuda" else None
+        copy_gbs = (peak.copy_gbs if peak and peak.copy_gbs else None) or self.facts.get("copy_gbs") or None
+        suspect: list[str] = []
+        method = ("cuda events + device sync, L2 flush, interleaved with eager" if self.backend == "cuda"
+                  else "perf_counter, cache flush, interleaved with eager (1 thread)")
+        for name, m in shapes.items():
+            dims = self.task.shapes_for(self.backend)[name]
+            nbytes, flops = int(self.task.bytes_moved(dims)), int(self.task.flops(dims))
+            c, e = m["candidate"], m["eager"]
+            gbps = hardware.achieved_gbs(nbytes, c["median_ms"])
+            sol = 100.0 * gbps / copy_gbs if copy_gbs else None
+            sp = e["median_ms"] / c["median_ms"] if c["median_ms"] > 0 else math.inf
+            speedups.append(sp)
+            total += c["median_ms"]
+            throttled = any(v.get("throttled") for v in m.get("clocks", {}).values() if isinstance(v, dict))
+            # speed-of-light gate against the physical (datasheet) ceiling
+            if self.backend == "cuda":
+                bw = peak.bandwidth_gbs if peak else (copy_gbs or 0) * 1.2
+                tf = (peak.fp32_tflops if peak else 0.0)
+            else:
+                bw, tf = (copy_gbs or 0) * HOST_SOL_FACTOR, 0.0
+            floor = hardware.roofline_floor_ms(nbytes, flops, bw, tf) if bw else 0.0
+            if floor and c["median_ms"] < floor * SOL_MARGIN:
+                suspect.append(f"{name}: {c['median_ms'] * 1e3:.2f} us for {nbytes / 1e6:.1f} MB is {gbps:,.0f} GB/s, "
+                               f"beyond the {bw:,.0f} GB/s the memory allows: work was skipped")
+            # work outside the timed stream: host clock (with device sync) far above events
+            if self.backend == "cuda":
+                gap_c = m["candidate_host"]["median_ms"] - c["median_ms"]
+                gap_e = m["eager_host"]["median_ms"] - e["median_ms"]
+                if gap_c > gap_e + 0.05 + 0.5 * c["median_ms"]:
+                    suspect.append(f"{name}: host clock {m['candidate_host']['median_ms'] * 1e3:.1f} us vs events "
+                                   f"{c['median_ms'] * 1e3:.1f} us: work runs outside the timed stream")
+            res.shapes[name] = {"median_ms": c["median_ms"], "baseline_ms": e["median_ms"], "speedup": sp,
+                                "gbps": gbps, "sol_pct": sol, "cv": c["cv"], "p10_ms": c["p10_ms"],
+                                "p90_ms": c["p90_ms"], "throttled": throttled, "rounds": m.get("rounds", 1)}
+            for subject, st in (("candidate", c), ("eager", e)):
+                g = hardware.achieved_gbs(nbytes, st["median_ms"])
+                res.measurements.append({
+                    "subject": subject, "shape": name, "n": st["n"], "median_ms": st["median_ms"],
+                    "p10_ms": st["p10_ms"], "p90_ms": st["p90_ms"], "cv": st["cv"], "gbps": g,
+                    "sol_pct": 100.0 * g / copy_gbs if copy_gbs else None,
+                    "samples_json": json.dumps(st["samples"]), "clocks_json": json.dumps(m.get("clocks", {})),
+                    "throttled": throttled, "method": method})
+        res.speedup = math.exp(sum(math.log(max(s, 1e-12)) for s in speedups) / len(speedups)) if speedups else None
+        res.median_ms = total
+        if suspect:
+            res.status, res.error = "suspect", "; ".join(suspect)
+        return res
+
+
+def _first_error_line(log: str) -> str:
+    for line in log.splitlines():
+        if "error" in line.lower():
+            return line.strip()[:300]
+    lines = [ln for ln in log.splitlines() if ln.strip()]
+    return lines[0][:300] if lines else "no compiler output"
+
+
+def _correctness_row(r: dict) -> dict:
+    keys = ("shape", "trial", "seed", "distribution", "max_abs_err", "max_rel_err", "tolerance", "passed", "note")
+    return {k: r[k] for k in keys if k in r}

@@ -1,0 +1,75 @@
+"""Static checks on a candidate's source before it is compiled (EVALUATION-CHECKS.md 11).
+
+Candidate host code runs inside the worker with the worker's rights, so a source that
+calls into processes, files, the network, the dynamic loader, or creates streams or
+threads is rejected before it reaches a compiler. Comments and string literals are
+stripped first so that a comment mentioning ``fopen`` does not trip a check, and a
+``#define`` cannot smuggle a name past it (the check runs on tokens, macros included).
+"""
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+#: Largest accepted source, bytes. A real kernel is a few KB; 10 MB is an attack.
+MAX_SOURCE_BYTES = 256 * 1024
+
+_FORBIDDEN = {
+    "process": r"\b(system|popen|fork|vfork|execl|execlp|execle|execv|execvp|execvpe|posix_spawn|clone|kill|raise)\s*\(",
+    "file": r"\b(fopen|freopen|open|openat|creat|unlink|remove|rename|mmap|ifstream|ofstream|fstream)\b|\bFILE\s*\*",
+    "network": r"\b(socket|connect|bind|listen|accept|gethostbyname|getaddrinfo)\s*\(",
+    "dynamic loading": r"\b(dlopen|dlsym|LoadLibrary)\b",
+    "inline assembly": r"\basm\s*(volatile\s*)?\(|__asm__",
+    "syscall": r"\bsyscall\s*\(",
+    "stream or thread creation": r"\b(cudaStreamCreate\w*|cuStreamCreate\w*|pthread_create|std::thread|std::async|cudaLaunchHostFunc|cudaStreamAddCallback)\b",
+    "device reset": r"\b(cudaDeviceReset|cudaSetDevice|cudaDeviceSetLimit)\b",
+    "timer or environment tampering": r"\b(setenv|putenv|cudaEventRecord|cudaEventElapsedTime|clock_gettime|gettimeofday)\b",
+    "printing": r"\b(printf|fprintf|puts|std::cout|std::cerr|write)\s*[(<]",
+}
+
+_INCLUDE_OK = re.compile(
+    r"^(cuda_runtime\.h|cuda\.h|cuda_fp16\.h|cuda_bf16\.h|cooperative_groups\.h|cooperative_groups/.*|"
+    r"cub/.*|cuda/.*|mma\.h|math\.h|cmath|stdint\.h|cstdint|cstddef|stddef\.h|float\.h|cfloat|"
+    r"limits|climits|type_traits|algorithm|utility|array|cstring|string\.h|immintrin\.h|"
+    r"arm_neon\.h|omp\.h|numeric|functional|tuple|initializer_list)$"
+)
+
+
+def _strip(source: str) -> str:
+    """Remove comments and string/char literals, keeping line structure."""
+    out = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), source, flags=re.S)
+    out = re.sub(r"//[^\n]*", "", out)
+    out = re.sub(r'"(\\.|[^"\\\n])*"', '""', out)
+    out = re.sub(r"'(\\.|[^'\\\n])*'", "''", out)
+    return out
+
+
+def check_source(source: str, backend: str) -> Optional[str]:
+    """Return None when the source may be compiled, else a one-line reason to reject it.
+
+    Rules: size at most :data:`MAX_SOURCE_BYTES`; exports ``forge_launch``; on cuda at
+    least one ``__global__`` kernel; no forbidden call (process, file, network, dynamic
+    loading, assembly, stream/thread creation, timer tampering, printing); only
+    allow-listed headers.
+    """
+    size = len(source.encode("utf-8", "replace"))
+    if size > MAX_SOURCE_BYTES:
+        return f"source is {size / 1e6:.1f} MB, over the {MAX_SOURCE_BYTES // 1024} KB limit"
+    if "\x00" in source:
+        return "source contains a NUL byte"
+    code = _strip(source)
+    if not re.search(r'extern\s+"C"[^;{]*\bforge_launch\s*\(', source):
+        return 'no `extern "C" int forge_launch(...)` found: the candidate must export the launch function'
+    if backend == "cuda" and "__global__" not in code:
+        return "no __global__ kernel: the cuda backend needs the work done on the GPU"
+    for m in re.finditer(r'#\s*include\s*[<"]([^>"]+)[>"]', source):
+        if not _INCLUDE_OK.match(m.group(1).strip()):
+            return f"header <{m.group(1)}> is not allowed (line {source[:m.start()].count(chr(10)) + 1})"
+    for what, pattern in _FORBIDDEN.items():
+        m = re.search(pattern, code)
+        if m:
+            line = code[: m.start()].count("\n") + 1
+            return f"forbidden {what}: `{m.group(0).strip()}` on line {line}"
+    if re.search(r"#\s*(pragma\s+omp|include\s*<omp\.h>)", source):
+        return "forbidden thread creation: OpenMP is not allowed (the harness owns the CPU)"
+    return None

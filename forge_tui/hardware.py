@@ -1,0 +1,89 @@
+"""Device facts, peak bandwidth and FLOP rates, and the roofline.
+
+Nothing here imports torch at module level (the UI reads this module). Peak figures are
+vendor datasheet values, used as the *physical* ceiling for the speed-of-light gate: a
+candidate whose bytes / time exceeds the datasheet bandwidth skipped work. The *achievable*
+ceiling (what % of SOL is reported against) is the measured device-to-device copy
+bandwidth where we have it (GPU-FACTS.md: H200 4246 GB/s), else the datasheet value.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class Peak:
+    """Datasheet ceilings of one GPU.
+
+    bandwidth_gbs: DRAM bandwidth in GB/s (1e9 bytes/s).
+    fp32_tflops / bf16_tflops: dense peak in TFLOP/s (bf16 on tensor cores).
+    copy_gbs: measured device-to-device copy bandwidth (read + write bytes), when known.
+    source: where the figures come from.
+    """
+
+    bandwidth_gbs: float
+    fp32_tflops: float
+    bf16_tflops: float
+    copy_gbs: Optional[float] = None
+    source: str = "vendor datasheet"
+
+
+#: Keyed by a lower-case substring of the device name; first match wins (longest first).
+PEAKS: dict[str, Peak] = {
+    "gb10": Peak(273.0, 31.0, 250.0, source="NVIDIA DGX Spark datasheet (273 GB/s LPDDR5X)"),
+    "h200": Peak(4800.0, 67.0, 989.0, copy_gbs=4246.0,
+                 source="NVIDIA H200 SXM datasheet; copy measured 2026-11-29 (GPU-FACTS.md)"),
+    "h100 pcie": Peak(2000.0, 51.0, 756.0, source="NVIDIA H100 PCIe datasheet"),
+    "h100": Peak(3350.0, 67.0, 989.0, source="NVIDIA H100 SXM datasheet"),
+    "b200": Peak(8000.0, 80.0, 2250.0, source="NVIDIA B200 datasheet"),
+    "a100-sxm4-80gb": Peak(2039.0, 19.5, 312.0, source="NVIDIA A100 80GB SXM datasheet"),
+    "a100": Peak(1555.0, 19.5, 312.0, source="NVIDIA A100 40GB datasheet"),
+    "l40s": Peak(864.0, 91.6, 362.0, source="NVIDIA L40S datasheet"),
+    "rtx 5090": Peak(1792.0, 104.8, 209.5, source="NVIDIA RTX 5090 specifications"),
+    "rtx 4090": Peak(1008.0, 82.6, 165.2, source="NVIDIA RTX 4090 specifications"),
+}
+
+
+def peak_for(device_name: str) -> Optional[Peak]:
+    """The datasheet :class:`Peak` of a device by name (``torch.cuda.get_device_name``), or None."""
+    low = device_name.lower()
+    for key in sorted(PEAKS, key=len, reverse=True):
+        if key in low:
+            return PEAKS[key]
+    return None
+
+
+def arch_flag(capability: tuple[int, int]) -> str:
+    """nvcc ``-arch`` for a compute capability: (9, 0) -> ``sm_90``, (12, 1) -> ``sm_121``.
+
+    ``sm_90a``-only features (wgmma) are not enabled: candidates must run on every sm_90.
+    """
+    major, minor = capability
+    return f"sm_{major}{minor}"
+
+
+def parse_arch(text: str) -> tuple[int, int]:
+    """``"sm_121"`` or ``"12.1"`` -> (12, 1). Raises ValueError on anything else."""
+    t = text.strip().lower().removeprefix("sm_")
+    if "." in t:
+        a, b = t.split(".", 1)
+        return int(a), int(b)
+    if t.isdigit() and len(t) >= 2:
+        return int(t[:-1]), int(t[-1])
+    raise ValueError(f"not a compute capability: {text!r} (use e.g. sm_90 or 12.1)")
+
+
+def roofline_floor_ms(bytes_moved: int, flops: int, bandwidth_gbs: float, tflops: float) -> float:
+    """Lower bound on a kernel's time in ms: max(bytes / bandwidth, flops / peak rate).
+
+    Source: the roofline model (Williams, Waterman, Patterson, CACM 2009).
+    """
+    t_mem = bytes_moved / (bandwidth_gbs * 1e9) if bandwidth_gbs else 0.0
+    t_fl = flops / (tflops * 1e12) if tflops else 0.0
+    return max(t_mem, t_fl) * 1e3
+
+
+def achieved_gbs(bytes_moved: int, median_ms: float) -> float:
+    """Achieved bandwidth in GB/s of a kernel moving ``bytes_moved`` in ``median_ms``."""
+    return bytes_moved / (median_ms * 1e-3) / 1e9 if median_ms > 0 else 0.0

@@ -1,0 +1,1 @@
+"""The LLM proposer's pieces: endpoint configuration, client, prompts, reply parsing."""

@@ -1,0 +1,421 @@
+"""The search process: create a run, then drive MCTS iterations, persisting every step.
+
+One process drives one run, holding the run's lease (heartbeat every few seconds). Each
+iteration is: select (UCT + progressive widening) -> propose -> store the pending node ->
+evaluate (status updates as stages begin) -> record the result, its back-propagation and
+the run's counters in one transaction. A process killed at any moment leaves at most one
+node in flight; ``resume`` evaluates that node again and, since tree statistics are derived
+from evaluated nodes only, nothing is counted twice. Control requests written into the
+store by the UI or ``forge-tui stop`` (pause, stop) are obeyed between iterations.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from forge_tui.evaluate.compile import ToolchainError, find_nvcc
+from forge_tui.evaluate.evaluator import EvalResult, Evaluator, WorkerError
+from forge_tui.search import mcts
+from forge_tui.search.proposer import (Proposal, Proposer, ProposerError, SearchContext, TuneProposer,
+                                       source_hash)
+from kernels.base import TaskSpec
+from store import FINAL, IN_FLIGHT, Store, StoreError
+
+HEARTBEAT_S = 5.0
+
+
+class ProposerUnavailable(RuntimeError):
+    """The proposer cannot work right now (LLM endpoint down): the run pauses with this reason."""
+
+
+class SearchError(RuntimeError):
+    """The search cannot start or go on; the message is for the user, one line."""
+
+
+def has_gpu() -> bool:
+    """True when an NVIDIA device node or driver entry exists (checked without torch)."""
+    if Path("/dev/nvidia0").exists() or Path("/dev/nvidiactl").exists():
+        return True
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return gpus.is_dir() and any(gpus.iterdir())
+
+
+def resolve_backend(backend: str) -> str:
+    """``auto`` -> ``cuda`` where a GPU and nvcc exist, else ``host``. Raises SearchError."""
+    if backend == "auto":
+        return "cuda" if has_gpu() and find_nvcc() else "host"
+    if backend == "cuda":
+        if not find_nvcc():
+            raise SearchError("nvcc not found: install the CUDA toolkit (or set CUDA_HOME) or pass --backend host")
+        if not has_gpu():
+            raise SearchError("no NVIDIA GPU found on this machine: pass --backend host")
+    elif backend != "host":
+        raise SearchError(f"unknown backend {backend!r}: use auto, cuda or host")
+    return backend
+
+
+def task_ref(task: TaskSpec) -> dict:
+    """How a worker (or a resumed run) finds the task again."""
+    if task.origin == "catalog":
+        return {"module": task.module, "name": task.name}
+    return {"file": task.module, "name": task.name}
+
+
+def load_task_ref(ref: dict) -> TaskSpec:
+    """Inverse of :func:`task_ref` (imports the task module, not torch)."""
+    from forge_tui.evaluate.worker import load_task
+
+    return load_task(ref)
+
+
+def register_task(store: Store, task: TaskSpec):
+    """The task's row in the store (created on first use)."""
+    spec = task.spec_dict()
+    spec["ref"] = task_ref(task)
+    return store.add_task(name=task.name, origin=task.origin, reference_source=task.source_text(), spec=spec,
+                          signature=task.signature("cuda"), content_hash=task.content_hash())
+
+
+def create_run(store: Store, task: TaskSpec, *, backend: str = "auto", proposer: str = "tune", iterations: int = 50,
+               seed: int = 0, c: float = 1.0, model: str = "", config: Optional[dict] = None):
+    """Register the task and create a run in state ``created``. Raises SearchError."""
+    backend = resolve_backend(backend)
+    if proposer == "tune":
+        try:
+            TuneProposer().check_seed(task.seed_source(backend))
+        except ProposerError as exc:
+            raise SearchError(str(exc)) from exc
+    elif proposer != "llm":
+        raise SearchError(f"unknown proposer {proposer!r}: use tune or llm")
+    if iterations < 0:
+        raise SearchError("--iterations must be 0 or more")
+    row = register_task(store, task)
+    return store.create_run(task_id=row.id, task_name=task.name, backend=backend, proposer=proposer, model=model,
+                            iterations_target=iterations, seed=seed, exploration_c=c,
+                            config_json=json.dumps(config or {}))
+
+
+def make_proposer(name: str, run, store: Store) -> Proposer:
+    """The proposer a run was created with."""
+    if name == "tune":
+        return TuneProposer()
+    if name == "llm":
+        from forge_tui.search.llm_proposer import LLMProposer
+
+        return LLMProposer.from_run(run, store)
+    raise SearchError(f"unknown proposer {name!r}")
+
+
+class Search:
+    """Drives one run to its iteration target.
+
+    Args:
+        store: the database.
+        run_id: an existing run (see :func:`create_run`).
+        log: receives one human-readable line per event (headless output).
+        proposer: overrides the run's proposer (tests).
+        evaluator_factory: ``(task, backend) -> Evaluator`` (tests may shorten limits).
+    """
+
+    def __init__(self, store: Store, run_id: int, *, log: Callable[[str], None] = print,
+                 proposer: Optional[Proposer] = None,
+                 evaluator_factory: Optional[Callable[[TaskSpec, str], Evaluator]] = None):
+        self.store, self.run_id, self.log = store, run_id, log
+        self.run = store.get_run(run_id)
+        task_row = store.get_task(self.run.task_id)
+        self.task = load_task_ref(json.loads(task_row.spec_json)["ref"])
+        self.proposer = proposer or make_proposer(self.run.proposer, self.run, store)
+        self.evaluator_factory = evaluator_factory or (lambda t, b: Evaluator(t, b, task_ref=task_ref(t)))
+        self.evaluator: Optional[Evaluator] = None
+        self.token: Optional[str] = None
+        self.lease_lost = threading.Event()
+        self.stop_signal = threading.Event()
+        self._hb_stop = threading.Event()
+        self.tree = mcts.Tree(self.run.exploration_c)
+        self.tried: set[str] = set()
+        self.t_start = time.monotonic()
+
+    # ------------------------------------------------------------------ lifecycle
+    def execute(self, extra_iterations: Optional[int] = None) -> object:
+        """Run until the target is reached, a stop is requested, or an error; returns the run row.
+
+        Raises:
+            SearchError: the run cannot start (lease held, toolchain missing, seed broken).
+        """
+        try:
+            self.token, msg = self.store.acquire_lease(self.run_id)
+        except StoreError as exc:
+            raise SearchError(str(exc)) from exc
+        if msg:
+            self.log(msg)
+        hb = threading.Thread(target=self._heartbeat, name="lease-heartbeat", daemon=True)
+        hb.start()
+        old_term = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, lambda *_: self.stop_signal.set())
+        status, reason = "failed", ""
+        try:
+            if extra_iterations is not None:
+                done = self._iterations_done()
+                self.run = self.store.update_run(self.run_id, iterations_target=done + extra_iterations)
+            self.store.update_run(self.run_id, status="running", status_reason="", control="", event_kind="status")
+            status, reason = self._drive()
+        except (SearchError, ProposerError, ToolchainError, WorkerError) as exc:
+            status, reason = "failed", str(exc).splitlines()[0]
+            raise SearchError(reason) from exc
+        except KeyboardInterrupt:
+            status, reason = "interrupted", "interrupted (Ctrl-C); resume with forge-tui resume"
+            raise
+        finally:
+            self._hb_stop.set()
+            if self.evaluator is not None:
+                self.evaluator.close()
+            elapsed = self.run.elapsed_s + (time.monotonic() - self.t_start)
+            try:
+                if not self.lease_lost.is_set():
+                    fields = {"status": status, "status_reason": reason, "elapsed_s": elapsed}
+                    if status == "finished":
+                        fields["finished_at"] = __import__("store").now_iso()
+                    self.store.update_run(self.run_id, event_kind="status", **fields)
+                    self.store.release_lease(self.run_id, self.token)
+            except StoreError as exc:
+                self.log(f"could not record the run's final state: {exc}")
+            if old_term is not None:
+                signal.signal(signal.SIGTERM, old_term)
+        self.log(f"run {self.run_id} {status}" + (f": {reason}" if reason else ""))
+        return self.store.get_run(self.run_id)
+
+    def _heartbeat(self) -> None:
+        while not self._hb_stop.wait(HEARTBEAT_S):
+            try:
+                if not self.store.heartbeat(self.run_id, self.token):
+                    self.lease_lost.set()
+                    return
+            except StoreError:
+                continue
+
+    # ------------------------------------------------------------------ the loop
+    def _drive(self) -> tuple[str, str]:
+        run = self.run
+        self.evaluator = self.evaluator_factory(self.task, run.backend)
+        facts = self.evaluator.start()
+        if run.fingerprint and run.fingerprint != self.evaluator.fingerprint:
+            old = json.loads(run.device_json or "{}")
+            raise SearchError(
+                f"run {run.id} was measured on another environment ({old.get('gpu') or old.get('cpu')}, torch "
+                f"{old.get('torch')}, {old.get('compiler', '?')}); its timings cannot be mixed with this one's: "
+                f"start a new run")
+        self.run = self.store.update_run(self.run_id, device_json=json.dumps(facts), fingerprint=self.evaluator.fingerprint)
+        self.log(f"device: {facts.get('gpu') or facts.get('cpu')} ({run.backend}), copy bandwidth "
+                 f"{facts.get('copy_gbs')} GB/s")
+        if not json.loads(self.run.baseline_json or "{}"):
+            self._measure_baseline()
+        ctx = SearchContext(self.store, self.run, self.task, run.backend, facts, self.tree, self.tried, run.seed)
+        self._load_tree(ctx)
+        root = self.tree.root
+        if root is None:
+            root = self._seed_root(ctx)
+        if self.tree.nodes[root].status != "ok" and not self._repair_root(ctx):
+            node = self.store.get_node(root)
+            raise SearchError(f"the seed kernel failed ({node.status}): {node.error}")
+        while True:
+            ctl = self._control()
+            if ctl:
+                return ctl
+            done = self._iterations_done()
+            if done >= self.run.iterations_target:
+                return "finished", ""
+            parent_id = self.tree.select()
+            if parent_id is None:
+                return "finished", "search space exhausted: every reachable configuration was tried"
+            parent = self.store.get_node(parent_id)
+            try:
+                proposal = self.proposer.propose(ctx, parent)
+            except ProposerUnavailable as exc:
+                return "paused", str(exc)
+            if proposal is None:
+                self.tree.nodes[parent_id].exhausted = True
+                continue
+            node_id = self._add_node(proposal, parent)
+            self._evaluate(node_id, ctx)
+            self._maybe_repair(ctx, node_id)
+
+    def _control(self) -> Optional[tuple[str, str]]:
+        """Obey a pending control request; returns a final (status, reason) to stop with."""
+        while True:
+            if self.lease_lost.is_set():
+                return "interrupted", "another process took over this run's lease"
+            if self.stop_signal.is_set():
+                return "interrupted", "stopped by SIGTERM; resume with forge-tui resume"
+            self.run = self.store.get_run(self.run_id)
+            if self.run.control == "stop":
+                self.store.update_run(self.run_id, control="")
+                return "interrupted", "stopped on request; resume with forge-tui resume"
+            if self.run.control != "pause":
+                if self.run.status == "paused":
+                    self.store.update_run(self.run_id, status="running", status_reason="", event_kind="status")
+                return None
+            if self.run.status != "paused":
+                self.store.update_run(self.run_id, status="paused", status_reason="paused on request",
+                                      event_kind="status")
+                self.log(f"run {self.run_id} paused")
+            time.sleep(1.0)
+
+    def _iterations_done(self) -> int:
+        return sum(1 for n in self.tree.nodes.values() if n.reward is not None and n.parent is not None)
+
+    # ------------------------------------------------------------------ steps
+    def _measure_baseline(self) -> None:
+        self.log("timing the eager baseline" + (" and torch.compile" if self.run.backend == "cuda" else ""))
+        b = self.evaluator.baseline(self.run.seed, compile_baseline=self.run.backend == "cuda")
+        copy = self.evaluator.facts.get("copy_gbs")
+        rows, summary = [], {"eager": {}, "compile": {}, "compile_error": b.get("compile_error", "")}
+        for shape, entry in b["shapes"].items():
+            dims = self.task.shapes_for(self.run.backend)[shape]
+            nbytes = int(self.task.bytes_moved(dims))
+            for subject in ("eager", "compile"):
+                st = entry.get(subject)
+                if not st:
+                    continue
+                gbps = nbytes / (st["median_ms"] * 1e-3) / 1e9
+                summary[subject][shape] = st["median_ms"]
+                rows.append({"subject": subject, "shape": shape, "n": st["n"], "median_ms": st["median_ms"],
+                             "p10_ms": st["p10_ms"], "p90_ms": st["p90_ms"], "cv": st["cv"], "gbps": gbps,
+                             "sol_pct": 100 * gbps / copy if copy else None,
+                             "samples_json": json.dumps(st["samples"]),
+                             "clocks_json": json.dumps(entry.get("clocks", {})), "method": "baseline"})
+                self.log(f"  {subject:7s} {shape}: {st['median_ms'] * 1e3:.1f} us (CV {100 * st['cv']:.1f}%, "
+                         f"{gbps:.0f} GB/s)")
+        self.store.add_measurements(self.run_id, rows)
+        self.run = self.store.update_run(self.run_id, baseline_json=json.dumps(summary), event_kind="baseline")
+
+    def _load_tree(self, ctx: SearchContext) -> None:
+        rows = self.store.nodes(self.run_id)
+        pending = []
+        for r in rows:
+            self.tree.add(r.id, r.parent_id, r.status)
+            self.tried.add(r.source_hash)
+            if r.status in FINAL:
+                self.tree.record(r.id, r.status, mcts.reward(r.status, r.speedup))
+            else:
+                pending.append(r.id)
+        for node_id in pending:
+            self.log(f"node {node_id} was in flight when the run stopped: evaluating it again")
+            self.store.set_node_status(node_id, "pending")
+            self._evaluate(node_id, ctx)
+
+    def _seed_root(self, ctx: SearchContext) -> int:
+        seed = self.task.seed_source(self.run.backend)
+        if seed is None:
+            proposal = self.proposer.propose(ctx, None)
+            if proposal is None:
+                raise SearchError("the proposer produced no first kernel for a task without a seed")
+            proposal.kind = "seed"
+        else:
+            from forge_tui.search.tune import config_of
+
+            proposal = Proposal(seed, "seed kernel from the catalog", config_of(seed), kind="seed")
+        node_id = self._add_node(proposal, None)
+        self._evaluate(node_id, ctx)
+        return node_id
+
+    def _repair_root(self, ctx: SearchContext) -> bool:
+        return self._maybe_repair(ctx, self.tree.root)
+
+    def _maybe_repair(self, ctx: SearchContext, node_id: int) -> bool:
+        """Let the proposer repair a failed node (up to its attempt budget). True if it ended ok."""
+        attempts = int(json.loads(self.run.config_json or "{}").get("repairs", 2))
+        current = node_id
+        for _ in range(attempts):
+            node = self.store.get_node(current)
+            if node.status == "ok" or node.status not in ("compile_error", "incorrect", "crashed", "timeout"):
+                return node.status == "ok"
+            if self._iterations_done() >= self.run.iterations_target and node.parent_id is not None:
+                return False
+            try:
+                proposal = self.proposer.repair(ctx, node)
+            except ProposerUnavailable:
+                return False
+            if proposal is None:
+                return False
+            proposal.kind = "repair"
+            current = self._add_node(proposal, node)
+            self._evaluate(current, ctx)
+        return self.store.get_node(current).status == "ok"
+
+    def _add_node(self, proposal: Proposal, parent) -> int:
+        h = source_hash(proposal.source) if proposal.source else ""
+        status = proposal.failure[0] if proposal.failure else "pending"
+        row = self.store.add_node(
+            run_id=self.run_id, parent_id=parent.id if parent is not None else None,
+            depth=(parent.depth + 1) if parent is not None else 0, kind=proposal.kind, status="pending",
+            source=proposal.source, source_hash=h, description=proposal.description[:2000],
+            params_json=json.dumps(proposal.params), proposer=self.proposer.name,
+            iteration=self._iterations_done() + (0 if parent is None else 1))
+        if proposal.exchange_id is not None:
+            self.store.attach_llm_exchange(proposal.exchange_id, row.id)
+        self.tree.add(row.id, row.parent_id)
+        self.tried.add(h)
+        if proposal.failure:
+            self._finish(row.id, EvalResult(status, proposal.failure[1]))
+        return row.id
+
+    def _evaluate(self, node_id: int, ctx: SearchContext) -> None:
+        node = self.store.get_node(node_id)
+        if node.status in FINAL:
+            return
+        self.tree.begin(node_id)
+
+        def on_stage(stage: str) -> None:
+            if stage in IN_FLIGHT:
+                self.store.set_node_status(node_id, stage)
+
+        try:
+            result = self.evaluator.evaluate(node.source, seed=self.run.seed * 1_000_003 + node_id, on_stage=on_stage)
+        finally:
+            self.tree.end(node_id)
+        self._finish(node_id, result)
+
+    def _finish(self, node_id: int, result: EvalResult) -> None:
+        reward = mcts.reward(result.status, result.speedup)
+        path = self.tree.record(node_id, result.status, reward)
+        best_id = self.tree.best_node()
+        best = self.tree.nodes[best_id].reward if best_id is not None else None
+        iterations = self._iterations_done()
+        error = result.error
+        if result.output_tail.strip() and result.status != "ok":
+            error = f"{error}\n--- worker output ---\n{result.output_tail[-4000:]}"
+        fields = {"status": result.status, "error": error, "speedup": result.speedup if result.status == "ok" else None,
+                  "median_ms": result.median_ms, "shapes_json": json.dumps(result.shapes)}
+        compile_speedup = self._compile_speedup(result)
+        if compile_speedup is not None:
+            fields["speedup_compile"] = compile_speedup
+        self.store.finish_node(
+            node_id, fields=fields, compile_log=result.compile, correctness=result.correctness,
+            measurements=result.measurements, stats=self.tree.stats(path),
+            run_fields={"iterations_done": iterations, "best_node_id": best_id, "best_speedup": best,
+                        "elapsed_s": self.run.elapsed_s + (time.monotonic() - self.t_start)})
+        node = self.tree.nodes[node_id]
+        shown = f"{result.speedup:.3f}x" if result.status == "ok" and result.speedup else result.status
+        desc = self.store.get_node(node_id).description
+        line = (f"[{iterations:>3}/{self.run.iterations_target}] node {node_id} {shown:>13}  "
+                f"best {best or 0:.3f}x  {desc[:60]}")
+        if result.status != "ok":
+            line += f"  ({result.error.splitlines()[0][:120] if result.error else ''})"
+        self.log(line)
+
+    def _compile_speedup(self, result: EvalResult) -> Optional[float]:
+        base = json.loads(self.run.baseline_json or "{}").get("compile") or {}
+        if result.status != "ok" or not base or not result.shapes:
+            return None
+        ratios = [base[s] / v["median_ms"] for s, v in result.shapes.items() if s in base and v["median_ms"] > 0]
+        if not ratios:
+            return None
+        return math.exp(sum(math.log(r) for r in ratios) / len(ratios))

@@ -1,0 +1,1 @@
+"""The task catalog: reference operators, input generators, shapes and seed kernels."""

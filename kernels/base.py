@@ -1,0 +1,178 @@
+"""What a task is: the operator, its PyTorch reference, inputs, shapes and launch contract.
+
+A task module (``kernels/<name>/task.py``) builds one or more :class:`TaskSpec` and lists
+them in ``TASKS``. Task modules must not import torch at module level: ``forge-tui tasks``
+and the UI read the catalog without torch; only the evaluation worker calls the
+``reference``/``make_inputs`` callables, which import torch themselves.
+
+The candidate contract (DESIGN.md): one source file exporting
+``extern "C" int forge_launch(<inputs>, <outputs>, <int64 sizes>[, cudaStream_t stream])``
+in the order of :attr:`TaskSpec.args`; it returns 0 on success.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+#: C types of each dtype in the generated signature, per backend.
+_C_TYPES = {
+    "cuda": {"float32": "float", "bfloat16": "__nv_bfloat16", "float16": "__half", "int64": "int64_t", "int32": "int"},
+    "host": {"float32": "float", "bfloat16": "uint16_t", "float16": "uint16_t", "int64": "int64_t", "int32": "int"},
+}
+#: Bytes per element.
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8, "int64": 8, "int32": 4}
+
+#: Correctness tolerances per output dtype against an fp64 reference:
+#: ``|out - ref| <= atol_scale * max|ref| + rtol * |ref|`` elementwise, and
+#: ``||out - ref|| / ||ref|| <= rtol`` overall. fp32 values follow METHOD.md ("fp32 lands far
+#: under 1e-3"); bf16 has an 8-bit mantissa, so one rounding is 2^-9 = 2e-3 relative.
+TOLERANCES = {
+    "float32": {"rtol": 1e-4, "atol_scale": 1e-5},
+    "float16": {"rtol": 2e-3, "atol_scale": 1e-3},
+    "bfloat16": {"rtol": 1.6e-2, "atol_scale": 8e-3},
+}
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument of ``forge_launch``.
+
+    role: ``in`` (const pointer), ``out`` (pointer the kernel writes) or ``size`` (int64).
+    dtype: element type of a pointer, or ``int64`` for a size.
+    """
+
+    name: str
+    role: str
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """An operator to optimise.
+
+    Attributes:
+        name: catalog name, e.g. ``softmax``.
+        description: one line for listings and prompts.
+        args: the launch signature's arguments in order (stream excluded).
+        shapes: realistic shapes timed on the cuda backend, ``{shape_name: {dim: int}}``;
+            names say which model they come from.
+        host_shapes: smaller shapes of the same kind for the host backend.
+        check_shapes: extra shapes used for correctness only (odd sizes, tails).
+        make_inputs: ``(dims, generator, device, distribution) -> list[torch.Tensor]`` in the
+            order of the ``in`` args; the generator is a seeded ``torch.Generator`` on CPU.
+        reference: ``(*inputs) -> torch.Tensor | tuple``, the PyTorch eager operator.
+        outputs: ``dims -> [(shape tuple, dtype)]`` for each ``out`` arg.
+        sizes: ``dims -> tuple[int]`` for the ``size`` args.
+        bytes_moved: ``dims -> int``: inputs read once plus outputs written once (bytes);
+            the roofline's memory floor is ``bytes_moved / peak_bandwidth``.
+        flops: ``dims -> int``: floating-point operations (for the compute floor).
+        seeds: ``{backend: filename}`` of seed kernels beside the task module.
+        deterministic: the op's output is a pure function of its input (check 9).
+        module: dotted module path the worker imports to rebuild this spec.
+    """
+
+    name: str
+    description: str
+    args: tuple[Arg, ...]
+    shapes: Mapping[str, Mapping[str, int]]
+    host_shapes: Mapping[str, Mapping[str, int]]
+    make_inputs: Callable[..., list]
+    reference: Callable[..., Any]
+    outputs: Callable[[Mapping[str, int]], list]
+    sizes: Callable[[Mapping[str, int]], tuple]
+    bytes_moved: Callable[[Mapping[str, int]], int]
+    flops: Callable[[Mapping[str, int]], int] = lambda dims: 0
+    check_shapes: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    seeds: Mapping[str, str] = field(default_factory=dict)
+    seed_dir: Optional[Path] = None
+    distributions: tuple[str, ...] = ("normal", "uniform", "large", "negative")
+    deterministic: bool = True
+    dtype: str = "float32"
+    module: str = ""
+    origin: str = "catalog"
+    reference_source: str = ""
+
+    # ------------------------------------------------------------------ contract
+    def signature(self, backend: str) -> str:
+        """The C declaration a candidate must export on ``backend`` (``cuda`` or ``host``)."""
+        ctypes_ = _C_TYPES[backend]
+        parts = []
+        for a in self.args:
+            if a.role == "in":
+                parts.append(f"const {ctypes_[a.dtype]}* {a.name}")
+            elif a.role == "out":
+                parts.append(f"{ctypes_[a.dtype]}* {a.name}")
+            else:
+                parts.append(f"int64_t {a.name}")
+        if backend == "cuda":
+            parts.append("cudaStream_t stream")
+        return f'extern "C" int forge_launch({", ".join(parts)})'
+
+    def shapes_for(self, backend: str) -> Mapping[str, Mapping[str, int]]:
+        """Timed shapes on ``backend``."""
+        return self.shapes if backend == "cuda" else self.host_shapes
+
+    def seed_source(self, backend: str) -> Optional[str]:
+        """The seed kernel's source on ``backend``, or None when the task has none."""
+        fname = self.seeds.get(backend)
+        if not fname or self.seed_dir is None:
+            return None
+        return (self.seed_dir / fname).read_text()
+
+    def source_text(self) -> str:
+        """The reference's source, as shown to people and to the LLM."""
+        if self.reference_source:
+            return self.reference_source
+        try:
+            return inspect.getsource(self.reference)
+        except (OSError, TypeError):
+            return f"# reference: {getattr(self.reference, '__qualname__', self.reference)!r}"
+
+    def spec_dict(self) -> dict:
+        """JSON-able description stored with the task (no callables)."""
+        def per_shape(shapes):
+            return {k: {"dims": dict(v), "bytes": int(self.bytes_moved(v)), "flops": int(self.flops(v))}
+                    for k, v in shapes.items()}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "dtype": self.dtype,
+            "module": self.module,
+            "args": [a.__dict__ for a in self.args],
+            "shapes": per_shape(self.shapes),
+            "host_shapes": per_shape(self.host_shapes),
+            "check_shapes": {k: dict(v) for k, v in self.check_shapes.items()},
+            "signature": {b: self.signature(b) for b in ("cuda", "host")},
+        }
+
+    def content_hash(self) -> str:
+        """Hash of the reference source and the spec: a changed task is a new task."""
+        blob = json.dumps(self.spec_dict(), sort_keys=True) + self.source_text()
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def tolerance_for(dtype: str) -> dict:
+    """Correctness tolerance of an output dtype (see :data:`TOLERANCES`)."""
+    return TOLERANCES.get(dtype, TOLERANCES["float32"])
+
+
+def random_tensor(shape: Sequence[int], generator, distribution: str, dtype: str = "float32"):
+    """A CPU tensor of ``shape`` drawn from a named distribution, then cast to ``dtype``.
+
+    Distributions: ``normal`` N(0,1); ``uniform`` U(0,1); ``large`` N(0,1)*50 (exercises
+    max-subtraction in exp-based ops); ``negative`` -|N(0,1)|*4 - 1.
+    """
+    import torch
+
+    x = torch.randn(*shape, generator=generator, dtype=torch.float32)
+    if distribution == "uniform":
+        x = torch.rand(*shape, generator=generator, dtype=torch.float32)
+    elif distribution == "large":
+        x = x * 50.0
+    elif distribution == "negative":
+        x = -x.abs() * 4.0 - 1.0
+    return x.to(getattr(torch, dtype))

@@ -1,0 +1,6 @@
+"""Persistence for forge-tui: SQLModel tables and the one :class:`Store` API (no SQL elsewhere)."""
+from store.api import LEASE_STALE_S, Store, StoreError, default_db_path, now_iso
+from store.models import FINAL, IN_FLIGHT, NODE_STATUSES, RUN_STATUSES
+
+__all__ = ["Store", "StoreError", "default_db_path", "now_iso", "LEASE_STALE_S",
+           "FINAL", "IN_FLIGHT", "NODE_STATUSES", "RUN_STATUSES"]

@@ -1,0 +1,508 @@
+"""The one API through which forge-tui reads and writes its SQLite file.
+
+No SQL lives outside ``store/``. Every method opens a short session, commits, and returns
+frozen read models (``store.models.*Read``) or plain Python values. SQLite runs in WAL mode
+with ``busy_timeout`` and foreign keys on, so one search process writes while any number of
+UI processes read. Multi-row changes (a node's result plus back-propagation) happen in one
+transaction: a process killed between two calls loses at most the call in progress.
+
+Errors: :class:`StoreError` with a one-line, human message for a locked, read-only, full,
+corrupt or too-new database.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import time
+import uuid
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Optional, Sequence
+
+from sqlalchemy import delete, event, func, text
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlmodel import Session, SQLModel, create_engine, select
+
+from store.models import (
+    IN_FLIGHT,
+    SCHEMA_VERSION,
+    CompileLog,
+    CompileLogRead,
+    Correctness,
+    CorrectnessRead,
+    Event,
+    EventRead,
+    LLMExchange,
+    LLMExchangeRead,
+    Measurement,
+    MeasurementRead,
+    Meta,
+    Node,
+    NodeRead,
+    Run,
+    RunRead,
+    Task,
+    TaskRead,
+)
+
+#: A lease whose heartbeat is older than this many seconds is stale and may be taken over.
+LEASE_STALE_S = 30.0
+
+
+class StoreError(RuntimeError):
+    """A database problem explained in one line (locked, read-only, disk full, corrupt)."""
+
+
+def now_iso() -> str:
+    """Current UTC time as an ISO-8601 string with seconds precision."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def default_db_path() -> Path:
+    """``$FORGE_DB`` if set, else ``forge.db`` in the platform's user data dir."""
+    env = os.environ.get("FORGE_DB")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("forge-tui", appauthor=False)) / "forge.db"
+
+
+def _explain(exc: BaseException, path: Path) -> StoreError:
+    msg = str(getattr(exc, "orig", exc) or exc).lower()
+    if "locked" in msg or "busy" in msg:
+        return StoreError(f"database {path} is locked by another process; try again, or check what holds it")
+    if "readonly" in msg or "read-only" in msg or "attempt to write" in msg:
+        return StoreError(f"database {path} is read-only: fix its permissions or pass --db with a writable path")
+    if "disk is full" in msg or "no space" in msg or "full" in msg:
+        return StoreError(f"disk full while writing {path}: free space, nothing committed was lost")
+    if "not a database" in msg or "malformed" in msg or "corrupt" in msg:
+        return StoreError(f"{path} is not a usable forge-tui database ({msg.splitlines()[0]})")
+    if "unable to open" in msg:
+        return StoreError(f"cannot open database {path}: check the directory exists and is writable")
+    return StoreError(f"database error on {path}: {msg.splitlines()[0] if msg else type(exc).__name__}")
+
+
+class Store:
+    """Handle on one forge-tui SQLite file.
+
+    Args:
+        path: the database file; created (with its directory) when missing. ``None`` means
+            :func:`default_db_path`.
+        readonly: open for reading only (the UI may use this on a read-only file).
+
+    Raises:
+        StoreError: the file cannot be opened, is not a forge-tui database, or was written
+            by a newer schema version.
+    """
+
+    def __init__(self, path: Optional[os.PathLike | str] = None, *, readonly: bool = False):
+        self.path = Path(path).expanduser() if path else default_db_path()
+        self.readonly = readonly
+        if not readonly:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create directory {self.path.parent}: {exc.strerror}") from exc
+        uri = f"file:{self.path}?mode=ro" if readonly else f"file:{self.path}"
+        self.engine = create_engine(
+            "sqlite://",
+            creator=lambda: sqlite3.connect(uri, uri=True, timeout=15.0, check_same_thread=False),
+        )
+        event.listen(self.engine, "connect", self._on_connect)
+        try:
+            self._init_schema()
+        except (OperationalError, DBAPIError, sqlite3.Error) as exc:
+            raise _explain(exc, self.path) from exc
+
+    # ----------------------------------------------------------------- plumbing
+    def _on_connect(self, dbapi_conn, _record) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA busy_timeout=15000")
+        cur.execute("PRAGMA foreign_keys=ON")
+        if not self.readonly:
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=FULL")
+        cur.close()
+
+    def _init_schema(self) -> None:
+        with Session(self.engine) as s:
+            tables = {r[0] for r in s.exec(text("SELECT name FROM sqlite_master WHERE type='table'"))}
+        if "meta" in tables:
+            with Session(self.engine) as s:
+                row = s.get(Meta, "schema_version")
+            version = int(row.value) if row else 0
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} was written by a newer forge-tui (schema {version} > {SCHEMA_VERSION}); upgrade forge-tui"
+                )
+            if version < SCHEMA_VERSION and not self.readonly:
+                self._migrate(version)
+            return
+        if tables and not self.readonly:
+            raise StoreError(f"{self.path} is an SQLite file of another application (no forge-tui schema)")
+        if self.readonly:
+            raise StoreError(f"{self.path} holds no forge-tui data")
+        SQLModel.metadata.create_all(self.engine)
+        with Session(self.engine) as s:
+            s.add(Meta(key="schema_version", value=str(SCHEMA_VERSION)))
+            s.commit()
+
+    def _migrate(self, version: int) -> None:
+        """Forward-only migrations from ``version`` to SCHEMA_VERSION (none exist yet)."""
+        SQLModel.metadata.create_all(self.engine)
+        with Session(self.engine) as s:
+            s.merge(Meta(key="schema_version", value=str(SCHEMA_VERSION)))
+            s.commit()
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A short session that commits on success and turns DB errors into StoreError."""
+        try:
+            with Session(self.engine, expire_on_commit=False) as s:
+                yield s
+                s.commit()
+        except (OperationalError, DBAPIError, sqlite3.Error) as exc:
+            raise _explain(exc, self.path) from exc
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def integrity_check(self) -> str:
+        """``PRAGMA integrity_check`` result: ``"ok"`` for a sound file."""
+        with self.session() as s:
+            return str(s.exec(text("PRAGMA integrity_check")).one()[0])
+
+    def data_version(self) -> int:
+        """A number that changes when another connection commits (cheap change detection).
+
+        Uses the newest event id: events are appended by every state change of a run.
+        """
+        with self.session() as s:
+            return int(s.exec(select(func.max(Event.id))).one() or 0)
+
+    # ----------------------------------------------------------------- tasks
+    def add_task(self, *, name: str, origin: str, reference_source: str, spec: dict,
+                 signature: str, content_hash: str) -> TaskRead:
+        """Return the task with this name and content hash, creating it when new."""
+        with self.session() as s:
+            row = s.exec(select(Task).where(Task.name == name, Task.content_hash == content_hash)).first()
+            if row is None:
+                row = Task(name=name, origin=origin, reference_source=reference_source,
+                           spec_json=json.dumps(spec), signature=signature,
+                           content_hash=content_hash, created_at=now_iso())
+                s.add(row)
+                s.flush()
+            return TaskRead.model_validate(row, from_attributes=True)
+
+    def get_task(self, task_id: int) -> TaskRead:
+        with self.session() as s:
+            row = s.get(Task, task_id)
+            if row is None:
+                raise StoreError(f"no task with id {task_id}")
+            return TaskRead.model_validate(row, from_attributes=True)
+
+    def list_tasks(self) -> list[TaskRead]:
+        with self.session() as s:
+            return [TaskRead.model_validate(r, from_attributes=True) for r in s.exec(select(Task).order_by(Task.id))]
+
+    # ----------------------------------------------------------------- runs
+    def create_run(self, **fields: Any) -> RunRead:
+        """Insert a run (fields of :class:`store.models.RunBase`) and log a ``run_created`` event."""
+        stamp = now_iso()
+        with self.session() as s:
+            row = Run(created_at=stamp, updated_at=stamp, **fields)
+            s.add(row)
+            s.flush()
+            s.add(Event(run_id=row.id, kind="run_created", created_at=stamp))
+            return RunRead.model_validate(row, from_attributes=True)
+
+    def get_run(self, run_id: int) -> RunRead:
+        """Raises StoreError when no such run exists."""
+        with self.session() as s:
+            row = s.get(Run, run_id)
+            if row is None:
+                raise StoreError(f"no run with id {run_id} in {self.path}")
+            return RunRead.model_validate(row, from_attributes=True)
+
+    def list_runs(self) -> list[RunRead]:
+        with self.session() as s:
+            rows = s.exec(select(Run).order_by(Run.id.desc()))
+            return [RunRead.model_validate(r, from_attributes=True) for r in rows]
+
+    def update_run(self, run_id: int, *, event_kind: Optional[str] = None, **fields: Any) -> RunRead:
+        """Set fields of a run; log an event of ``event_kind`` in the same transaction."""
+        stamp = now_iso()
+        with self.session() as s:
+            row = s.get(Run, run_id)
+            if row is None:
+                raise StoreError(f"no run with id {run_id}")
+            for k, v in fields.items():
+                setattr(row, k, v)
+            row.updated_at = stamp
+            s.add(row)
+            if event_kind:
+                s.add(Event(run_id=run_id, kind=event_kind, created_at=stamp,
+                            payload_json=json.dumps({k: v for k, v in fields.items() if k in ("status", "status_reason", "control")})))
+            s.flush()
+            return RunRead.model_validate(row, from_attributes=True)
+
+    def delete_run(self, run_id: int) -> None:
+        """Delete a run and everything that belongs to it, in one transaction."""
+        with self.session() as s:
+            node_ids = select(Node.id).where(Node.run_id == run_id)
+            for model in (CompileLog, Correctness):
+                s.exec(delete(model).where(model.node_id.in_(node_ids)))
+            for model in (Measurement, LLMExchange, Event):
+                s.exec(delete(model).where(model.run_id == run_id))
+            s.exec(delete(Node).where(Node.run_id == run_id, Node.parent_id.is_not(None)).execution_options(synchronize_session=False))
+            s.exec(delete(Node).where(Node.run_id == run_id))
+            s.exec(delete(Run).where(Run.id == run_id))
+
+    def request_control(self, run_id: int, request: str) -> RunRead:
+        """Ask the process driving a run to ``pause``, ``stop`` or carry on (``""``)."""
+        if request not in ("", "pause", "stop"):
+            raise ValueError(f"unknown control request {request!r}")
+        return self.update_run(run_id, control=request, event_kind="control")
+
+    # ----------------------------------------------------------------- lease
+    def acquire_lease(self, run_id: int, *, stale_after_s: float = LEASE_STALE_S) -> tuple[str, str]:
+        """Take the single-writer lease of a run.
+
+        Returns ``(token, message)``; message is non-empty when a stale lease was taken
+        over. Raises StoreError when a live process holds the lease.
+        """
+        token = uuid.uuid4().hex
+        host, pid, now = socket.gethostname(), os.getpid(), time.time()
+        message = ""
+        with self.session() as s:
+            row = s.get(Run, run_id)
+            if row is None:
+                raise StoreError(f"no run with id {run_id}")
+            if row.lease_token and row.heartbeat_at and now - row.heartbeat_at < stale_after_s:
+                alive = True
+                if row.owner_host == host and row.owner_pid:
+                    alive = _pid_alive(row.owner_pid)
+                if alive and row.owner_pid != pid:
+                    raise StoreError(
+                        f"run {run_id} is driven by pid {row.owner_pid} on {row.owner_host} "
+                        f"(heartbeat {now - row.heartbeat_at:.0f} s ago); stop it first"
+                    )
+            if row.lease_token:
+                age = now - (row.heartbeat_at or 0)
+                message = (f"took over run {run_id} from pid {row.owner_pid} on {row.owner_host} "
+                           f"(last heartbeat {age:.0f} s ago)")
+            row.lease_token, row.owner_host, row.owner_pid, row.heartbeat_at = token, host, pid, now
+            s.add(row)
+            s.add(Event(run_id=run_id, kind="lease", created_at=now_iso(),
+                        payload_json=json.dumps({"host": host, "pid": pid, "message": message})))
+        return token, message
+
+    def heartbeat(self, run_id: int, token: str) -> bool:
+        """Refresh the lease; False when another process has taken it (stop writing then)."""
+        with self.session() as s:
+            row = s.get(Run, run_id)
+            if row is None or row.lease_token != token:
+                return False
+            row.heartbeat_at = time.time()
+            s.add(row)
+            return True
+
+    def release_lease(self, run_id: int, token: str) -> None:
+        with self.session() as s:
+            row = s.get(Run, run_id)
+            if row is not None and row.lease_token == token:
+                row.lease_token, row.owner_pid, row.heartbeat_at = None, None, None
+                s.add(row)
+
+    # ----------------------------------------------------------------- nodes
+    def add_node(self, *, run_id: int, **fields: Any) -> NodeRead:
+        """Insert a node (fields of :class:`store.models.NodeBase`) and a ``node_added`` event."""
+        stamp = now_iso()
+        with self.session() as s:
+            row = Node(run_id=run_id, created_at=stamp, **fields)
+            s.add(row)
+            s.flush()
+            s.add(Event(run_id=run_id, node_id=row.id, kind="node_added", created_at=stamp))
+            return NodeRead.model_validate(row, from_attributes=True)
+
+    def set_node_status(self, node_id: int, status: str, **fields: Any) -> None:
+        """Move a node to ``status`` (and set other fields) with a ``node_status`` event."""
+        with self.session() as s:
+            row = s.get(Node, node_id)
+            if row is None:
+                raise StoreError(f"no node with id {node_id}")
+            row.status = status
+            for k, v in fields.items():
+                setattr(row, k, v)
+            s.add(row)
+            s.add(Event(run_id=row.run_id, node_id=node_id, kind="node_status", created_at=now_iso(),
+                        payload_json=json.dumps({"status": status})))
+
+    def finish_node(
+        self,
+        node_id: int,
+        *,
+        fields: dict,
+        compile_log: Optional[dict] = None,
+        correctness: Sequence[dict] = (),
+        measurements: Sequence[dict] = (),
+        stats: Iterable[tuple[int, int, float, float]] = (),
+        run_fields: Optional[dict] = None,
+    ) -> None:
+        """Record a node's result and its back-propagation in one transaction.
+
+        Args:
+            fields: node columns to set (status, speedup, error, ...).
+            compile_log / correctness / measurements: rows to add (dicts of column values;
+                ``node_id``/``run_id`` are filled in).
+            stats: ``(node_id, visits, value, best_in_subtree)`` for every node whose
+                statistics changed (the back-propagation path).
+            run_fields: run columns to set in the same transaction (iterations_done, best).
+        """
+        stamp = now_iso()
+        with self.session() as s:
+            row = s.get(Node, node_id)
+            if row is None:
+                raise StoreError(f"no node with id {node_id}")
+            for k, v in fields.items():
+                setattr(row, k, v)
+            row.finished_at = stamp
+            s.add(row)
+            if compile_log:
+                s.add(CompileLog(node_id=node_id, **compile_log))
+            for c in correctness:
+                s.add(Correctness(node_id=node_id, **c))
+            for m in measurements:
+                s.add(Measurement(node_id=node_id, run_id=row.run_id, created_at=stamp, **m))
+            for nid, visits, value, best in stats:
+                other = s.get(Node, nid)
+                if other is not None:
+                    other.visits, other.value, other.best_in_subtree = visits, value, best
+                    s.add(other)
+            if run_fields:
+                run = s.get(Run, row.run_id)
+                for k, v in run_fields.items():
+                    setattr(run, k, v)
+                run.updated_at = stamp
+                s.add(run)
+            s.add(Event(run_id=row.run_id, node_id=node_id, kind="node_finished", created_at=stamp,
+                        payload_json=json.dumps({"status": row.status, "speedup": row.speedup})))
+
+    def get_node(self, node_id: int) -> NodeRead:
+        with self.session() as s:
+            row = s.get(Node, node_id)
+            if row is None:
+                raise StoreError(f"no node with id {node_id}")
+            return NodeRead.model_validate(row, from_attributes=True)
+
+    def nodes(self, run_id: int, *, after_id: int = 0, with_source: bool = True) -> list[NodeRead]:
+        """All nodes of a run with ``id > after_id``, in id order."""
+        with self.session() as s:
+            rows = s.exec(select(Node).where(Node.run_id == run_id, Node.id > after_id).order_by(Node.id))
+            out = [NodeRead.model_validate(r, from_attributes=True) for r in rows]
+        if not with_source:
+            out = [n.model_copy(update={"source": ""}) for n in out]
+        return out
+
+    def count_nodes(self, run_id: int, *, final_only: bool = False) -> int:
+        with self.session() as s:
+            q = select(func.count()).select_from(Node).where(Node.run_id == run_id)
+            if final_only:
+                q = q.where(Node.status.not_in(IN_FLIGHT))
+            return int(s.exec(q).one())
+
+    def find_node_by_hash(self, run_id: int, source_hash: str) -> Optional[NodeRead]:
+        with self.session() as s:
+            row = s.exec(select(Node).where(Node.run_id == run_id, Node.source_hash == source_hash)).first()
+            return NodeRead.model_validate(row, from_attributes=True) if row else None
+
+    # ----------------------------------------------------------------- node details
+    def compile_logs(self, node_id: int) -> list[CompileLogRead]:
+        with self.session() as s:
+            rows = s.exec(select(CompileLog).where(CompileLog.node_id == node_id).order_by(CompileLog.id))
+            return [CompileLogRead.model_validate(r, from_attributes=True) for r in rows]
+
+    def correctness(self, node_id: int) -> list[CorrectnessRead]:
+        with self.session() as s:
+            rows = s.exec(select(Correctness).where(Correctness.node_id == node_id).order_by(Correctness.id))
+            return [CorrectnessRead.model_validate(r, from_attributes=True) for r in rows]
+
+    def measurements(self, *, run_id: Optional[int] = None, node_id: Optional[int] = None,
+                     baseline: bool = False) -> list[MeasurementRead]:
+        """Measurements of a node, or a run's baseline ones (``baseline=True``)."""
+        with self.session() as s:
+            q = select(Measurement)
+            if node_id is not None:
+                q = q.where(Measurement.node_id == node_id)
+            if run_id is not None:
+                q = q.where(Measurement.run_id == run_id)
+            if baseline:
+                q = q.where(Measurement.node_id.is_(None))
+            rows = s.exec(q.order_by(Measurement.id))
+            return [MeasurementRead.model_validate(r, from_attributes=True) for r in rows]
+
+    def add_measurements(self, run_id: int, rows: Sequence[dict]) -> None:
+        """Add measurements not tied to a node (the run's baselines)."""
+        stamp = now_iso()
+        with self.session() as s:
+            for m in rows:
+                s.add(Measurement(run_id=run_id, created_at=stamp, **m))
+
+    def add_llm_exchange(self, *, run_id: int, **fields: Any) -> LLMExchangeRead:
+        """Store one LLM exchange. Callers must have removed any API key from the fields."""
+        with self.session() as s:
+            row = LLMExchange(run_id=run_id, created_at=now_iso(), **fields)
+            s.add(row)
+            s.flush()
+            return LLMExchangeRead.model_validate(row, from_attributes=True)
+
+    def attach_llm_exchange(self, exchange_id: int, node_id: int) -> None:
+        with self.session() as s:
+            row = s.get(LLMExchange, exchange_id)
+            if row is not None:
+                row.node_id = node_id
+                s.add(row)
+
+    def llm_exchanges(self, *, node_id: Optional[int] = None, run_id: Optional[int] = None) -> list[LLMExchangeRead]:
+        with self.session() as s:
+            q = select(LLMExchange)
+            if node_id is not None:
+                q = q.where(LLMExchange.node_id == node_id)
+            if run_id is not None:
+                q = q.where(LLMExchange.run_id == run_id)
+            rows = s.exec(q.order_by(LLMExchange.id))
+            return [LLMExchangeRead.model_validate(r, from_attributes=True) for r in rows]
+
+    # ----------------------------------------------------------------- events
+    def add_event(self, run_id: int, kind: str, *, node_id: Optional[int] = None, payload: Optional[dict] = None) -> None:
+        with self.session() as s:
+            s.add(Event(run_id=run_id, node_id=node_id, kind=kind, created_at=now_iso(),
+                        payload_json=json.dumps(payload or {})))
+
+    def events(self, run_id: Optional[int] = None, *, after_id: int = 0, limit: int = 10_000) -> list[EventRead]:
+        """Events with ``id > after_id`` (of one run, or of all runs), oldest first."""
+        with self.session() as s:
+            q = select(Event).where(Event.id > after_id)
+            if run_id is not None:
+                q = q.where(Event.run_id == run_id)
+            rows = s.exec(q.order_by(Event.id).limit(limit))
+            return [EventRead.model_validate(r, from_attributes=True) for r in rows]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie child counts as dead
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True

@@ -1,0 +1,221 @@
+"""SQLModel tables of the forge-tui store (see DESIGN.md, "Data model").
+
+Each table has a ``*Base`` with the columns, a table class with the primary key, and the
+store hands out frozen read models (``*Read``) rather than live ORM objects, so callers in
+other threads never touch a session. JSON-shaped columns are stored as TEXT holding JSON.
+Times are UTC ISO-8601 strings; durations are in the unit their name says (``_ms``, ``_s``).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import ConfigDict
+from sqlmodel import Field, SQLModel
+
+SCHEMA_VERSION = 1
+
+#: Node statuses. ``pending``..``timing`` are in flight; the rest are final.
+IN_FLIGHT = ("pending", "compiling", "verifying", "timing")
+FINAL = ("ok", "compile_error", "incorrect", "timeout", "crashed", "rejected", "suspect")
+NODE_STATUSES = IN_FLIGHT + FINAL
+#: Run statuses.
+RUN_STATUSES = ("created", "running", "paused", "interrupted", "finished", "failed")
+
+
+class _Frozen(SQLModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Meta(SQLModel, table=True):
+    key: str = Field(primary_key=True)
+    value: str
+
+
+class TaskBase(SQLModel):
+    name: str = Field(index=True)
+    origin: str = "catalog"  # catalog | file | kernelbench | captured
+    reference_source: str = ""
+    spec_json: str = "{}"  # shapes, dtypes, args, signature, bytes per shape
+    signature: str = ""
+    content_hash: str = Field(index=True)
+    created_at: str = ""
+
+
+class Task(TaskBase, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+
+
+class TaskRead(TaskBase, _Frozen):
+    id: int
+
+
+class RunBase(SQLModel):
+    task_id: int = Field(foreign_key="task.id", index=True)
+    task_name: str = ""
+    status: str = "created"
+    status_reason: str = ""
+    backend: str = "host"
+    proposer: str = "tune"
+    model: str = ""
+    iterations_target: int = 50
+    iterations_done: int = 0
+    exploration_c: float = 1.0
+    seed: int = 0
+    config_json: str = "{}"
+    device_json: str = "{}"
+    fingerprint: str = ""
+    baseline_json: str = "{}"  # {"eager": {shape: median_ms}, "compile": {...}}
+    best_node_id: Optional[int] = None
+    best_speedup: Optional[float] = None
+    created_at: str = ""
+    updated_at: str = ""
+    finished_at: Optional[str] = None
+    owner_host: Optional[str] = None
+    owner_pid: Optional[int] = None
+    lease_token: Optional[str] = None
+    heartbeat_at: Optional[float] = None  # time.time() seconds
+    control: str = ""  # "", "pause", "stop": a request the search process obeys
+    elapsed_s: float = 0.0
+
+
+class Run(RunBase, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+
+
+class RunRead(RunBase, _Frozen):
+    id: int
+
+
+class NodeBase(SQLModel):
+    run_id: int = Field(foreign_key="run.id", index=True)
+    parent_id: Optional[int] = Field(default=None, foreign_key="node.id", index=True)
+    depth: int = 0
+    iteration: int = 0
+    kind: str = "seed"  # seed | proposal | repair
+    status: str = "pending"
+    source: str = ""
+    source_hash: str = Field(default="", index=True)
+    description: str = ""
+    params_json: str = "{}"  # @tune parameter values, where known
+    proposer: str = ""
+    visits: int = 0
+    value: float = 0.0
+    best_in_subtree: float = 0.0
+    speedup: Optional[float] = None  # geometric mean over shapes vs eager
+    speedup_compile: Optional[float] = None  # vs torch.compile, where timed
+    median_ms: Optional[float] = None  # sum over shapes of the per-shape medians
+    shapes_json: str = "{}"  # {shape: {median_ms, baseline_ms, speedup, gbps, sol_pct}}
+    error: str = ""
+    created_at: str = ""
+    finished_at: Optional[str] = None
+
+
+class Node(NodeBase, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+
+
+class NodeRead(NodeBase, _Frozen):
+    id: int
+
+
+class CompileLogBase(SQLModel):
+    node_id: int = Field(foreign_key="node.id", index=True)
+    command: str = ""
+    log: str = ""
+    seconds: float = 0.0
+    ok: bool = False
+    cached: bool = False
+
+
+class CompileLog(CompileLogBase, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+
+
+class CompileLogRead(CompileLogBase, _Frozen):
+    id: int
+
+
+class CorrectnessBase(SQLModel):
+    node_id: int = Field(foreign_key="node.id", index=True)
+    shape: str = ""
+    trial: int = 0
+    seed: int = 0
+    distribution: str = "normal"
+    max_abs_err: Optional[float] = None
+    max_rel_err: Optional[float] = None
+    tolerance: str = ""
+    passed: bool = False
+    note: str = ""
+
+
+class Correctness(CorrectnessBase, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+
+
+class CorrectnessRead(CorrectnessBase, _Frozen):
+    id: int
+
+
+class MeasurementBase(SQLModel):
+    run_id: int = Field(foreign_key="run.id", index=True)
+    node_id: Optional[int] = Field(default=None, foreign_key="node.id", index=True)
+    subject: str = "candidate"  # candidate | eager | compile
+    shape: str = ""
+    n: int = 0
+    median_ms: float = 0.0
+    p10_ms: float = 0.0
+    p90_ms: float = 0.0
+    cv: float = 0.0
+    gbps: Optional[float] = None
+    sol_pct: Optional[float] = None
+    samples_json: str = "[]"
+    clocks_json: str = "{}"
+    throttled: bool = False
+    method: str = ""  # e.g. "cuda events, L2 flush 256 MB, interleaved"
+    created_at: str = ""
+
+
+class Measurement(MeasurementBase, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+
+
+class MeasurementRead(MeasurementBase, _Frozen):
+    id: int
+
+
+class LLMExchangeBase(SQLModel):
+    run_id: int = Field(foreign_key="run.id", index=True)
+    node_id: Optional[int] = Field(default=None, foreign_key="node.id", index=True)
+    messages_json: str = "[]"
+    reply: str = ""
+    model: str = ""
+    prompt_tokens: Optional[int] = None
+    completion_tokens: Optional[int] = None
+    latency_s: Optional[float] = None
+    finish_reason: str = ""
+    error: str = ""
+    created_at: str = ""
+
+
+class LLMExchange(LLMExchangeBase, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+
+
+class LLMExchangeRead(LLMExchangeBase, _Frozen):
+    id: int
+
+
+class EventBase(SQLModel):
+    run_id: int = Field(foreign_key="run.id", index=True)
+    node_id: Optional[int] = None
+    kind: str = ""
+    payload_json: str = "{}"
+    created_at: str = ""
+
+
+class Event(EventBase, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+
+
+class EventRead(EventBase, _Frozen):
+    id: int
