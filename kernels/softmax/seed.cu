@@ -1,9 +1,13 @@
 // softmax over the last dim of a row-major (rows, cols) fp32 tensor.
-// One or more blocks per row. With SPLIT == 1 a block owns a row: one pass computes the
-// row's max and sum (online, or two passes when ONLINE == 0), a last pass writes
-// exp(x - max) / sum; the re-reads of a row hit L1/L2. With SPLIT > 1, SPLIT blocks share
-// a row (for few, long rows that would leave SMs idle): a first launch writes each chunk's
-// (max, sum), a second combines them and writes the output.
+//
+// Rows that fit in a tile of BLOCK * VEC * UNROLL elements are read once into registers
+// (all loads issued before any use, for memory-level parallelism), reduced, and written
+// from registers: the row crosses DRAM once each way. Longer rows stream tile by tile
+// with an online (max, sum), then are read again for the write (mostly from L2).
+// When there are fewer rows than BLOCKS_PER_SM * SMs, several blocks share each row:
+// a first launch writes each chunk's (max, sum), a second combines them and writes the
+// output; with REVERSE the second launch walks the chunks in the opposite order, so it
+// starts on what the first launch read last and is still in L2.
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <math.h>
@@ -12,10 +16,14 @@
 #define BLOCK 256
 // @tune VEC: 1, 2, 4
 #define VEC 4
-// @tune SPLIT: 1, 2, 4, 8, 16, 32
-#define SPLIT 1
-// @tune ONLINE: 0, 1
-#define ONLINE 1
+// @tune UNROLL: 1, 2, 4, 8
+#define UNROLL 4
+// @tune BLOCKS_PER_SM: 1, 2, 4, 8
+#define BLOCKS_PER_SM 2
+// @tune REVERSE: 0, 1
+#define REVERSE 1
+
+#define TILE (BLOCK * VEC * UNROLL)
 
 struct MS { float m; float s; };
 
@@ -25,12 +33,8 @@ __device__ __forceinline__ MS ms_combine(MS a, MS b) {
     return MS{m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
 }
 
-__device__ __forceinline__ MS ms_add(MS a, float x) {
-    if (x > a.m) return MS{x, a.s * expf(a.m - x) + 1.f};
-    return MS{a.m, a.s + expf(x - a.m)};
-}
-
 __device__ __forceinline__ MS warp_reduce(MS v) {
+#pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
         MS w{__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s, o)};
         v = ms_combine(v, w);
@@ -38,16 +42,7 @@ __device__ __forceinline__ MS warp_reduce(MS v) {
     return v;
 }
 
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
+// Block-wide (max, sum) combine; every thread gets the result. Call from uniform control flow.
 __device__ MS block_reduce(MS v) {
     __shared__ MS sh[32];
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
@@ -65,145 +60,154 @@ __device__ MS block_reduce(MS v) {
     return r;
 }
 
-__device__ float block_max(float v) {
-    __shared__ float sh[32];
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-    v = warp_max(v);
-    if (lane == 0) sh[wid] = v;
-    __syncthreads();
-    if (wid == 0) {
-        v = lane < BLOCK / 32 ? sh[lane] : -INFINITY;
-        v = warp_max(v);
-        if (lane == 0) sh[0] = v;
-    }
-    __syncthreads();
-    float r = sh[0];
-    __syncthreads();
-    return r;
-}
-
-__device__ float block_sum(float v) {
-    __shared__ float sh[32];
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-    v = warp_sum(v);
-    if (lane == 0) sh[wid] = v;
-    __syncthreads();
-    if (wid == 0) {
-        v = lane < BLOCK / 32 ? sh[lane] : 0.f;
-        v = warp_sum(v);
-        if (lane == 0) sh[0] = v;
-    }
-    __syncthreads();
-    float r = sh[0];
-    __syncthreads();
-    return r;
-}
-
-// Visit x[begin, end) of one row: f(value) for each element, VEC-wide loads when aligned.
-template <typename F>
-__device__ __forceinline__ void visit(const float* __restrict__ row, int64_t begin, int64_t end, bool vec_ok, F f) {
-    if (VEC > 1 && vec_ok) {
-        for (int64_t i = begin + (int64_t)threadIdx.x * VEC; i < end; i += (int64_t)BLOCK * VEC) {
-            if (VEC == 4) {
-                float4 v = *reinterpret_cast<const float4*>(row + i);
-                f(v.x); f(v.y); f(v.z); f(v.w);
-            } else {
-                float2 v = *reinterpret_cast<const float2*>(row + i);
-                f(v.x); f(v.y);
-            }
+// Load the tile starting at `base` (elements [base, end) of `row`) into registers; out of
+// range elements become -inf. Vector loads where aligned and in range.
+__device__ __forceinline__ void tile_load(const float* __restrict__ row, int64_t base, int64_t end, bool vec_ok,
+                                          float (&r)[UNROLL][VEC]) {
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+        const int64_t i = base + ((int64_t)u * BLOCK + threadIdx.x) * VEC;
+        if (VEC == 4 && vec_ok && i + 4 <= end) {
+            float4 t = __ldg(reinterpret_cast<const float4*>(row + i));
+            r[u][0] = t.x; r[u][1 % VEC] = t.y; r[u][2 % VEC] = t.z; r[u][3 % VEC] = t.w;
+        } else if (VEC == 2 && vec_ok && i + 2 <= end) {
+            float2 t = __ldg(reinterpret_cast<const float2*>(row + i));
+            r[u][0] = t.x; r[u][1 % VEC] = t.y;
+        } else {
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) r[u][j] = (i + j < end) ? __ldg(row + i + j) : -INFINITY;
         }
-    } else {
-        for (int64_t i = begin + threadIdx.x; i < end; i += BLOCK) f(row[i]);
     }
 }
 
-__device__ MS chunk_stats(const float* __restrict__ row, int64_t begin, int64_t end, bool vec_ok) {
-#if ONLINE
-    MS acc{-INFINITY, 0.f};
-    visit(row, begin, end, vec_ok, [&](float x) { acc = ms_add(acc, x); });
-    return block_reduce(acc);
-#else
+__device__ __forceinline__ void tile_store(float* __restrict__ out, int64_t base, int64_t end, bool vec_ok,
+                                           const float (&r)[UNROLL][VEC], float m, float inv) {
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+        const int64_t i = base + ((int64_t)u * BLOCK + threadIdx.x) * VEC;
+        float e[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) e[j] = expf(r[u][j] - m) * inv;
+        if (VEC == 4 && vec_ok && i + 4 <= end) {
+            *reinterpret_cast<float4*>(out + i) = make_float4(e[0], e[1 % VEC], e[2 % VEC], e[3 % VEC]);
+        } else if (VEC == 2 && vec_ok && i + 2 <= end) {
+            *reinterpret_cast<float2*>(out + i) = make_float2(e[0], e[1 % VEC]);
+        } else {
+#pragma unroll
+            for (int j = 0; j < VEC; ++j)
+                if (i + j < end) out[i + j] = e[j];
+        }
+    }
+}
+
+// Thread-local (max, sum) of a register tile.
+__device__ __forceinline__ MS tile_stats(const float (&r)[UNROLL][VEC]) {
     float m = -INFINITY;
-    visit(row, begin, end, vec_ok, [&](float x) { m = fmaxf(m, x); });
-    m = block_max(m);
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) m = fmaxf(m, r[u][j]);
     float s = 0.f;
-    visit(row, begin, end, vec_ok, [&](float x) { s += expf(x - m); });
-    s = block_sum(s);
+    if (m != -INFINITY) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) s += expf(r[u][j] - m);
+    }
     return MS{m, s};
-#endif
 }
 
-__device__ void chunk_write(const float* __restrict__ row, float* __restrict__ out, int64_t begin, int64_t end,
+// Block-wide (max, sum) of row[begin, end), streaming tile by tile.
+__device__ MS range_stats(const float* __restrict__ row, int64_t begin, int64_t end, bool vec_ok) {
+    MS acc{-INFINITY, 0.f};
+    float r[UNROLL][VEC];
+    for (int64_t base = begin; base < end; base += TILE) {
+        tile_load(row, base, end, vec_ok, r);
+        acc = ms_combine(acc, tile_stats(r));
+    }
+    return block_reduce(acc);
+}
+
+__device__ void range_write(const float* __restrict__ row, float* __restrict__ out, int64_t begin, int64_t end,
                             bool vec_ok, float m, float inv) {
-    if (VEC > 1 && vec_ok) {
-        for (int64_t i = begin + (int64_t)threadIdx.x * VEC; i < end; i += (int64_t)BLOCK * VEC) {
-            if (VEC == 4) {
-                float4 v = *reinterpret_cast<const float4*>(row + i);
-                v.x = expf(v.x - m) * inv; v.y = expf(v.y - m) * inv;
-                v.z = expf(v.z - m) * inv; v.w = expf(v.w - m) * inv;
-                *reinterpret_cast<float4*>(out + i) = v;
-            } else {
-                float2 v = *reinterpret_cast<const float2*>(row + i);
-                v.x = expf(v.x - m) * inv; v.y = expf(v.y - m) * inv;
-                *reinterpret_cast<float2*>(out + i) = v;
-            }
-        }
-    } else {
-        for (int64_t i = begin + threadIdx.x; i < end; i += BLOCK) out[i] = expf(row[i] - m) * inv;
+    float r[UNROLL][VEC];
+    for (int64_t base = begin; base < end; base += TILE) {
+        tile_load(row, base, end, vec_ok, r);
+        tile_store(out, base, end, vec_ok, r, m, inv);
     }
 }
 
-__device__ __forceinline__ void chunk_bounds(int64_t cols, int b, int64_t* begin, int64_t* end) {
-    int64_t chunk = (cols + SPLIT - 1) / SPLIT;
+__global__ void __launch_bounds__(BLOCK) softmax_rows(const float* __restrict__ x, float* __restrict__ y,
+                                                      int64_t cols, bool vec_ok) {
+    const float* row = x + (int64_t)blockIdx.x * cols;
+    float* out = y + (int64_t)blockIdx.x * cols;
+    if (cols <= TILE) {  // the whole row stays in registers
+        float r[UNROLL][VEC];
+        tile_load(row, 0, cols, vec_ok, r);
+        MS st = block_reduce(tile_stats(r));
+        tile_store(out, 0, cols, vec_ok, r, st.m, 1.f / st.s);
+    } else {
+        MS st = range_stats(row, 0, cols, vec_ok);
+        range_write(row, out, 0, cols, vec_ok, st.m, 1.f / st.s);
+    }
+}
+
+__device__ __forceinline__ void chunk_of(int64_t cols, int64_t split, int64_t b, int64_t* begin, int64_t* end) {
+    int64_t chunk = (cols + split - 1) / split;
     chunk = (chunk + VEC - 1) / VEC * VEC;
-    *begin = min((int64_t)b * chunk, cols);
+    *begin = min(b * chunk, cols);
     *end = min(*begin + chunk, cols);
 }
 
-__global__ void __launch_bounds__(BLOCK) softmax_row(const float* __restrict__ x, float* __restrict__ y,
-                                                     int64_t cols, bool vec_ok) {
-    const int64_t r = blockIdx.x;
-    const float* row = x + r * cols;
-    MS st = chunk_stats(row, 0, cols, vec_ok);
-    chunk_write(row, y + r * cols, 0, cols, vec_ok, st.m, 1.f / st.s);
-}
-
 __global__ void __launch_bounds__(BLOCK) softmax_partial(const float* __restrict__ x, MS* __restrict__ part,
-                                                         int64_t cols, bool vec_ok) {
-    const int64_t r = blockIdx.y;
+                                                         int64_t cols, int64_t split, bool vec_ok) {
+    const int64_t r = blockIdx.x / split, b = blockIdx.x % split;
     int64_t begin, end;
-    chunk_bounds(cols, blockIdx.x, &begin, &end);
-    MS st = chunk_stats(x + r * cols, begin, end, vec_ok);
-    if (threadIdx.x == 0) part[r * SPLIT + blockIdx.x] = st;
+    chunk_of(cols, split, b, &begin, &end);
+    MS st = range_stats(x + r * cols, begin, end, vec_ok);
+    if (threadIdx.x == 0) part[blockIdx.x] = st;
 }
 
 __global__ void __launch_bounds__(BLOCK) softmax_finish(const float* __restrict__ x, const MS* __restrict__ part,
-                                                        float* __restrict__ y, int64_t cols, bool vec_ok) {
-    const int64_t r = blockIdx.y;
+                                                        float* __restrict__ y, int64_t cols, int64_t split,
+                                                        bool vec_ok) {
+    const int64_t lin = REVERSE ? (int64_t)gridDim.x - 1 - blockIdx.x : (int64_t)blockIdx.x;
+    const int64_t r = lin / split, b = lin % split;
     MS st{-INFINITY, 0.f};
-    for (int i = 0; i < SPLIT; ++i) st = ms_combine(st, part[r * SPLIT + i]);
+    for (int64_t i = threadIdx.x; i < split; i += BLOCK) st = ms_combine(st, part[r * split + i]);
+    st = block_reduce(st);
     int64_t begin, end;
-    chunk_bounds(cols, blockIdx.x, &begin, &end);
-    chunk_write(x + r * cols, y + r * cols, begin, end, vec_ok, st.m, 1.f / st.s);
+    chunk_of(cols, split, b, &begin, &end);
+    range_write(x + r * cols, y + r * cols, begin, end, vec_ok, st.m, 1.f / st.s);
 }
 
 extern "C" int forge_launch(const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream) {
     if (rows <= 0 || cols <= 0) return 0;
     const bool vec_ok = (cols % VEC == 0) && ((uintptr_t)x % (VEC * 4) == 0) && ((uintptr_t)y % (VEC * 4) == 0);
-    if (SPLIT == 1) {
-        softmax_row<<<(unsigned)rows, BLOCK, 0, stream>>>(x, y, cols, vec_ok);
+    static int sms = 0;
+    if (sms == 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess) return 3;
+        if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 3;
+    }
+    const int64_t target = (int64_t)BLOCKS_PER_SM * sms;
+    int64_t split = rows >= target ? 1 : (target + rows - 1) / rows;
+    const int64_t max_split = (cols + BLOCK * VEC - 1) / (BLOCK * VEC);
+    split = split > max_split ? max_split : split;
+    if (split <= 1 || cols <= TILE) {
+        softmax_rows<<<(unsigned)rows, BLOCK, 0, stream>>>(x, y, cols, vec_ok);
         return (int)cudaGetLastError();
     }
     static MS* part = nullptr;
     static size_t cap = 0;
-    const size_t need = (size_t)rows * SPLIT;
+    const size_t need = (size_t)(rows * split);
     if (need > cap) {
         if (part) cudaFree(part);
         if (cudaMalloc(&part, need * sizeof(MS)) != cudaSuccess) { part = nullptr; cap = 0; return 2; }
         cap = need;
     }
-    dim3 grid(SPLIT, (unsigned)rows);
-    softmax_partial<<<grid, BLOCK, 0, stream>>>(x, part, cols, vec_ok);
-    softmax_finish<<<grid, BLOCK, 0, stream>>>(x, part, y, cols, vec_ok);
+    const unsigned grid = (unsigned)(rows * split);
+    softmax_partial<<<grid, BLOCK, 0, stream>>>(x, part, cols, split, vec_ok);
+    softmax_finish<<<grid, BLOCK, 0, stream>>>(x, part, y, cols, split, vec_ok);
     return (int)cudaGetLastError();
 }
