@@ -197,6 +197,18 @@ def cmd_tasks(args, store) -> int:
     return 0
 
 
+def cmd_llm(args, store) -> int:
+    """``forge-tui llm check``: one small request; model, latency and tokens, or why it failed."""
+    from forge_tui.llm.check import check
+
+    ok, line = check(args)
+    if not ok:
+        _err(line)
+        return 1
+    print(line)
+    return 0
+
+
 def _open_app(store: Store, run_id: Optional[int] = None, note: str = "") -> int:
     from forge_tui.app.app import ForgeApp
 
@@ -251,11 +263,18 @@ def build_parser() -> argparse.ArgumentParser:
     tk = sub.add_parser("tasks", help="list the task catalog")
     tk.add_argument("--json", action="store_true")
     db_arg(tk)
+    lm = sub.add_parser("llm", help="LLM endpoint tools")
+    lm_sub = lm.add_subparsers(dest="llm_cmd", required=True)
+    lc = lm_sub.add_parser("check", help="send one small request to the configured endpoint")
+    lc.add_argument("--base-url", default=None)
+    lc.add_argument("--model", default=None)
+    lc.add_argument("--timeout", type=float, default=30.0, help="seconds for the request (default 30)")
     return p
 
 
 COMMANDS = {"run": cmd_run, "resume": cmd_resume, "stop": cmd_stop, "ls": cmd_ls, "show": cmd_show,
-            "eval": cmd_eval, "tasks": cmd_tasks}
+            "eval": cmd_eval, "tasks": cmd_tasks,
+            "llm": cmd_llm}
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -265,7 +284,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         args.proposer = default_proposer(args)
     try:
-        if args.cmd in ("tasks",):
+        if args.cmd in ("tasks", "llm"):
             return COMMANDS[args.cmd](args, None)
         store = Store(args.db or default_db_path())
         if args.cmd is None:

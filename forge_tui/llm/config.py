@@ -1,24 +1,166 @@
-"""LLM endpoint configuration (placeholder until the LLM proposer lands).
+"""LLM endpoint configuration: one typed model, layered sources (STYLE.md 10).
 
-The full layered configuration (defaults, TOML file in the user config dir, environment,
-flags) is built in forge_tui/llm; this module keeps the two entry points the CLI uses.
+Layers, later wins: defaults < ``[llm]`` table of ``<user config dir>/config.toml`` <
+environment (``OPENAI_BASE_URL``, ``FORGE_LLM_MODEL``) < command-line flags (``--base-url``,
+``--model``). Unknown keys in the file are an error naming the key.
+
+The API key is *not* part of the configuration: it is read from ``OPENAI_API_KEY`` when a
+client is built (:func:`api_key`), and never stored in a run, a transcript or a log.
 """
 from __future__ import annotations
 
 import os
+import tomllib
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Optional
 
 
 class ConfigError(ValueError):
     """A configuration problem, explained in one line."""
 
 
+#: What a local server (vLLM, Ollama, llama.cpp) accepts when it checks no key at all.
+NO_KEY = "sk-no-key-required"
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """How to reach the model.
+
+    base_url: OpenAI-compatible endpoint (``.../v1``); empty means the openai client's default.
+    model: model name; empty means "the first model the endpoint lists".
+    timeout_s: limit for one request (seconds).
+    max_retries: retries after the first attempt on rate limits, timeouts, connection errors, 5xx.
+    retry_wait_s: first backoff (seconds); doubles per retry, with full jitter.
+    retry_max_wait_s: the longest single backoff (seconds).
+    retry_budget_s: total time across attempts before giving up (seconds).
+    temperature / max_tokens: sampling settings sent with every request.
+    """
+
+    base_url: str = ""
+    model: str = ""
+    timeout_s: float = 300.0
+    max_retries: int = 4
+    retry_wait_s: float = 1.0
+    retry_max_wait_s: float = 30.0
+    retry_budget_s: float = 900.0
+    temperature: float = 0.7
+    max_tokens: int = 16384
+
+    def run_config(self) -> dict:
+        """What is stored in a run's ``config_json`` (no API key: there is none in here)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict, *, where: str = "config", strict: bool = True) -> "LLMConfig":
+        """Build from a mapping; unknown keys raise ConfigError (or are skipped when not strict)."""
+        known = {f.name: f for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for key, val in data.items():
+            if key not in known:
+                if strict:
+                    raise ConfigError(f"unknown key {key!r} in {where}; known keys: {', '.join(known)}")
+                continue
+            values[key] = _coerce(key, val, known[key].type, where)
+        cfg = replace(cls(), **values)
+        cfg.validate(where)
+        return cfg
+
+    def validate(self, where: str = "config") -> None:
+        if self.timeout_s <= 0:
+            raise ConfigError(f"timeout_s must be above 0 (in {where})")
+        if self.max_retries < 0:
+            raise ConfigError(f"max_retries must be 0 or more (in {where})")
+        if self.max_tokens <= 0:
+            raise ConfigError(f"max_tokens must be above 0 (in {where})")
+        if self.retry_wait_s < 0 or self.retry_max_wait_s < 0 or self.retry_budget_s <= 0:
+            raise ConfigError(f"retry times must be positive (in {where})")
+
+
+def _coerce(key: str, val: Any, typ: Any, where: str) -> Any:
+    name = typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
+    try:
+        if name == "str":
+            if not isinstance(val, str):
+                raise TypeError
+            return val
+        if name == "int":
+            if isinstance(val, bool) or isinstance(val, float) and not val.is_integer():
+                raise TypeError
+            return int(val)
+        if name == "float":
+            if isinstance(val, bool):
+                raise TypeError
+            return float(val)
+    except (TypeError, ValueError):
+        pass
+    raise ConfigError(f"{key} in {where} must be a {name}, not {val!r}")
+
+
+def config_path() -> Path:
+    """``config.toml`` in the user config dir (``$XDG_CONFIG_HOME/forge-tui`` on Linux)."""
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir("forge-tui")) / "config.toml"
+
+
+def read_file(path: Optional[Path] = None) -> dict:
+    """The ``[llm]`` table of the config file ({} when the file does not exist). Raises ConfigError."""
+    path = path or config_path()
+    if not path.exists():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {str(exc).splitlines()[0]}") from exc
+    unknown = [k for k in data if k != "llm"]
+    if unknown:
+        raise ConfigError(f"unknown table or key {unknown[0]!r} in {path}; known: [llm]")
+    table = data.get("llm", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"'llm' in {path} must be a table ([llm])")
+    if "api_key" in table:
+        raise ConfigError(f"api_key in {path}: keep the key out of files; set OPENAI_API_KEY instead")
+    LLMConfig.from_dict(table, where=str(path))  # unknown keys and types are reported here
+    return table
+
+
+def load(args=None, *, path: Optional[Path] = None, env: Optional[dict] = None) -> LLMConfig:
+    """The effective configuration: defaults < file < environment < flags. Raises ConfigError."""
+    env = os.environ if env is None else env
+    merged: dict[str, Any] = dict(read_file(path))
+    where = "the config file and environment"
+    if env.get("OPENAI_BASE_URL"):
+        merged["base_url"] = env["OPENAI_BASE_URL"]
+    if env.get("FORGE_LLM_MODEL"):
+        merged["model"] = env["FORGE_LLM_MODEL"]
+    if args is not None:
+        if getattr(args, "base_url", None):
+            merged["base_url"] = args.base_url
+        if getattr(args, "model", None):
+            merged["model"] = args.model
+        if getattr(args, "timeout", None):
+            merged["timeout_s"] = args.timeout
+    return LLMConfig.from_dict(merged, where=where)
+
+
+def api_key(env: Optional[dict] = None) -> str:
+    """``OPENAI_API_KEY``, or a placeholder local servers accept (they check no key)."""
+    env = os.environ if env is None else env
+    return env.get("OPENAI_API_KEY") or NO_KEY
+
+
 def default_proposer(args) -> str:
-    """``llm`` when an endpoint is configured (flag or OPENAI_BASE_URL), else ``tune``."""
+    """``llm`` when an endpoint is configured (flag, OPENAI_BASE_URL or the file), else ``tune``."""
     if getattr(args, "base_url", None) or os.environ.get("OPENAI_BASE_URL"):
         return "llm"
-    return "tune"
+    try:
+        return "llm" if read_file().get("base_url") else "tune"
+    except ConfigError:
+        return "tune"  # the error is reported when the llm proposer is actually asked for
 
 
 def llm_run_config(args) -> dict:
-    """The LLM settings stored in a run's config (never the API key)."""
-    raise ConfigError("the llm proposer is not available yet: use --proposer tune")
+    """The LLM settings stored in a run's config (never the API key). Raises ConfigError."""
+    return load(args).run_config()
