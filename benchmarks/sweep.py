@@ -21,7 +21,7 @@ def main() -> None:
     ap.add_argument("task")
     ap.add_argument("--backend", default="auto")
     ap.add_argument("grid", nargs="*", help="NAME=v1,v2")
-    a = ap.parse_args()
+    a = ap.parse_intermixed_args()
     task = get_task(a.task)
     backend = resolve_backend(a.backend)
     seed = task.seed_source(backend)

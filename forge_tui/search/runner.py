@@ -203,6 +203,12 @@ class Search:
 
     # ------------------------------------------------------------------ the loop
     def _drive(self) -> tuple[str, str]:
+        try:
+            return self._drive_inner()
+        except ProposerUnavailable as exc:  # endpoint down: pause, the tree stays as it is
+            return "paused", str(exc).splitlines()[0]
+
+    def _drive_inner(self) -> tuple[str, str]:
         run = self.run
         self.evaluator = self.evaluator_factory(self.task, run.backend)
         facts = self.evaluator.start()
@@ -236,10 +242,7 @@ class Search:
             if parent_id is None:
                 return "finished", "search space exhausted: every reachable configuration was tried"
             parent = self.store.get_node(parent_id)
-            try:
-                proposal = self.proposer.propose(ctx, parent)
-            except ProposerUnavailable as exc:
-                return "paused", str(exc)
+            proposal = self.proposer.propose(ctx, parent)
             if proposal is None:
                 self.tree.nodes[parent_id].exhausted = True
                 continue
@@ -339,10 +342,7 @@ class Search:
                 return node.status == "ok"
             if self._iterations_done() >= self.run.iterations_target and node.parent_id is not None:
                 return False
-            try:
-                proposal = self.proposer.repair(ctx, node)
-            except ProposerUnavailable:
-                return False
+            proposal = self.proposer.repair(ctx, node)
             if proposal is None:
                 return False
             proposal.kind = "repair"
