@@ -128,7 +128,7 @@ def cmd_show(args, store: Store) -> int:
                                "completion_tokens": ex.completion_tokens, "latency_s": ex.latency_s}
     out_nodes = [{"id": n.id, "parent": n.parent_id, "status": n.status, "speedup": n.speedup,
                   "median_ms": n.median_ms, "description": n.description, "kind": n.kind, "depth": n.depth,
-                  "speedup_compile": n.speedup_compile, "error": n.error.splitlines()[0] if n.error else "",
+                  "speedup_compile": n.speedup_compile, "confirmed_speedup": n.confirmed_speedup, "error": n.error.splitlines()[0] if n.error else "",
                   "shapes": json.loads(n.shapes_json or "{}"), "llm": llm.get(n.id)} for n in nodes]
     if args.json:
         summary = _run_summary(run)

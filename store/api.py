@@ -392,6 +392,22 @@ class Store:
             s.add(Event(run_id=row.run_id, node_id=node_id, kind="node_finished", created_at=stamp,
                         payload_json=json.dumps({"status": row.status, "speedup": row.speedup})))
 
+    def confirm_node(self, node_id: int, speedup: float, measurements: Sequence[dict], note: str = "") -> None:
+        """Store a node's confirmation re-measurement (its measurements and confirmed speedup)."""
+        stamp = now_iso()
+        with self.session() as s:
+            row = s.get(Node, node_id)
+            if row is None:
+                raise StoreError(f"no node with id {node_id}")
+            row.confirmed_speedup = speedup
+            if note:
+                row.error = (row.error + "\n" + note).strip()
+            s.add(row)
+            for m in measurements:
+                s.add(Measurement(node_id=node_id, run_id=row.run_id, created_at=stamp, **m))
+            s.add(Event(run_id=row.run_id, node_id=node_id, kind="node_confirmed", created_at=stamp,
+                        payload_json=json.dumps({"confirmed_speedup": speedup})))
+
     def get_node(self, node_id: int) -> NodeRead:
         with self.session() as s:
             row = s.get(Node, node_id)

@@ -103,6 +103,7 @@ class NodeBase(SQLModel):
     best_in_subtree: float = 0.0
     speedup: Optional[float] = None  # geometric mean over shapes vs eager
     speedup_compile: Optional[float] = None  # vs torch.compile, where timed
+    confirmed_speedup: Optional[float] = None  # re-measured at the end of the run (best nodes)
     median_ms: Optional[float] = None  # sum over shapes of the per-shape medians
     shapes_json: str = "{}"  # {shape: {median_ms, baseline_ms, speedup, gbps, sol_pct}}
     error: str = ""
