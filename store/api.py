@@ -139,7 +139,9 @@ class Store:
                 raise StoreError(
                     f"{self.path} was written by a newer forge-tui (schema {version} > {SCHEMA_VERSION}); upgrade forge-tui"
                 )
-            if version < SCHEMA_VERSION and not self.readonly:
+            if version < SCHEMA_VERSION:
+                if self.readonly:
+                    raise StoreError(f"{self.path} has schema {version}; open it once without read-only to migrate it")
                 self._migrate(version)
             return
         if tables and not self.readonly:
@@ -151,8 +153,18 @@ class Store:
             s.add(Meta(key="schema_version", value=str(SCHEMA_VERSION)))
             s.commit()
 
+    #: Forward-only migrations: ``MIGRATIONS[v]`` takes a file from version v to v + 1.
+    MIGRATIONS = {
+        1: ["ALTER TABLE node ADD COLUMN confirmed_speedup FLOAT"],
+    }
+
     def _migrate(self, version: int) -> None:
-        """Forward-only migrations from ``version`` to SCHEMA_VERSION (none exist yet)."""
+        """Apply forward-only migrations from ``version`` to SCHEMA_VERSION, in one transaction."""
+        with Session(self.engine) as s:
+            for v in range(max(version, 1), SCHEMA_VERSION):
+                for stmt in self.MIGRATIONS.get(v, []):
+                    s.exec(text(stmt))
+            s.commit()
         SQLModel.metadata.create_all(self.engine)
         with Session(self.engine) as s:
             s.merge(Meta(key="schema_version", value=str(SCHEMA_VERSION)))

@@ -12,7 +12,7 @@ from typing import Optional
 from pydantic import ConfigDict
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Node statuses. ``pending``..``timing`` are in flight; the rest are final.
 IN_FLIGHT = ("pending", "compiling", "verifying", "timing")
