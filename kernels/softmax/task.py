@@ -61,4 +61,4 @@ def _make(dtype: str) -> TaskSpec:
     )
 
 
-TASKS = [_make("float32")]
+TASKS = [_make("float32"), _make("bfloat16")]
