@@ -15,16 +15,20 @@ from typing import Optional
 MAX_SOURCE_BYTES = 256 * 1024
 
 _FORBIDDEN = {
-    "process": r"\b(system|popen|fork|vfork|execl|execlp|execle|execv|execvp|execvpe|posix_spawn|clone|kill|raise)\s*\(",
+    # bare names too: <cmath> declares system(), so `auto f = system; f("...")` needs no `system(`
+    "process": r"\b(system|popen|fork|vfork|execl|execlp|execle|execv|execvp|execvpe|posix_spawnp?)\b"
+               r"|\b(clone|kill|raise)\s*\(",
     "file": r"\b(fopen|freopen|open|openat|creat|unlink|remove|rename|mmap|ifstream|ofstream|fstream)\b|\bFILE\s*\*",
     "network": r"\b(socket|connect|bind|listen|accept|gethostbyname|getaddrinfo)\s*\(",
     "dynamic loading": r"\b(dlopen|dlsym|LoadLibrary)\b",
-    "inline assembly": r"\basm\s*(volatile\s*)?\(|__asm__",
+    "inline assembly": r"\b(__)?asm(__)?\b",
     "syscall": r"\bsyscall\s*\(",
     "stream or thread creation": r"\b(cudaStreamCreate\w*|cuStreamCreate\w*|pthread_create|std::thread|std::async|cudaLaunchHostFunc|cudaStreamAddCallback)\b",
     "device reset": r"\b(cudaDeviceReset|cudaSetDevice|cudaDeviceSetLimit)\b",
     "timer or environment tampering": r"\b(setenv|putenv|cudaEventRecord|cudaEventElapsedTime|clock_gettime|gettimeofday)\b",
-    "printing": r"\b(printf|fprintf|puts|std::cout|std::cerr|write)\s*[(<]",
+    # bare names (a pointer to putchar needs no call syntax) and the __builtin_ spellings
+    "printing": r"\b(__builtin_)?(printf|fprintf|vprintf|vfprintf|dprintf|puts|fputs|putchar|putc|fputc|fwrite|"
+                r"perror|putchar_unlocked|fwrite_unlocked)\b|\bstd::(cout|cerr|clog)\b|\bwrite\s*\(",
 }
 
 _INCLUDE_OK = re.compile(
@@ -70,6 +74,9 @@ def check_source(source: str, backend: str) -> Optional[str]:
         if m:
             line = code[: m.start()].count("\n") + 1
             return f"forbidden {what}: `{m.group(0).strip()}` on line {line}"
+    if "##" in code:
+        line = code[: code.index("##")].count("\n") + 1
+        return f"forbidden token pasting: `##` on line {line} can assemble a forbidden name out of harmless pieces"
     if re.search(r"#\s*(pragma\s+omp|include\s*<omp\.h>)", source):
         return "forbidden thread creation: OpenMP is not allowed (the harness owns the CPU)"
     return None

@@ -1,0 +1,20 @@
+// expect: incorrect
+// Correct output, but the input is used as scratch and left overwritten.
+#include <cmath>
+#include <cstdint>
+
+static void row_softmax(const float* x, float* y, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+    float s = 0.f;
+    for (int64_t i = 0; i < n; ++i) { float e = std::exp(x[i] - m); y[i] = e; s += e; }
+    const float inv = 1.f / s;
+    for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+}
+
+extern "C" int forge_launch(const float* x, float* y, int64_t rows, int64_t cols) {
+    float* scratch = const_cast<float*>(x);
+    for (int64_t r = 0; r < rows; ++r) row_softmax(x + r * cols, y + r * cols, cols);
+    for (int64_t i = 0; i < rows * cols; ++i) scratch[i] = y[i];
+    return 0;
+}

@@ -1,0 +1,23 @@
+// expect: incorrect
+// Precision shortcut: exp without subtracting the row max overflows on large-magnitude inputs.
+#include <cmath>
+#include <cstdint>
+
+static void row_softmax(const float* x, float* y, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+    float s = 0.f;
+    for (int64_t i = 0; i < n; ++i) { float e = std::exp(x[i] - m); y[i] = e; s += e; }
+    const float inv = 1.f / s;
+    for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+}
+
+extern "C" int forge_launch(const float* x, float* y, int64_t rows, int64_t cols) {
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * cols; float* yr = y + r * cols;
+        float s = 0.f;
+        for (int64_t i = 0; i < cols; ++i) { yr[i] = std::exp(xr[i]); s += yr[i]; }
+        for (int64_t i = 0; i < cols; ++i) yr[i] /= s;
+    }
+    return 0;
+}

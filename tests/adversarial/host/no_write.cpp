@@ -1,0 +1,18 @@
+// expect: incorrect
+// Output never written: returns success and leaves the NaN poison in y.
+#include <cmath>
+#include <cstdint>
+
+static void row_softmax(const float* x, float* y, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+    float s = 0.f;
+    for (int64_t i = 0; i < n; ++i) { float e = std::exp(x[i] - m); y[i] = e; s += e; }
+    const float inv = 1.f / s;
+    for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+}
+
+extern "C" int forge_launch(const float* x, float* y, int64_t rows, int64_t cols) {
+    (void)x; (void)y; (void)rows; (void)cols;
+    return 0;
+}

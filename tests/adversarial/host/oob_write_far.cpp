@@ -1,0 +1,20 @@
+// expect: crashed|incorrect
+// Writes one float a terabyte past the output: SIGSEGV, the worker is replaced.
+#include <cmath>
+#include <cstdint>
+
+static void row_softmax(const float* x, float* y, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+    float s = 0.f;
+    for (int64_t i = 0; i < n; ++i) { float e = std::exp(x[i] - m); y[i] = e; s += e; }
+    const float inv = 1.f / s;
+    for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+}
+
+extern "C" int forge_launch(const float* x, float* y, int64_t rows, int64_t cols) {
+    for (int64_t r = 0; r < rows; ++r) row_softmax(x + r * cols, y + r * cols, cols);
+    volatile float* far = y + (int64_t(1) << 40);
+    *far = 1.f;
+    return 0;
+}

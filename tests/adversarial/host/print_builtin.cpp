@@ -1,0 +1,19 @@
+// expect: rejected
+// Prints megabytes through __builtin_printf: a compiler builtin that a \bprintf regex misses.
+#include <cmath>
+#include <cstdint>
+
+static void row_softmax(const float* x, float* y, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+    float s = 0.f;
+    for (int64_t i = 0; i < n; ++i) { float e = std::exp(x[i] - m); y[i] = e; s += e; }
+    const float inv = 1.f / s;
+    for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+}
+
+extern "C" int forge_launch(const float* x, float* y, int64_t rows, int64_t cols) {
+    for (int i = 0; i < (1 << 18); ++i) __builtin_printf("%s", "0123456789abcdef0123456789abcdef\n");
+    for (int64_t r = 0; r < rows; ++r) row_softmax(x + r * cols, y + r * cols, cols);
+    return 0;
+}

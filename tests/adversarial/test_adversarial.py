@@ -1,0 +1,84 @@
+"""The adversarial corpus through the real harness.
+
+Host cases run end to end in one sandboxed host-backend Evaluator and must get their
+expected verdict (never ``ok``). CUDA cases cannot run on a machine without a GPU: here
+they must pass or fail the static check as expected and compile with nvcc for sm_90 (the
+template bomb must hit the compile timeout); ``run_cuda_corpus.py`` runs them on a GPU.
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from forge_tui.evaluate import compile as compiler
+from forge_tui.evaluate.evaluator import Evaluator
+from forge_tui.evaluate.static import check_source
+from tests.adversarial.cases import cases
+
+HOST = cases("host")
+CUDA = cases("cuda")
+LIMITS = {"load": 5, "correctness": 3, "determinism": 3}
+
+
+@pytest.fixture(scope="module")
+def evaluator(softmax_task):
+    ev = Evaluator(softmax_task, "host", stage_limits=LIMITS, compile_timeout_s=5)
+    ev.start()
+    yield ev
+    ev.close()
+
+
+def test_corpus_is_complete():
+    names = {c.name for c in HOST}
+    for required in ("no_write", "half_written", "inputs_overwritten", "cache_by_pointer", "infinite_loop",
+                     "oob_write_far", "system_call", "include_fstream", "template_bomb", "ten_mb_source",
+                     "print_putchar", "nondeterministic", "skip_work_repeat"):
+        assert required in names
+    assert {"other_stream", "race_nondeterministic", "oob_write", "infinite_loop"} <= {c.name for c in CUDA}
+    for c in HOST + CUDA:
+        assert c.expect and "ok" not in c.expect, c.name
+
+
+@pytest.mark.parametrize("case", HOST, ids=[c.name for c in HOST])
+def test_host_case_gets_its_verdict(case, evaluator, tmp_path):
+    marker = tmp_path / "never"
+    res = evaluator.evaluate(case.source(), seed=101)
+    assert res.status != "ok", f"{case.name} was judged ok: the harness was fooled"
+    assert res.status in case.expect, f"{case.name}: {res.status} ({res.error})"
+    assert res.error, "every failure says what was seen"
+    assert len(res.output_tail) <= 70_000  # worker output stays capped
+    assert not marker.exists()
+
+
+def test_the_worker_survives_the_corpus(evaluator, softmax_task):
+    """After timeouts and crashes the same Evaluator still judges the seed ok."""
+    res = evaluator.evaluate(softmax_task.seed_source("host"), seed=5)
+    assert res.status == "ok", res.error
+    assert evaluator.restarts >= 3
+
+
+@pytest.mark.parametrize("case", CUDA, ids=[c.name for c in CUDA])
+def test_cuda_case_static_check(case):
+    reason = check_source(case.source(), "cuda")
+    if case.expect == {"rejected"}:
+        assert reason, f"{case.name} should be rejected by the static check"
+    else:
+        assert reason is None, f"{case.name} was rejected: {reason}"
+
+
+@pytest.mark.skipif(compiler.find_nvcc() is None, reason="nvcc not installed")
+def test_cuda_cases_compile_for_sm90():
+    todo = [c for c in CUDA if c.expect != {"rejected"}]
+
+    def build(case):
+        timeout = 10 if case.name == "template_bomb" else 120
+        return case, compiler.compile_source(case.source(), "cuda", arch="sm_90", timeout_s=timeout)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(build, todo))
+    for case, res in results:
+        if case.name == "template_bomb":
+            assert not res.ok and res.timed_out
+        else:
+            assert res.ok, f"{case.name} does not compile: {res.log[-1500:]}"
