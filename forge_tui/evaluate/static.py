@@ -23,7 +23,7 @@ _FORBIDDEN = {
     "dynamic loading": r"\b(dlopen|dlsym|LoadLibrary)\b",
     "inline assembly": r"\b(__)?asm(__)?\b",
     "syscall": r"\bsyscall\s*\(",
-    "stream or thread creation": r"\b(cudaStreamCreate\w*|cuStreamCreate\w*|pthread_create|std::thread|std::async|cudaLaunchHostFunc|cudaStreamAddCallback)\b",
+    "stream other than the given one, or thread": r"\b(cudaStreamPerThread|cudaStreamLegacy|cudaStreamCreate\w*|cuStreamCreate\w*|pthread_create|std::thread|std::async|cudaLaunchHostFunc|cudaStreamAddCallback)\b",
     "device reset": r"\b(cudaDeviceReset|cudaSetDevice|cudaDeviceSetLimit)\b",
     "timer or environment tampering": r"\b(setenv|putenv|cudaEventRecord|cudaEventElapsedTime|clock_gettime|gettimeofday)\b",
     # bare names (a pointer to putchar needs no call syntax) and the __builtin_ spellings
