@@ -1,4 +1,4 @@
-// expect: rejected|suspect
+// expect: rejected
 // Work left running on another stream (cudaStreamPerThread, no stream created): events on the given stream see nothing. The static check refuses streams other than the one given; on the H200 (2026-11-29), before that rule, its time was still inside the timed window (the legacy default stream waits for per-thread streams) and it scored ok.
 #include <cuda_runtime.h>
 #include <stdint.h>
