@@ -230,6 +230,7 @@ async def test_new_search_dialog_creates_and_spawns(make_app, db, spawner):
         await pilot.pause()
         dialog = app.screen
         assert isinstance(dialog, NewSearchScreen)
+        dialog.query_one("#new-task").value = "softmax"
         dialog.query_one("#new-backend").value = "host"
         dialog.query_one("#new-iterations").value = "2"
         dialog.query_one("#start").press()

@@ -1,0 +1,91 @@
+"""The forge-tui Textual application: runs browser, run screen, help, command palette.
+
+The app reads the store and writes control requests into it; search processes run
+detached and are only ever started (``spawn_search``), never called into. No torch here.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Optional
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from forge_tui.app.screens.help import HelpScreen
+from forge_tui.app.screens.run import RunScreen
+from forge_tui.app.screens.runs import RunsScreen
+from forge_tui.app.spawn import spawn_search
+from store import Store
+
+
+class ForgeApp(App):
+    """forge-tui's UI.
+
+    Args:
+        db_path: the SQLite store.
+        run_id: open this run straight away (leaving it exits the app).
+        note: a message shown once on start (e.g. where the search's log is).
+        clock: seconds since the epoch (tests freeze it).
+        telemetry: read NVML telemetry when a GPU is present (tests turn it off).
+        spawner: ``(db_path, run_id) -> log path``; starts a detached search (tests stub it).
+    """
+
+    CSS_PATH = "forge.tcss"
+    TITLE = "forge-tui"
+    BINDINGS = [
+        Binding("question_mark", "help", "Help", tooltip="Show the key bindings", show=False),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+    ]
+
+    def __init__(self, db_path: os.PathLike | str, run_id: Optional[int] = None, note: str = "", *,
+                 clock: Optional[Callable[[], float]] = None, telemetry: bool = True,
+                 spawner: Optional[Callable[[Path, int], Path]] = None) -> None:
+        super().__init__()
+        self.db_path = Path(db_path)
+        self.store = Store(self.db_path)
+        self.initial_run_id = run_id
+        self.note = note
+        self.clock = clock or time.time
+        self.telemetry_enabled = telemetry
+        self._spawner = spawner or spawn_search
+
+    def on_mount(self) -> None:
+        self.push_screen(RunsScreen())
+        if self.initial_run_id is not None:
+            self.push_screen(RunScreen(self.initial_run_id, exit_on_leave=True, note=self.note))
+        elif self.note:
+            self.notify(self.note)
+
+    def open_run(self, run_id: int, note: str = "") -> None:
+        self.push_screen(RunScreen(run_id, note=note))
+
+    def spawn(self, run_id: int) -> Path:
+        """Start the search of a run in its own session; returns its log file."""
+        return self._spawner(self.db_path, run_id)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.screen))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """The palette lists the current screen's actions (the same registry as keys and help)."""
+        yield from super().get_system_commands(screen)
+        seen = set()
+        for key, active in screen.active_bindings.items():
+            b = active.binding
+            desc = b.tooltip or b.description
+            if not active.enabled or not desc or b.action in seen or b.action.startswith("app."):
+                continue
+            seen.add(b.action)
+            node = active.node
+
+            def run(node=node, action=b.action):
+                self.call_later(self.run_action, action, node)
+
+            yield SystemCommand(f"{b.description} ({self.get_key_display(b)})", desc, run)
+
+    def on_unmount(self) -> None:
+        self.store.close()

@@ -1,0 +1,111 @@
+"""Modal dialogs: a yes/no confirmation and the new-search form."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Select
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Ask a yes/no question; dismisses with True on yes."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "Yes"),
+        Binding("n,escape", "answer(False)", "No"),
+    ]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-box", classes="dialog"):
+            yield Label(self.question, id="confirm-question")
+            with Horizontal(classes="buttons"):
+                yield Button("Yes (y)", variant="error", id="yes")
+                yield Button("No (n)", variant="primary", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+@dataclass
+class NewSearch:
+    task: str
+    backend: str
+    proposer: str
+    model: str
+    iterations: int
+
+
+class NewSearchScreen(ModalScreen[Optional[NewSearch]]):
+    """The new-search form: task, backend, proposer, model, iterations."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, tasks: list[str]) -> None:
+        super().__init__()
+        self.tasks = tasks
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="new-box", classes="dialog"):
+            yield Label("New search", classes="dialog-title")
+            with Grid(id="new-grid"):
+                yield Label("task")
+                yield Select([(t, t) for t in self.tasks], value=self.tasks[0] if self.tasks else Select.BLANK,
+                             allow_blank=False if self.tasks else True, id="new-task")
+                yield Label("backend")
+                yield Select([(b, b) for b in ("auto", "cuda", "host")], value="auto", allow_blank=False,
+                             id="new-backend")
+                yield Label("proposer")
+                yield Select([(p, p) for p in ("tune", "llm")], value="tune", allow_blank=False, id="new-proposer")
+                yield Label("model")
+                yield Input(placeholder="LLM model (llm proposer only)", id="new-model")
+                yield Label("iterations")
+                yield Input("50", type="integer", id="new-iterations")
+            yield Label("", id="new-error", classes="error")
+            with Horizontal(classes="buttons"):
+                yield Button("Start", variant="success", id="start")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#new-task").focus()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel(self) -> None:
+        self.dismiss(None)
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#start")
+    def _start(self) -> None:
+        task = self.query_one("#new-task", Select).value
+        if task is Select.BLANK or not task:
+            self.query_one("#new-error", Label).update("no task in the catalog")
+            return
+        raw = self.query_one("#new-iterations", Input).value.strip()
+        try:
+            iterations = int(raw)
+            if iterations < 0:
+                raise ValueError
+        except ValueError:
+            self.query_one("#new-error", Label).update(f"iterations must be a whole number >= 0, not {raw!r}")
+            return
+        self.dismiss(NewSearch(task=str(task), backend=str(self.query_one("#new-backend", Select).value),
+                               proposer=str(self.query_one("#new-proposer", Select).value),
+                               model=self.query_one("#new-model", Input).value.strip(), iterations=iterations))

@@ -1,0 +1,302 @@
+"""The runs browser: every run in the store; sort, filter, open, resume, stop, delete, new."""
+from __future__ import annotations
+
+from typing import Optional
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from forge_tui.app.format import RUN_STYLE, device_name, fmt_created, speedup_style, speedup_text
+from forge_tui.app.messages import PollFailed, RunsLoaded
+from forge_tui.app.screens.dialogs import ConfirmScreen, NewSearch, NewSearchScreen
+from store import StoreError
+from store.models import RunRead
+
+COLUMNS = (("id", "id"), ("task", "task"), ("status", "status"), ("backend", "backend"), ("proposer", "proposer"),
+           ("iter", "iterations"), ("best", "best"), ("device", "device"), ("created", "created"))
+SORTS = ("id", "task", "status", "best", "created")
+POLL_S = 1.0
+
+
+class RunsTable(DataTable):
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+    ]
+
+
+def sort_key(run: RunRead, key: str):
+    if key == "task":
+        return (run.task_name, -run.id)
+    if key == "status":
+        return (run.status, -run.id)
+    if key == "best":
+        return (-(run.best_speedup or 0.0), -run.id)
+    if key == "created":
+        return (run.created_at, run.id)
+    return (-run.id,)
+
+
+class RunsScreen(Screen):
+    BINDINGS = [
+        Binding("enter", "open_run", "Open", tooltip="Open the selected run", priority=False),
+        Binding("n", "new_search", "New", tooltip="Start a new search"),
+        Binding("r", "resume_run", "Resume", tooltip="Resume the selected run in the background"),
+        Binding("x", "stop_run", "Stop", tooltip="Ask the selected run's search to stop"),
+        Binding("delete,D", "delete_run", "Delete", tooltip="Delete the selected run (asks first)"),
+        Binding("s", "cycle_sort", "Sort", tooltip="Cycle the sort column: id, task, status, best, created"),
+        Binding("slash", "focus_filter", "Filter", tooltip="Filter runs by text"),
+        Binding("escape", "clear_filter", "Clear", show=False),
+        Binding("question_mark", "app.help", "Help", tooltip="Show the key bindings"),
+        Binding("q", "app.quit", "Quit", tooltip="Leave forge-tui (searches keep running)"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: list[RunRead] = []
+        self.sort = "id"
+        self.filter_text = ""
+        self._version: Optional[int] = None
+        self._stopped = False
+        self._suspended = False
+        self._chain = False
+        self._timer = None
+
+    @property
+    def store(self):
+        return self.app.store
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(f" forge-tui  runs in {self.app.db_path.name}", style="bold"), id="runs-title")
+        yield Input(placeholder="/ filter runs (task, status, backend, device...)", id="runs-filter")
+        yield RunsTable(id="runs-table", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="runs-status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(RunsTable)
+        for label, key in COLUMNS:
+            table.add_column(label, key=key)
+        table.focus()
+        self._kick()
+
+    # ------------------------------------------------------------------ data
+    def _kick(self) -> None:
+        """Start the poll chain unless one is already going (a poll, then a one-shot timer)."""
+        if not self._chain and not self._stopped:
+            self._chain = True
+            self.poll_runs()
+
+    @work(thread=True, group="runs-poll", name="poll-runs")
+    def poll_runs(self) -> None:
+        try:
+            version = self.app.store.data_version()
+            if version != self._version:
+                self._version = version
+                self.post_message(RunsLoaded(self.app.store.list_runs()))
+        except StoreError as exc:
+            self.post_message(PollFailed(str(exc)))
+        finally:
+            self.app.call_from_thread(self._after_poll)
+
+    def _after_poll(self) -> None:
+        if self._stopped or self._suspended or not self.is_attached:
+            self._chain = False
+            return
+        self._timer = self.set_timer(POLL_S, self._tick)
+
+    def _tick(self) -> None:
+        if self._stopped or self._suspended or not self.is_attached:
+            self._chain = False
+            return
+        self.poll_runs()
+
+    def on_screen_suspend(self) -> None:
+        self._suspended = True
+
+    def on_screen_resume(self) -> None:
+        self._suspended = False
+        self._version = None
+        self._kick()
+
+    def on_unmount(self) -> None:
+        self._stopped = True
+
+    def load_runs(self, force: bool = True) -> None:
+        """Re-read the runs now (after a user action; a quick query)."""
+        try:
+            self.runs = self.store.list_runs()
+        except StoreError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.refresh_table()
+
+    def on_runs_loaded(self, message: RunsLoaded) -> None:
+        self.runs = message.runs
+        self.refresh_table()
+
+    def on_poll_failed(self, message: PollFailed) -> None:
+        self.notify(message.error, severity="error")
+
+    def visible_runs(self) -> list[RunRead]:
+        f = self.filter_text.lower().strip()
+        out = []
+        for r in self.runs:
+            hay = " ".join([str(r.id), r.task_name, r.status, r.backend, r.proposer, r.model,
+                            device_name(r.device_json), r.created_at]).lower()
+            if not f or all(part in hay for part in f.split()):
+                out.append(r)
+        return sorted(out, key=lambda r: sort_key(r, self.sort))
+
+    def refresh_table(self) -> None:
+        table = self.query_one(RunsTable)
+        keep = self.selected_run_id()
+        table.clear()
+        runs = self.visible_runs()
+        for r in runs:
+            table.add_row(
+                str(r.id), r.task_name, Text(r.status, style=RUN_STYLE.get(r.status, "")), r.backend, r.proposer,
+                f"{r.iterations_done}/{r.iterations_target}",
+                Text(speedup_text(r.best_speedup), style=speedup_style(r.best_speedup)),
+                device_name(r.device_json)[:28] or "-", fmt_created(r.created_at), key=str(r.id))
+        if keep is not None and str(keep) in table.rows:
+            table.move_cursor(row=table.get_row_index(str(keep)), animate=False)
+        status = f" {len(runs)} of {len(self.runs)} runs  sort: {self.sort}"
+        if self.filter_text:
+            status += f"  filter: {self.filter_text!r}"
+        if not self.runs:
+            status = " no runs yet: press n to start a search"
+        self.query_one("#runs-status", Static).update(status)
+
+    def selected_run_id(self) -> Optional[int]:
+        table = self.query_one(RunsTable)
+        if table.row_count == 0:
+            return None
+        try:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
+        except Exception:
+            return None
+        return int(key.value) if key is not None and key.value is not None else None
+
+    def selected_run(self) -> Optional[RunRead]:
+        rid = self.selected_run_id()
+        return next((r for r in self.runs if r.id == rid), None)
+
+    # ------------------------------------------------------------------ actions
+    @on(Input.Changed, "#runs-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value
+        self.refresh_table()
+
+    @on(Input.Submitted, "#runs-filter")
+    def _filter_submitted(self) -> None:
+        self.query_one(RunsTable).focus()
+
+    def action_focus_filter(self) -> None:
+        self.query_one("#runs-filter", Input).focus()
+
+    def action_clear_filter(self) -> None:
+        self.query_one("#runs-filter", Input).value = ""
+        self.query_one(RunsTable).focus()
+
+    def action_cycle_sort(self) -> None:
+        self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
+        self.refresh_table()
+
+    @on(DataTable.RowSelected, "#runs-table")
+    def _row_selected(self) -> None:
+        self.action_open_run()
+
+    def action_open_run(self) -> None:
+        rid = self.selected_run_id()
+        if rid is not None:
+            self.app.open_run(rid)
+
+    def action_resume_run(self) -> None:
+        run = self.selected_run()
+        if run is None:
+            return
+        if run.status in ("running",) or run.status == "finished" and run.iterations_done >= run.iterations_target:
+            self.notify(f"run {run.id} is {run.status}; nothing to resume", severity="warning")
+            return
+        log = self.app.spawn(run.id)
+        self.notify(f"resuming run {run.id} in the background; log: {log}")
+        self.load_runs()
+
+    def action_stop_run(self) -> None:
+        run = self.selected_run()
+        if run is None:
+            return
+        if run.status not in ("running", "paused", "created"):
+            self.notify(f"run {run.id} is {run.status}; nothing to stop", severity="warning")
+            return
+        self.store.request_control(run.id, "stop")
+        self.notify(f"asked run {run.id} to stop (after the node in flight)")
+        self.load_runs()
+
+    def action_delete_run(self) -> None:
+        run = self.selected_run()
+        if run is None:
+            return
+        if run.status == "running":
+            self.notify(f"run {run.id} is running: stop it (x) before deleting", severity="warning")
+            return
+
+        def done(yes: Optional[bool]) -> None:
+            if yes:
+                try:
+                    self.store.delete_run(run.id)
+                except StoreError as exc:
+                    self.notify(str(exc), severity="error")
+                    return
+                self.notify(f"deleted run {run.id}")
+                self.load_runs()
+
+        self.app.push_screen(ConfirmScreen(f"Delete run {run.id} ({run.task_name}, {run.iterations_done} "
+                                           f"iterations) and all its nodes? This cannot be undone."), done)
+
+    def action_new_search(self) -> None:
+        from kernels.registry import catalog
+
+        try:
+            tasks = list(catalog())
+        except Exception as exc:  # a broken task module: say which, keep the app alive
+            self.notify(f"cannot read the task catalog: {exc}", severity="error")
+            return
+        self.app.push_screen(NewSearchScreen(tasks), self._start_search)
+
+    def _start_search(self, spec: Optional[NewSearch]) -> None:
+        if spec is not None:
+            self._create_run(spec)
+
+    @work(thread=True, exclusive=True, group="new-run", name="create-run")
+    def _create_run(self, spec: NewSearch) -> None:
+        from forge_tui.search.runner import create_run
+        from kernels.registry import get_task
+
+        try:
+            task = get_task(spec.task)
+            config = {"repairs": 2}
+            if spec.proposer == "llm":
+                from types import SimpleNamespace
+
+                from forge_tui.llm.config import llm_run_config
+
+                config.update(llm_run_config(SimpleNamespace(model=spec.model or None, base_url=None, timeout=None)))
+            run = create_run(self.app.store, task, backend=spec.backend, proposer=spec.proposer,
+                             iterations=spec.iterations, model=config.get("model", spec.model), config=config)
+        except Exception as exc:  # SearchError, TaskError, ConfigError, StoreError: one line for the user
+
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            self.app.call_from_thread(self.notify, f"cannot start the search: {msg}", severity="error", timeout=8)
+            return
+        self.app.call_from_thread(self._started, run.id)
+
+    def _started(self, run_id: int) -> None:
+        log = self.app.spawn(run_id)
+        self.load_runs()
+        self.app.open_run(run_id, note=f"search running in the background; its log: {log}")

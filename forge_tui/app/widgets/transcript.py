@@ -1,0 +1,64 @@
+"""The LLM transcript pane: the node's exchanges as Markdown (rendered by rich: one
+renderable, no widget per block) (model, tokens, latency,
+messages, reply); for tuner nodes, the tuner's description. Long texts are capped."""
+from __future__ import annotations
+
+from typing import Optional
+
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from rich.markdown import Markdown
+from textual.widgets import Static
+
+from forge_tui.app.format import cap, loads
+from forge_tui.app.messages import NodeDetail
+
+MSG_CAP = 12_000
+
+
+def transcript_markdown(detail: Optional[NodeDetail]) -> str:
+    if detail is None:
+        return "*select a node*"
+    n = detail.node
+    out = [f"### node #{n.id} ({n.kind}, proposer {n.proposer or '-'})", "", n.description or "", ""]
+    if not detail.exchanges:
+        if n.proposer == "tune" or n.kind == "seed":
+            out.append("*no LLM exchange: this node came from the "
+                       + ("task catalog (seed)*" if n.kind == "seed" else "parameter tuner*"))
+            params = loads(n.params_json)
+            if params:
+                out += ["", "| parameter | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in params.items()]
+        else:
+            out.append("*no LLM exchange stored for this node*")
+        return "\n".join(out)
+    for ex in detail.exchanges:
+        tok = f"{ex.prompt_tokens or '?'} in / {ex.completion_tokens or '?'} out"
+        lat = f"{ex.latency_s:.2f} s" if ex.latency_s is not None else "-"
+        out += [f"**model** `{ex.model or '?'}`  **tokens** {tok}  **latency** {lat}"
+                + (f"  **finish** {ex.finish_reason}" if ex.finish_reason else ""), ""]
+        if ex.error:
+            out += [f"> error: {ex.error.splitlines()[0] if ex.error else ''}", ""]
+        for m in loads(ex.messages_json, []) or []:
+            role = m.get("role", "?") if isinstance(m, dict) else "?"
+            content = m.get("content", "") if isinstance(m, dict) else str(m)
+            if not isinstance(content, str):
+                content = str(content)
+            text, capped = cap(content, MSG_CAP, 300)
+            out += [f"#### {role}", "", text + ("\n\n*[capped]*" if capped else ""), ""]
+        text, capped = cap(ex.reply or "", MSG_CAP, 300)
+        out += ["#### reply", "", text or "*(empty)*", "*[capped]*" if capped else "", ""]
+    return "\n".join(out)
+
+
+class TranscriptPane(VerticalScroll):
+    BINDINGS = [
+        Binding("j", "scroll_down", "Down", show=False),
+        Binding("k", "scroll_up", "Up", show=False),
+    ]
+
+    def compose(self):
+        yield Static(Markdown("*select a node*"), id="llm-md")
+
+    def show(self, detail: NodeDetail) -> None:
+        self.query_one("#llm-md", Static).update(Markdown(transcript_markdown(detail), code_theme="monokai"))
+        self.scroll_home(animate=False)
