@@ -8,11 +8,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Optional
 
+from forge_tui.app.spawn import spawn_search
 from store import Store, StoreError, default_db_path
 
 
@@ -43,18 +43,6 @@ def _headless_log(line: str) -> None:
     print(line, flush=True)
 
 
-def _spawn_detached(db: Path, run_id: int) -> Path:
-    """Start ``forge-tui resume RUN --headless`` in its own session; output goes to a log file."""
-    log_dir = db.parent / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log = log_dir / f"run-{run_id}.log"
-    with open(log, "ab") as f:
-        subprocess.Popen([sys.executable, "-m", "forge_tui.cli", "--db", str(db), "resume", str(run_id), "--headless"],
-                         stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
-                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    return log
-
-
 def cmd_run(args, store: Store) -> int:
     from forge_tui.search.runner import Search, SearchError, create_run
 
@@ -73,7 +61,7 @@ def cmd_run(args, store: Store) -> int:
         except SearchError as exc:
             return _err(str(exc))
         return 0 if final.status in ("finished", "interrupted", "paused") else 1
-    log = _spawn_detached(store.path, run.id)
+    log = spawn_search(store.path, run.id)
     return _open_app(store, run.id, note=f"search running in the background; its log: {log}")
 
 
@@ -82,7 +70,7 @@ def cmd_resume(args, store: Store) -> int:
 
     run = store.get_run(args.run_id)
     if not args.headless:
-        log = _spawn_detached(store.path, run.id)
+        log = spawn_search(store.path, run.id)
         return _open_app(store, run.id, note=f"search resumed in the background; its log: {log}")
     print(f"run {run.id}", flush=True)
     try:
