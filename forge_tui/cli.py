@@ -133,7 +133,15 @@ def cmd_show(args, store: Store) -> int:
         print(f"  eager {shape}: {ms * 1e3:.1f} us" + (f"   torch.compile: {comp * 1e3:.1f} us" if comp else ""))
     print(f"  iterations {run.iterations_done}/{run.iterations_target}, best "
           f"{(run.best_speedup or 0):.3f}x (node {run.best_node_id})")
+    children: dict = {}
     for n in out_nodes:
+        children.setdefault(n["parent"], []).append(n)
+    ordered, stack = [], list(reversed(children.get(None, [])))
+    while stack:  # depth-first, so each node prints under its parent
+        n = stack.pop()
+        ordered.append(n)
+        stack.extend(reversed(children.get(n["id"], [])))
+    for n in ordered:
         sp = f"{n['speedup']:.3f}x" if n["speedup"] else "-"
         print(f"  {'  ' * n['depth']}#{n['id']} {n['status']:13} {sp:>8}  {n['description'][:70]}"
               + (f"  [{n['error'][:80]}]" if n["error"] else ""))
@@ -148,7 +156,10 @@ def cmd_eval(args, store: Optional[Store]) -> int:
     path = Path(args.source)
     if not path.exists():
         return _err(f"no such file: {path}")
-    source = path.read_text(errors="replace")
+    try:
+        source = path.read_text(errors="replace")
+    except OSError as exc:
+        return _err(f"cannot read {path}: {exc.strerror}")
     backend = resolve_backend(args.backend)
     ev = Evaluator(task, backend, task_ref=task_ref(task))
     try:
@@ -181,7 +192,8 @@ def cmd_tasks(args, store) -> int:
         return 0
     for t in tasks.values():
         shapes = ", ".join(t.shapes)
-        print(f"{t.name:22} {t.description}\n{'':22} shapes: {shapes}\n{'':22} {t.signature('cuda')}")
+        print(f"{t.name:22} {t.description}\n{'':22} shapes: {shapes}\n{'':22} cuda: {t.signature('cuda')}\n"
+              f"{'':22} host: {t.signature('host')}")
     return 0
 
 
@@ -281,7 +293,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     except StoreError as exc:
         return _err(str(exc))
     except KeyboardInterrupt:
+        print("forge-tui: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into head & co.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:  # user-facing errors of known kinds become one line
         from forge_tui.errors import user_message
 

@@ -164,7 +164,7 @@ class Search:
         status, reason = "failed", ""
         try:
             if extra_iterations is not None:
-                done = self._iterations_done()
+                done = self.run.iterations_done  # the tree is not loaded yet: use the stored count
                 self.run = self.store.update_run(self.run_id, iterations_target=done + extra_iterations)
             self.store.update_run(self.run_id, status="running", status_reason="", control="", event_kind="status")
             status, reason = self._drive()
@@ -172,7 +172,7 @@ class Search:
             status, reason = "failed", str(exc).splitlines()[0]
             raise SearchError(reason) from exc
         except KeyboardInterrupt:
-            status, reason = "interrupted", "interrupted (Ctrl-C); resume with forge-tui resume"
+            status, reason = "interrupted", f"interrupted (Ctrl-C); resume with forge-tui resume {self.run_id}"
             raise
         finally:
             self._hb_stop.set()
@@ -287,11 +287,11 @@ class Search:
             if self.lease_lost.is_set():
                 return "interrupted", "another process took over this run's lease"
             if self.stop_signal.is_set():
-                return "interrupted", "stopped by SIGTERM; resume with forge-tui resume"
+                return "interrupted", f"stopped by SIGTERM; resume with forge-tui resume {self.run_id}"
             self.run = self.store.get_run(self.run_id)
             if self.run.control == "stop":
                 self.store.update_run(self.run_id, control="")
-                return "interrupted", "stopped on request; resume with forge-tui resume"
+                return "interrupted", f"stopped on request; resume with forge-tui resume {self.run_id}"
             if self.run.control != "pause":
                 if self.run.status == "paused":
                     self.store.update_run(self.run_id, status="running", status_reason="", event_kind="status")
