@@ -26,7 +26,7 @@ from forge_tui.search import mcts
 from forge_tui.search.proposer import (Proposal, Proposer, ProposerError, SearchContext, TuneProposer,
                                        source_hash)
 from kernels.base import TaskSpec
-from store import FINAL, IN_FLIGHT, Store, StoreError
+from store import FINAL, IN_FLIGHT, Store, StoreError, now_iso
 
 HEARTBEAT_S = 5.0
 
@@ -183,7 +183,7 @@ class Search:
                 if not self.lease_lost.is_set():
                     fields = {"status": status, "status_reason": reason, "elapsed_s": elapsed}
                     if status == "finished":
-                        fields["finished_at"] = __import__("store").now_iso()
+                        fields["finished_at"] = now_iso()
                     self.store.update_run(self.run_id, event_kind="status", **fields)
                     self.store.release_lease(self.run_id, self.token)
             except StoreError as exc:
@@ -229,7 +229,7 @@ class Search:
         root = self.tree.root
         if root is None:
             root = self._seed_root(ctx)
-        if self.tree.nodes[root].status != "ok" and not self._repair_root(ctx):
+        if self.tree.nodes[root].status != "ok" and not self._maybe_repair(ctx, root):
             node = self.store.get_node(root)
             raise SearchError(f"the seed kernel failed ({node.status}): {node.error}")
         while True:
@@ -359,9 +359,6 @@ class Search:
         node_id = self._add_node(proposal, None)
         self._evaluate(node_id, ctx)
         return node_id
-
-    def _repair_root(self, ctx: SearchContext) -> bool:
-        return self._maybe_repair(ctx, self.tree.root)
 
     def _maybe_repair(self, ctx: SearchContext, node_id: int) -> bool:
         """Let the proposer repair a failed node (up to its attempt budget). True if it ended ok."""
