@@ -73,6 +73,20 @@ class TaskSpec:
         seeds: ``{backend: filename}`` of seed kernels beside the task module.
         deterministic: the op's output is a pure function of its input (check 9).
         module: dotted module path the worker imports to rebuild this spec.
+        origin: ``catalog``, ``file`` (a KernelBench-layout task file, see
+            :mod:`kernels.taskfile`) or ``captured`` (a file written by ``forge-tui capture``).
+        reference_source: the reference's source text when it is not a function of a
+            catalog module (a task file's whole text).
+        sizes_of: ``(*inputs) -> tuple[int, ...]``: the int64 ``size`` args for input tensors of
+            any shape the reference accepts (the ``in`` args in order, e.g. softmax's
+            ``(rows, cols)`` of an (..., cols) tensor). For ``make_inputs(dims)`` it returns
+            ``sizes(dims)``. It must be a self-contained module-level function (its body may
+            use only its arguments and builtins): ``forge-tui export`` copies its source into
+            the exported module. Catalog tasks set it; task files do not need it (their
+            sizes are the dims of every tensor argument, see :mod:`kernels.taskfile`).
+        file: absolute path of the task file a ``file``/``captured`` task came from.
+        capture: the file's ``FORGE_CAPTURE`` dict (the recorded aten op and where it came
+            from) for a ``captured`` task, else None.
     """
 
     name: str
@@ -95,6 +109,9 @@ class TaskSpec:
     module: str = ""
     origin: str = "catalog"
     reference_source: str = ""
+    sizes_of: Optional[Callable[..., tuple]] = None
+    file: str = ""
+    capture: Optional[dict] = None
 
     # ------------------------------------------------------------------ contract
     def signature(self, backend: str) -> str:
@@ -133,10 +150,16 @@ class TaskSpec:
             return f"# reference: {getattr(self.reference, '__qualname__', self.reference)!r}"
 
     def spec_dict(self) -> dict:
-        """JSON-able description stored with the task (no callables)."""
+        """JSON-able description stored with the task (no callables).
+
+        Task files add ``origin`` and ``capture`` (catalog specs keep their old keys, so their
+        content hash does not change). The file's path is not part of it: the same text
+        moved elsewhere is the same task.
+        """
         def per_shape(shapes):
             return {k: {"dims": dict(v), "bytes": int(self.bytes_moved(v)), "flops": int(self.flops(v))}
                     for k, v in shapes.items()}
+        extra = {} if self.origin == "catalog" else {"origin": self.origin, "capture": self.capture}
         return {
             "name": self.name,
             "description": self.description,
@@ -147,6 +170,7 @@ class TaskSpec:
             "host_shapes": per_shape(self.host_shapes),
             "check_shapes": {k: dict(v) for k, v in self.check_shapes.items()},
             "signature": {b: self.signature(b) for b in ("cuda", "host")},
+            **extra,
         }
 
     def content_hash(self) -> str:

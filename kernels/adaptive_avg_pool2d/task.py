@@ -19,6 +19,14 @@ def reference(x):
     return torch.nn.functional.adaptive_avg_pool2d(x, 1)
 
 
+def sizes_of(x):
+    """``(n, c, h, w)`` of an (N, C, H, W) tensor; a (C, H, W) tensor is one image (n = 1)."""
+    if x.dim() not in (3, 4):
+        raise ValueError(f"adaptive_avg_pool2d takes an (N, C, H, W) or (C, H, W) tensor, got {x.dim()}-D")
+    shape = [int(d) for d in x.shape]
+    return tuple([1] + shape) if len(shape) == 3 else tuple(shape)
+
+
 def make_inputs(dims, generator, device, distribution="normal"):
     return [random_tensor((dims["n"], dims["c"], dims["h"], dims["w"]), generator, distribution).to(device)]
 
@@ -54,6 +62,7 @@ TASKS = [
         reference=reference,
         outputs=outputs,
         sizes=lambda dims: (dims["n"], dims["c"], dims["h"], dims["w"]),
+        sizes_of=sizes_of,
         bytes_moved=bytes_moved,
         flops=flops,
         seeds={"cuda": "seed.cu", "host": "seed.cpp"},

@@ -28,6 +28,11 @@ def reference_tanh(x):
     return torch.nn.functional.gelu(x, approximate="tanh")
 
 
+def sizes_of(x):
+    """``(n,)``: GELU is elementwise, the launch takes the flat element count of ``x`` (any shape)."""
+    return (int(x.numel()),)
+
+
 _SHAPES = {
     "exact": ({"bert_large_ffn_8192x4096": {"rows": 8192, "cols": 4096},
                "bert_base_ffn_8192x3072": {"rows": 8192, "cols": 3072}},
@@ -68,6 +73,7 @@ def _make(kind: str, dtype: str) -> TaskSpec:
         reference=reference_tanh if kind == "tanh" else reference_exact,
         outputs=outputs,
         sizes=lambda dims: (dims["rows"] * dims["cols"],),
+        sizes_of=sizes_of,
         bytes_moved=bytes_moved,
         flops=flops,
         seeds={"cuda": f"seed{ksuffix}{dsuffix}.cu", "host": f"seed{ksuffix}{dsuffix}.cpp"},

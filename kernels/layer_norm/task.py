@@ -20,6 +20,20 @@ def reference(x, w, b):
     return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, 1e-5)
 
 
+def sizes_of(x, w, b):
+    """``(rows, cols)``: layer_norm over the last dim of ``x`` of any rank, cols = x.shape[-1],
+    rows = the product of the other dims; ``w`` and ``b`` hold ``cols`` values each."""
+    if x.dim() < 1:
+        raise ValueError("layer_norm over the last dim needs a tensor of at least 1 dimension")
+    rows = 1
+    for d in x.shape[:-1]:
+        rows *= int(d)
+    cols = int(x.shape[-1])
+    if w.numel() != cols or b.numel() != cols:
+        raise ValueError(f"layer_norm weight and bias need {cols} values (x's last dim), got {w.numel()} and {b.numel()}")
+    return (rows, cols)
+
+
 def _make(dtype: str) -> TaskSpec:
     def make_inputs(dims, generator, device, distribution="normal"):
         x = random_tensor((dims["rows"], dims["cols"]), generator, distribution, dtype)
@@ -56,6 +70,7 @@ def _make(dtype: str) -> TaskSpec:
         reference=reference,
         outputs=outputs,
         sizes=lambda dims: (dims["rows"], dims["cols"]),
+        sizes_of=sizes_of,
         bytes_moved=bytes_moved,
         flops=flops,
         seeds={"cuda": f"seed{suffix}.cu", "host": f"seed{suffix}.cpp"},

@@ -22,6 +22,20 @@ def reference(x, w):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
 
 
+def sizes_of(x, w):
+    """``(rows, cols)``: RMS norm over the last dim of ``x`` of any rank, cols = x.shape[-1],
+    rows = the product of the other dims; ``w`` holds ``cols`` values."""
+    if x.dim() < 1:
+        raise ValueError("rms_norm over the last dim needs a tensor of at least 1 dimension")
+    rows = 1
+    for d in x.shape[:-1]:
+        rows *= int(d)
+    cols = int(x.shape[-1])
+    if w.numel() != cols:
+        raise ValueError(f"rms_norm weight needs {cols} values (x's last dim), got {w.numel()}")
+    return (rows, cols)
+
+
 def _make(dtype: str) -> TaskSpec:
     def make_inputs(dims, generator, device, distribution="normal"):
         x = random_tensor((dims["rows"], dims["cols"]), generator, distribution, dtype)
@@ -57,6 +71,7 @@ def _make(dtype: str) -> TaskSpec:
         reference=reference,
         outputs=outputs,
         sizes=lambda dims: (dims["rows"], dims["cols"]),
+        sizes_of=sizes_of,
         bytes_moved=bytes_moved,
         flops=flops,
         seeds={"cuda": f"seed{suffix}.cu", "host": f"seed{suffix}.cpp"},

@@ -20,6 +20,17 @@ def reference(x):
     return torch.softmax(x, dim=-1)
 
 
+def sizes_of(x):
+    """``(rows, cols)`` for softmax over the last dim of ``x`` of any rank: cols = x.shape[-1],
+    rows = the product of the other dims (the launch sees x as a row-major (rows, cols) matrix)."""
+    if x.dim() < 1:
+        raise ValueError("softmax over the last dim needs a tensor of at least 1 dimension")
+    rows = 1
+    for d in x.shape[:-1]:
+        rows *= int(d)
+    return (rows, int(x.shape[-1]))
+
+
 def _make(dtype: str) -> TaskSpec:
     def make_inputs(dims, generator, device, distribution="normal"):
         x = random_tensor((dims["rows"], dims["cols"]), generator, distribution, dtype)
@@ -52,6 +63,7 @@ def _make(dtype: str) -> TaskSpec:
         reference=reference,
         outputs=outputs,
         sizes=lambda dims: (dims["rows"], dims["cols"]),
+        sizes_of=sizes_of,
         bytes_moved=bytes_moved,
         flops=flops,
         seeds={"cuda": f"seed{suffix}.cu", "host": f"seed{suffix}.cpp"},
