@@ -27,11 +27,17 @@ from multiprocessing.connection import Connection
 
 
 def load_task(ref: dict):
-    """Rebuild a TaskSpec in this process from ``{"module": ..., "name": ..., "file": ...}``."""
-    if ref.get("file"):
+    """Rebuild a TaskSpec in this process from a ref of :func:`forge_tui.search.runner.task_ref`.
+
+    ``{"module", "name"}`` is a catalog task; ``{"file", "text", "name", "origin"}`` a task file
+    (the stored ``text`` wins over the file on disk). Raises TaskError (task files) or
+    ValueError (a catalog task that no longer exists).
+    """
+    if ref.get("file") or ref.get("text"):
         from kernels.taskfile import load_task_file
 
-        return load_task_file(ref["file"])
+        return load_task_file(ref.get("file") or f"{ref.get('name', 'task')}.py", origin=ref.get("origin", "file"),
+                              text=ref.get("text"))
     mod = importlib.import_module(ref["module"])
     for spec in getattr(mod, "TASKS", []):
         if spec.name == ref["name"]:

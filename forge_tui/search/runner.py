@@ -62,14 +62,24 @@ def resolve_backend(backend: str) -> str:
 
 
 def task_ref(task: TaskSpec) -> dict:
-    """How a worker (or a resumed run) finds the task again."""
+    """How a worker (or a resumed run) finds the task again; stored in the task row's spec.
+
+    Catalog: ``{"module", "name"}``. Task files (origin ``file`` or ``captured``):
+    ``{"file": path, "text": the file's text, "name", "origin"}``: the stored text wins over
+    the file on disk, so a run resumed after the file was edited, moved or deleted, or on
+    another machine, rebuilds exactly the task it started with.
+    """
     if task.origin == "catalog":
         return {"module": task.module, "name": task.name}
-    return {"file": task.module, "name": task.name}
+    return {"file": task.file, "text": task.reference_source, "name": task.name, "origin": task.origin}
 
 
 def load_task_ref(ref: dict) -> TaskSpec:
-    """Inverse of :func:`task_ref` (imports the task module, not torch)."""
+    """Inverse of :func:`task_ref`. Catalog tasks import no torch; task files do.
+
+    Raises:
+        kernels.registry.TaskError: the task cannot be rebuilt (one line).
+    """
     from forge_tui.evaluate.worker import load_task
 
     return load_task(ref)
@@ -84,12 +94,39 @@ def register_task(store: Store, task: TaskSpec):
 
 
 def create_run(store: Store, task: TaskSpec, *, backend: str = "auto", proposer: str = "tune", iterations: int = 50,
-               seed: int = 0, c: float = 1.0, model: str = "", config: Optional[dict] = None):
-    """Register the task and create a run in state ``created``. Raises SearchError."""
+               seed: int = 0, c: float = 1.0, model: str = "", config: Optional[dict] = None,
+               seed_kernel: Optional[os.PathLike | str] = None):
+    """Register the task and create a run in state ``created``.
+
+    Args:
+        seed_kernel: a kernel source file that becomes the root node instead of the task's
+            seed (``--seed-kernel``); its path and text are kept in the run's config
+            (``seed_kernel``), so a resume needs no file.
+
+    Raises:
+        SearchError: unknown backend/proposer, no usable seed for the tuner, unreadable seed file.
+    """
     backend = resolve_backend(backend)
-    if proposer == "tune":
+    config = dict(config or {})
+    seed_source = task.seed_source(backend)
+    if seed_kernel is not None:
+        path = Path(seed_kernel)
+        want = {".cu": "cuda", ".cuh": "cuda", ".cpp": "host", ".cc": "host", ".cxx": "host"}.get(path.suffix)
+        if want is not None and want != backend:
+            raise SearchError(f"--seed-kernel {path} is a {path.suffix} file but the run's backend is {backend}: "
+                              f"pass a {'.cu' if backend == 'cuda' else '.cpp'} seed or --backend {want}")
         try:
-            TuneProposer().check_seed(task.seed_source(backend))
+            seed_source = path.read_text()
+        except OSError as exc:
+            raise SearchError(f"cannot read --seed-kernel {path}: {exc.strerror or exc}") from None
+        config["seed_kernel"] = {"path": str(path), "source": seed_source}
+    if proposer == "tune":
+        if not seed_source:
+            raise SearchError(f"task {task.name} has no seed kernel and the tune proposer needs one to tune: "
+                              "pass --proposer llm (the LLM writes the first kernel) or --seed-kernel PATH "
+                              "(a kernel with `// @tune NAME: v1, v2` knobs)")
+        try:
+            TuneProposer().check_seed(seed_source)
         except ProposerError as exc:
             raise SearchError(str(exc)) from exc
     elif proposer != "llm":
@@ -99,7 +136,15 @@ def create_run(store: Store, task: TaskSpec, *, backend: str = "auto", proposer:
     row = register_task(store, task)
     return store.create_run(task_id=row.id, task_name=task.name, backend=backend, proposer=proposer, model=model,
                             iterations_target=iterations, seed=seed, exploration_c=c,
-                            config_json=json.dumps(config or {}))
+                            config_json=json.dumps(config))
+
+
+def run_seed(run, task: TaskSpec) -> tuple[Optional[str], str]:
+    """A run's root kernel: ``(source or None, where it came from)``; ``--seed-kernel`` wins."""
+    given = json.loads(run.config_json or "{}").get("seed_kernel")
+    if given:
+        return given["source"], given["path"]
+    return task.seed_source(run.backend), "the catalog"
 
 
 def make_proposer(name: str, run, store: Store) -> Proposer:
@@ -346,7 +391,7 @@ class Search:
             self._evaluate(node_id, ctx)
 
     def _seed_root(self, ctx: SearchContext) -> int:
-        seed = self.task.seed_source(self.run.backend)
+        seed, where = run_seed(self.run, self.task)
         if seed is None:
             proposal = self.proposer.propose(ctx, None)
             if proposal is None:
@@ -355,7 +400,7 @@ class Search:
         else:
             from forge_tui.search.tune import config_of
 
-            proposal = Proposal(seed, "seed kernel from the catalog", config_of(seed), kind="seed")
+            proposal = Proposal(seed, f"seed kernel from {where}", config_of(seed), kind="seed")
         node_id = self._add_node(proposal, None)
         self._evaluate(node_id, ctx)
         return node_id
