@@ -197,6 +197,30 @@ def cmd_tasks(args, store) -> int:
     return 0
 
 
+def cmd_capture(args, store: Store) -> int:
+    """``forge-tui capture FILE``: the aten operators a model's forward runs; --select makes tasks."""
+    from forge_tui import capture as cp
+
+    cap = cp.record(args.file, backend=args.backend)
+    chosen = cp.select(cap, args.select.split(",")) if args.select else []
+    if not args.no_time:
+        tty = sys.stderr.isatty()
+
+        def progress(i: int, n: int) -> None:
+            if tty:
+                print(f"\rtiming {i + 1}/{n} ...", end="" if i + 1 < n else "\r\033[K", file=sys.stderr, flush=True)
+
+        cp.measure(cap, samples=args.samples, progress=progress)
+    made = cp.write_tasks(store, cap, chosen, args.output) if chosen else []
+    if args.json:
+        print(json.dumps(cp.rows(cap, made), indent=1))
+        return 0
+    print(cp.format_table(cap))
+    if made:
+        print(cp.format_tasks(made))
+    return 0
+
+
 def cmd_llm(args, store) -> int:
     """``forge-tui llm check``: one small request; model, latency and tokens, or why it failed."""
     from forge_tui.llm.check import check
@@ -263,6 +287,18 @@ def build_parser() -> argparse.ArgumentParser:
     tk = sub.add_parser("tasks", help="list the task catalog")
     tk.add_argument("--json", action="store_true")
     db_arg(tk)
+    cp = sub.add_parser("capture", help="list the aten operators a model file's forward runs; make tasks of some")
+    cp.add_argument("file", help="model file: Model(nn.Module), get_inputs(), get_init_inputs()")
+    cp.add_argument("--select", default=None, metavar="OP[,OP...]",
+                    help="make tasks of these operators: # from the table or an op name (aten._softmax.default)")
+    cp.add_argument("-o", "--output", default=None, metavar="DIR",
+                    help="where task files go (default forge-tasks/<model>/)")
+    cp.add_argument("--backend", choices=["auto", "cuda", "host"], default="auto",
+                    help="run the model on the GPU (cuda) or the CPU (host); auto: GPU when torch sees one")
+    cp.add_argument("--samples", type=int, default=None, help="timing samples per operator (default 50 cuda, 15 host)")
+    cp.add_argument("--no-time", action="store_true", help="record only; skip timing the operators")
+    cp.add_argument("--json", action="store_true")
+    db_arg(cp)
     lm = sub.add_parser("llm", help="LLM endpoint tools")
     lm_sub = lm.add_subparsers(dest="llm_cmd", required=True)
     lc = lm_sub.add_parser("check", help="send one small request to the configured endpoint")
@@ -273,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 COMMANDS = {"run": cmd_run, "resume": cmd_resume, "stop": cmd_stop, "ls": cmd_ls, "show": cmd_show,
-            "eval": cmd_eval, "tasks": cmd_tasks,
+            "eval": cmd_eval, "tasks": cmd_tasks, "capture": cmd_capture,
             "llm": cmd_llm}
 
 
