@@ -7,14 +7,33 @@ UI processes read. Multi-row changes (a node's result plus back-propagation) hap
 transaction: a process killed between two calls loses at most the call in progress.
 
 Errors: :class:`StoreError` with a one-line, human message for a locked, read-only, full,
-corrupt or too-new database.
+corrupt or too-new database. ``$FORGE_BUSY_TIMEOUT_S`` (default 15) is how long a write waits
+for another process's lock before giving up with the "locked" message.
+
+Fault injection (test hooks, read once per process from the environment; nothing is
+checked when none is set):
+
+* ``FORGE_FAULT_KILL_AFTER_COMMIT=N``: the process SIGKILLs itself right after its Nth
+  write commit (a power cut between two store writes); ``=METHOD:N`` counts only the
+  commits of ``Store.METHOD`` (``finish_node:2``: right after the second node result);
+* ``FORGE_FAULT_KILL_BEFORE_COMMIT=...``: the same, right before the commit, with the
+  transaction's rows flushed but not committed (a power cut inside a transaction);
+* ``FORGE_FAULT_MAX_PAGE_COUNT=N``: every connection gets ``PRAGMA max_page_count=N``, so a
+  write that grows the file beyond N pages fails as SQLite does on a full disk (SQLITE_FULL).
+
+A write commit is the commit of a :meth:`Store.session` that changed rows (reads and the
+schema set-up are not counted). The line ``forge-tui fault injection: SIGKILL ...`` on
+stderr names the commit and the Store method that made it.
 """
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import sqlite3
+import sys
+import threading
 import time
 import uuid
 from contextlib import contextmanager
@@ -50,6 +69,92 @@ from store.models import (
 
 #: A lease whose heartbeat is older than this many seconds is stale and may be taken over.
 LEASE_STALE_S = 30.0
+
+
+def _env_int(name: str) -> Optional[int]:
+    value = os.environ.get(name, "").strip()
+    return int(value) if value else None
+
+
+class _KillPoint:
+    """``N`` (the Nth write commit) or ``METHOD:N`` (the Nth write commit made by Store.METHOD)."""
+
+    def __init__(self, spec: str):
+        method, _, n = spec.strip().rpartition(":")
+        self.method, self.n, self.seen = method or None, int(n), 0
+
+    def hit(self, method: str) -> bool:
+        """Count a write commit made by ``method``; True when it is the one to die at."""
+        if self.method is not None and self.method != method:
+            return False
+        self.seen += 1
+        return self.seen == self.n
+
+
+class _Faults:
+    """The fault-injection plan of this process (see the module docstring); test hook only."""
+
+    def __init__(self, kill_after: Optional[str], kill_before: Optional[str], max_pages: Optional[int]):
+        self.kill_after = _KillPoint(kill_after) if kill_after else None
+        self.kill_before = _KillPoint(kill_before) if kill_before else None
+        self.max_pages = max_pages
+        self.commits = 0
+        self.lock = threading.Lock()
+
+    @classmethod
+    def from_env(cls) -> Optional["_Faults"]:
+        """The plan, or None when no ``FORGE_FAULT_*`` variable is set (the normal case)."""
+        plan = cls(os.environ.get("FORGE_FAULT_KILL_AFTER_COMMIT", "").strip(),
+                   os.environ.get("FORGE_FAULT_KILL_BEFORE_COMMIT", "").strip(),
+                   _env_int("FORGE_FAULT_MAX_PAGE_COUNT"))
+        return plan if (plan.kill_after, plan.kill_before, plan.max_pages) != (None, None, None) else None
+
+    def commit(self, s: Session) -> None:
+        """Commit ``s``, SIGKILLing this process before or after it when the plan says so."""
+        if self.kill_after is None and self.kill_before is None:
+            s.commit()
+            return
+        s.flush()
+        raw = s.connection().connection.dbapi_connection
+        if not getattr(raw, "in_transaction", False):  # nothing written: not a write commit
+            s.commit()
+            return
+        method = self._store_method()
+        with self.lock:
+            self.commits += 1
+            if self.kill_before is not None and self.kill_before.hit(method):
+                self._die(f"before store commit {self.commits} (Store.{method})")
+            s.commit()
+            if self.kill_after is not None and self.kill_after.hit(method):
+                self._die(f"after store commit {self.commits} (Store.{method})")
+
+    @staticmethod
+    def _store_method() -> str:
+        """Name of the Store method whose session is committing (walks up the stack)."""
+        frame = sys._getframe(1)
+        while frame is not None:
+            code = frame.f_code
+            if code.co_filename == __file__ and code.co_name not in ("session", "commit", "_store_method"):
+                return code.co_name
+            frame = frame.f_back
+        return "?"
+
+    @staticmethod
+    def _die(when: str) -> None:
+        sys.stderr.write(f"forge-tui fault injection: SIGKILL {when}\n")
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+_FAULTS: Optional[_Faults] = None
+_FAULTS_READ = False
+
+
+def _faults() -> Optional[_Faults]:
+    global _FAULTS, _FAULTS_READ
+    if not _FAULTS_READ:
+        _FAULTS, _FAULTS_READ = _Faults.from_env(), True
+    return _FAULTS
 
 
 class StoreError(RuntimeError):
@@ -99,9 +204,14 @@ class Store:
             by a newer schema version.
     """
 
-    def __init__(self, path: Optional[os.PathLike | str] = None, *, readonly: bool = False):
+    def __init__(self, path: Optional[os.PathLike | str] = None, *, readonly: bool = False,
+                 busy_timeout_s: Optional[float] = None):
         self.path = Path(path).expanduser() if path else default_db_path()
         self.readonly = readonly
+        if busy_timeout_s is None:
+            busy_timeout_s = float(os.environ.get("FORGE_BUSY_TIMEOUT_S") or 15.0)
+        self.busy_timeout_s = busy_timeout_s
+        self._faults = _faults()
         if not readonly:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -110,7 +220,7 @@ class Store:
         uri = f"file:{self.path}?mode=ro" if readonly else f"file:{self.path}"
         self.engine = create_engine(
             "sqlite://",
-            creator=lambda: sqlite3.connect(uri, uri=True, timeout=15.0, check_same_thread=False),
+            creator=lambda: sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, check_same_thread=False),
         )
         event.listen(self.engine, "connect", self._on_connect)
         try:
@@ -121,8 +231,10 @@ class Store:
     # ----------------------------------------------------------------- plumbing
     def _on_connect(self, dbapi_conn, _record) -> None:
         cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA busy_timeout=15000")
+        cur.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
         cur.execute("PRAGMA foreign_keys=ON")
+        if self._faults is not None and self._faults.max_pages:
+            cur.execute(f"PRAGMA max_page_count={int(self._faults.max_pages)}")
         if not self.readonly:
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=FULL")
@@ -176,7 +288,10 @@ class Store:
         try:
             with Session(self.engine, expire_on_commit=False) as s:
                 yield s
-                s.commit()
+                if self._faults is None:
+                    s.commit()
+                else:
+                    self._faults.commit(s)
         except (OperationalError, DBAPIError, sqlite3.Error) as exc:
             raise _explain(exc, self.path) from exc
 
@@ -342,12 +457,19 @@ class Store:
             return NodeRead.model_validate(row, from_attributes=True)
 
     def set_node_status(self, node_id: int, status: str, **fields: Any) -> None:
-        """Move a node to ``status`` (and set other fields) with a ``node_status`` event."""
+        """Move a node to ``status`` (and set other fields) with a ``node_status`` event.
+
+        Setting the status a node already has, with no other field, writes nothing (the
+        evaluator reports a stage once per trial and shape; one commit per stage is enough).
+        """
         with self.session() as s:
             row = s.get(Node, node_id)
             if row is None:
                 raise StoreError(f"no node with id {node_id}")
+            if row.status == status and not fields:
+                return
             row.status = status
+
             for k, v in fields.items():
                 setattr(row, k, v)
             s.add(row)
