@@ -602,6 +602,25 @@ class Store:
             for m in rows:
                 s.add(Measurement(run_id=run_id, created_at=stamp, **m))
 
+    def record_baseline(self, run_id: int, rows: Sequence[dict], baseline_json: str) -> RunRead:
+        """Store a run's baseline measurements and its baseline summary in one transaction.
+
+        A run whose ``baseline_json`` is set has exactly one set of baseline rows: a process
+        killed in between leaves neither, and a resume measures the baseline again.
+        """
+        stamp = now_iso()
+        with self.session() as s:
+            row = s.get(Run, run_id)
+            if row is None:
+                raise StoreError(f"no run with id {run_id}")
+            for m in rows:
+                s.add(Measurement(run_id=run_id, created_at=stamp, **m))
+            row.baseline_json, row.updated_at = baseline_json, stamp
+            s.add(row)
+            s.add(Event(run_id=run_id, kind="baseline", created_at=stamp))
+            s.flush()
+            return RunRead.model_validate(row, from_attributes=True)
+
     def add_llm_exchange(self, *, run_id: int, **fields: Any) -> LLMExchangeRead:
         """Store one LLM exchange. Callers must have removed any API key from the fields."""
         with self.session() as s:

@@ -219,24 +219,43 @@ class Search:
         except KeyboardInterrupt:
             status, reason = "interrupted", f"interrupted (Ctrl-C); resume with forge-tui resume {self.run_id}"
             raise
+        except StoreError as exc:  # disk full, database locked or read-only: resumable once fixed
+            status, reason = "interrupted", f"{str(exc).splitlines()[0]}; then resume with forge-tui resume {self.run_id}"
+            raise SearchError(reason) from exc
         finally:
             self._hb_stop.set()
             if self.evaluator is not None:
                 self.evaluator.close()
             elapsed = self.elapsed_base + (time.monotonic() - self.t_start)
-            try:
-                if not self.lease_lost.is_set():
-                    fields = {"status": status, "status_reason": reason, "elapsed_s": elapsed}
-                    if status == "finished":
-                        fields["finished_at"] = now_iso()
-                    self.store.update_run(self.run_id, event_kind="status", **fields)
-                    self.store.release_lease(self.run_id, self.token)
-            except StoreError as exc:
-                self.log(f"could not record the run's final state: {exc}")
+            if not self.lease_lost.is_set():
+                self._record_final(status, reason, elapsed)
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)
         self.log(f"run {self.run_id} {status}" + (f": {reason}" if reason else ""))
         return self.store.get_run(self.run_id)
+
+    def _record_final(self, status: str, reason: str, elapsed: float) -> None:
+        """Write the run's final status and release the lease, as far as the store allows.
+
+        On a full disk the status row and its event may not fit: the status alone (an
+        in-place update) is tried next; when nothing can be written the run keeps its lease
+        and a later ``resume`` takes it over from this dead process.
+        """
+        fields = {"status": status, "status_reason": reason, "elapsed_s": elapsed}
+        if status == "finished":
+            fields["finished_at"] = now_iso()
+        try:
+            self.store.update_run(self.run_id, event_kind="status", **fields)
+        except StoreError as exc:
+            try:
+                self.store.update_run(self.run_id, status=status, status_reason=reason[:200])
+            except StoreError:
+                self.log(f"could not record the run's final state: {str(exc).splitlines()[0]}")
+                return
+        try:
+            self.store.release_lease(self.run_id, self.token)
+        except StoreError as exc:
+            self.log(f"could not release the run's lease: {str(exc).splitlines()[0]}")
 
     def _heartbeat(self) -> None:
         while not self._hb_stop.wait(HEARTBEAT_S):
@@ -372,8 +391,7 @@ class Search:
                              "clocks_json": json.dumps(entry.get("clocks", {})), "method": "baseline"})
                 self.log(f"  {subject:7s} {shape}: {st['median_ms'] * 1e3:.1f} us (CV {100 * st['cv']:.1f}%, "
                          f"{gbps:.0f} GB/s)")
-        self.store.add_measurements(self.run_id, rows)
-        self.run = self.store.update_run(self.run_id, baseline_json=json.dumps(summary), event_kind="baseline")
+        self.run = self.store.record_baseline(self.run_id, rows, json.dumps(summary))
 
     def _load_tree(self, ctx: SearchContext) -> None:
         rows = self.store.nodes(self.run_id)
