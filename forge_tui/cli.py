@@ -221,6 +221,15 @@ def cmd_capture(args, store: Store) -> int:
     return 0
 
 
+def cmd_apply(args, store) -> int:
+    """``forge-tui apply MODEL KERNEL_DIR...``: the model with exported kernels swapped in, checked and timed."""
+    from forge_tui.apply import apply, format_report
+
+    result = apply(args.model, args.kernel_dirs, backend=args.backend, samples=args.samples)
+    print(json.dumps(result, indent=1) if args.json else format_report(result))
+    return 0 if result["check"]["passed"] else 1
+
+
 def cmd_llm(args, store) -> int:
     """``forge-tui llm check``: one small request; model, latency and tokens, or why it failed."""
     from forge_tui.llm.check import check
@@ -299,6 +308,15 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--no-time", action="store_true", help="record only; skip timing the operators")
     cp.add_argument("--json", action="store_true")
     db_arg(cp)
+    ap = sub.add_parser("apply", help="run a model with exported kernels swapped in; check outputs, time it")
+    ap.add_argument("model", help="model file (as for capture)")
+    ap.add_argument("kernel_dirs", nargs="+", metavar="KERNEL_DIR", help="directories written by forge-tui export")
+    ap.add_argument("--backend", choices=["auto", "cuda", "host"], default="auto",
+                    help="auto: the kernels' backend (cuda kernels run the model on the GPU)")
+    ap.add_argument("--samples", type=int, default=None, help="timed forwards each, before and after "
+                    "(default 150 cuda, 31 host)")
+    ap.add_argument("--json", action="store_true")
+    db_arg(ap)
     lm = sub.add_parser("llm", help="LLM endpoint tools")
     lm_sub = lm.add_subparsers(dest="llm_cmd", required=True)
     lc = lm_sub.add_parser("check", help="send one small request to the configured endpoint")
@@ -310,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMANDS = {"run": cmd_run, "resume": cmd_resume, "stop": cmd_stop, "ls": cmd_ls, "show": cmd_show,
             "eval": cmd_eval, "tasks": cmd_tasks, "capture": cmd_capture,
+            "apply": cmd_apply,
             "llm": cmd_llm}
 
 
@@ -320,7 +339,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         args.proposer = default_proposer(args)
     try:
-        if args.cmd in ("tasks", "llm"):
+        if args.cmd in ("tasks", "llm", "apply"):
             return COMMANDS[args.cmd](args, None)
         store = Store(args.db or default_db_path())
         if args.cmd is None:
