@@ -87,6 +87,12 @@ class _Drain(threading.Thread):
                 if len(self.buf) > OUTPUT_CAP:
                     del self.buf[: len(self.buf) - OUTPUT_CAP]
 
+    def peek(self, wait_s: float = 1.0) -> str:
+        """The kept output so far, without consuming it (waits up to ``wait_s`` for EOF)."""
+        self.join(wait_s)
+        with self.lock:
+            return self.buf.decode("utf-8", "replace")
+
     def take(self) -> str:
         with self.lock:
             text = self.buf.decode("utf-8", "replace")
@@ -105,14 +111,19 @@ class Evaluator:
         trials: correctness trials per shape (at least 3 on timed shapes).
         stage_limits: overrides of :data:`STAGE_LIMITS` (seconds).
         compile_timeout_s: compiler time limit.
+        memory_limit_mb: host backend: what a candidate may allocate in the worker beyond the
+            worker's start-up size (default :func:`forge_tui.evaluate.worker.memory_budget`).
 
     Raises:
         compiler.ToolchainError: the backend's compiler is missing (at construction).
     """
 
     def __init__(self, task: TaskSpec, backend: str, *, task_ref: Optional[dict] = None, trials: int = 3,
-                 stage_limits: Optional[dict] = None, compile_timeout_s: float = compiler.COMPILE_TIMEOUT_S):
+                 stage_limits: Optional[dict] = None, compile_timeout_s: float = compiler.COMPILE_TIMEOUT_S,
+                 memory_limit_mb: Optional[int] = None):
         self.task, self.backend, self.trials = task, backend, trials
+        self.memory_limit_mb = memory_limit_mb
+        self.worker_rss_mb: Optional[float] = None
         self.task_ref = task_ref or {"module": task.module, "name": task.name}
         self.limits = {**STAGE_LIMITS, **(stage_limits or {})}
         self.compile_timeout_s = compile_timeout_s
@@ -138,6 +149,7 @@ class Evaluator:
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["PYTHONUNBUFFERED"] = "1"
         env["TMPDIR"] = self.tmpdir
+        env["FORGE_WORKER_PARENT"] = str(os.getpid())  # the worker ends itself when this process dies
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "forge_tui.evaluate.worker", str(child_sock.fileno())],
             pass_fds=[child_sock.fileno()], start_new_session=True, cwd=self.tmpdir, env=env,
@@ -148,11 +160,13 @@ class Evaluator:
         parent_sock.close()
         self.drain = _Drain(self.proc.stdout)
         self.drain.start()
-        status, reply = self._request({"op": "init", "task": self.task_ref, "backend": self.backend}, "init")
+        status, reply = self._request({"op": "init", "task": self.task_ref, "backend": self.backend,
+                                       "memory_limit_mb": self.memory_limit_mb}, "init")
         if status != "ok":
             out = self.drain.take() if self.drain else ""
             self.kill()
             raise WorkerError(f"evaluation worker failed to start: {reply}" + (f"\n{out[-2000:]}" if out.strip() else ""))
+        self.worker_rss_mb = reply.pop("worker_rss_mb", None) if isinstance(reply, dict) else None
         self.facts = reply
         if self.backend == "cuda":
             major, minor = (int(x) for x in reply["capability"].split("."))
@@ -222,10 +236,11 @@ class Evaluator:
             try:
                 reply = self.conn.recv()
             except (EOFError, OSError):
-                code = self.proc.wait(timeout=10) if self.proc else None
+                code, peak_rss = self._reap()
                 how = f"signal {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
+                memory = self._memory_note(peak_rss)
                 self.kill()
-                return "crashed", f"worker died during {stage}{detail} ({how})"
+                return "crashed", f"worker died during {stage}{detail} ({how}){memory}"
             if "progress" in reply:
                 stage = reply["progress"]
                 detail = "".join(f" {k}={v}" for k, v in reply.items() if k != "progress")
@@ -238,6 +253,41 @@ class Evaluator:
             if "error" in reply:
                 return "error", reply["error"]
             return "ok", reply["result"]
+
+    def _reap(self, timeout_s: float = 10.0) -> tuple[Optional[int], Optional[int]]:
+        """Wait for the worker to end; its exit code and peak resident set in bytes (wait4)."""
+        if self.proc is None:
+            return None, None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped already
+                return self.proc.poll(), None
+            if pid:
+                self.proc.returncode = os.waitstatus_to_exitcode(status)
+                return self.proc.returncode, usage.ru_maxrss * 1024  # Linux reports kB
+            if time.monotonic() > deadline:
+                return None, None
+            time.sleep(0.01)
+
+    def _memory_note(self, peak_rss: Optional[int]) -> str:
+        """``": out of memory ..."`` when the dead worker's output or peak RSS says memory ran out.
+
+        Either an allocation failure is printed (``std::bad_alloc``, ``Cannot allocate
+        memory``) or the resident set grew by half the budget or more after start-up (a
+        candidate that touched what it allocated until malloc returned NULL).
+        """
+        from forge_tui.evaluate.worker import _OOM_TEXT
+
+        limit = self.facts.get("memory_limit_mb")
+        said = bool(_OOM_TEXT.search(self.drain.peek())) if self.drain else False
+        grew = (peak_rss or 0) / 2**20 - (self.worker_rss_mb or 0)
+        if not said and not (limit and self.worker_rss_mb is not None and grew >= 0.5 * limit):
+            return ""
+        where = f" beyond the worker's {limit} MB memory limit" if limit else ""
+        peak = f", peak RSS {peak_rss / 2**20:,.0f} MB" if peak_rss else ""
+        return f"; out of memory: the candidate allocated{where}{peak}"
 
     # ------------------------------------------------------------------ public API
     def baseline(self, seed: int = 0, *, compile_baseline: bool = True) -> dict:

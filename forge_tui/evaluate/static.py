@@ -24,6 +24,8 @@ _FORBIDDEN = {
     "inline assembly": r"\b(__)?asm(__)?\b",
     "syscall": r"\bsyscall\s*\(",
     "stream other than the given one, or thread": r"\b(cudaStreamPerThread|cudaStreamLegacy|cudaStreamCreate\w*|cuStreamCreate\w*|pthread_create|std::thread|std::async|cudaLaunchHostFunc|cudaStreamAddCallback)\b",
+    # the host worker caps its memory with RLIMIT_AS (check 24); a candidate must not lift it
+    "resource limit change": r"\b(setrlimit|setrlimit64|prlimit|prlimit64)\b",
     "device reset": r"\b(cudaDeviceReset|cudaSetDevice|cudaDeviceSetLimit)\b",
     "timer or environment tampering": r"\b(setenv|putenv|cudaEventRecord|cudaEventElapsedTime|clock_gettime|gettimeofday)\b",
     # bare names (a pointer to putchar needs no call syntax) and the __builtin_ spellings

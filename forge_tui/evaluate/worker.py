@@ -14,13 +14,23 @@ parent drains and caps. Requests and replies are pickled dicts on the socket ``F
 Before each stage the worker sends ``{"progress": stage, ...}``; the parent applies that
 stage's time limit and kills the whole process group when it runs out. A candidate that
 leaves the CUDA context broken gets a ``fatal`` reply and the worker exits.
+
+On the host backend the worker caps its own address space after start-up (RLIMIT_AS at
+its size then plus a memory budget, EVALUATION-CHECKS.md 24), so a candidate that
+allocates without bound fails inside the worker instead of taking the machine's memory;
+the cuda backend gets no such cap (the CUDA driver reserves large virtual ranges). When
+``$FORGE_WORKER_PARENT`` names the search process, a watchdog thread ends the worker
+within half a second of that process dying, so a SIGKILLed search leaves no orphan
+spinning in a candidate's infinite loop.
 """
 from __future__ import annotations
 
 import importlib
 import os
 import platform
+import re
 import sys
+import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
@@ -92,6 +102,8 @@ class Worker:
             facts.update(gpu="", cpu=platform.processor() or platform.machine(), torch_threads=1,
                          copy_gbs=self._copy_bandwidth())
         self.timer = trials.Timer(self.backend, self.device)
+        if self.backend == "host":
+            facts.update(limit_memory(self.task, msg.get("memory_limit_mb")))
         self.facts = facts
         return facts
 
@@ -213,11 +225,83 @@ class Worker:
                 self.conn.send({"result": {"status": "crashed", "error": str(exc)}, "fatal": True})
                 return 3
             except Exception as exc:
-                fatal = "CUDA error" in str(exc) or "CUDA-capable" in str(exc)
+                # out of memory (a candidate leaked up to the cap): this worker is spent, replace it
+                fatal = ("CUDA error" in str(exc) or "CUDA-capable" in str(exc) or isinstance(exc, MemoryError)
+                         or bool(_OOM_TEXT.search(str(exc))))
                 self.conn.send({"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:2000],
                                 "traceback": traceback.format_exc()[-4000:], "fatal": fatal})
                 if fatal:
                     return 3
+
+
+#: Text that says an allocation failed (glibc, libstdc++, torch, Python).
+_OOM_TEXT = re.compile(r"bad_alloc|[Cc]annot allocate memory|can't allocate memory|MemoryError|[Oo]ut of memory")
+
+
+def _proc_kb(field: str, path: str = "/proc/self/status") -> int:
+    """A ``kB`` field of a /proc file (``VmSize``, ``VmRSS``, ``MemAvailable``), 0 if absent."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+#: Smallest memory budget of a host worker over its start-up size.
+MIN_MEMORY_BUDGET = 2 << 30
+
+
+def memory_budget(task, override_mb=None) -> int:
+    """Bytes a host worker may allocate beyond its start-up size.
+
+    32 times the largest shape's bytes (inputs, outputs, fp64 references and the rotated
+    timing sets fit with room), at least :data:`MIN_MEMORY_BUDGET`, at most half of the
+    memory the OS reports available (``MemAvailable``); ``override_mb`` wins when given.
+    """
+    if override_mb:
+        return int(override_mb) << 20
+    shapes = list(task.shapes_for("host").values()) + list(task.check_shapes.values())
+    need = 32 * max((int(task.bytes_moved(d)) for d in shapes), default=0)
+    budget = max(need, MIN_MEMORY_BUDGET)
+    available = _proc_kb("MemAvailable", "/proc/meminfo") * 1024
+    return min(budget, available // 2) if available else budget
+
+
+def limit_memory(task, override_mb=None) -> dict:
+    """Cap this process's address space at its size now plus :func:`memory_budget`.
+
+    Soft and hard limit both, so the candidate cannot lift it. The peak-RSS counter is reset
+    (``/proc/self/clear_refs``) so the parent can tell from the worker's peak RSS at death
+    whether a crash came from the candidate's allocations. Returns the facts to report:
+    ``memory_limit_mb`` (the budget) and ``worker_rss_mb`` (resident size after start-up).
+    """
+    import resource
+
+    budget = memory_budget(task, override_mb)
+    size = _proc_kb("VmSize") * 1024
+    if size:
+        limit = size + budget
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        except (ValueError, OSError):  # a lower hard limit is already set: keep it
+            pass
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    return {"memory_limit_mb": budget >> 20, "worker_rss_mb": _proc_kb("VmRSS") >> 10}
+
+
+def _watch_parent(parent: int) -> None:
+    """End this worker as soon as the search process that started it is gone."""
+    while True:
+        if os.getppid() != parent:
+            os._exit(70)
+        time.sleep(0.5)
 
 
 def _stats(s) -> dict:
@@ -228,6 +312,9 @@ def _stats(s) -> dict:
 
 def main() -> int:
     fd = int(sys.argv[1])
+    parent = int(os.environ.get("FORGE_WORKER_PARENT") or 0)
+    if parent:
+        threading.Thread(target=_watch_parent, args=(parent,), name="parent-watchdog", daemon=True).start()
     conn = Connection(fd)
     code = Worker(conn).serve()
     sys.stdout.flush()

@@ -19,11 +19,13 @@ from tests.adversarial.cases import cases
 HOST = cases("host")
 CUDA = cases("cuda")
 LIMITS = {"load": 5, "correctness": 3, "determinism": 3}
+#: The host worker's memory budget here: the alloc_unbounded_* cases fill it, so keep it small.
+MEMORY_MB = 1024
 
 
 @pytest.fixture(scope="module")
 def evaluator(softmax_task):
-    ev = Evaluator(softmax_task, "host", stage_limits=LIMITS, compile_timeout_s=5)
+    ev = Evaluator(softmax_task, "host", stage_limits=LIMITS, compile_timeout_s=5, memory_limit_mb=MEMORY_MB)
     ev.start()
     yield ev
     ev.close()
@@ -33,7 +35,8 @@ def test_corpus_is_complete():
     names = {c.name for c in HOST}
     for required in ("no_write", "half_written", "inputs_overwritten", "cache_by_pointer", "infinite_loop",
                      "oob_write_far", "system_call", "include_fstream", "template_bomb", "ten_mb_source",
-                     "print_putchar", "nondeterministic", "skip_work_repeat"):
+                     "print_putchar", "nondeterministic", "skip_work_repeat", "alloc_unbounded_new",
+                     "alloc_unbounded_malloc"):
         assert required in names
     assert {"other_stream", "race_nondeterministic", "oob_write", "infinite_loop"} <= {c.name for c in CUDA}
     for c in HOST + CUDA:
@@ -48,6 +51,10 @@ def test_host_case_gets_its_verdict(case, evaluator, tmp_path):
     assert res.status in case.expect, f"{case.name}: {res.status} ({res.error})"
     assert res.error, "every failure says what was seen"
     assert len(res.output_tail) <= 70_000  # worker output stays capped
+    if case.name.startswith("alloc_unbounded"):  # check 24: the cap stopped it, and the text says so
+        assert "out of memory" in res.error and f"{MEMORY_MB} MB memory limit" in res.error, res.error
+    elif res.status == "crashed":
+        assert "out of memory" not in res.error, res.error  # no false memory diagnosis
     assert not marker.exists()
 
 
