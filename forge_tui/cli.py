@@ -53,7 +53,8 @@ def cmd_run(args, store: Store) -> int:
 
         config.update(llm_run_config(args))
     run = create_run(store, task, backend=args.backend, proposer=args.proposer, iterations=args.iterations,
-                     seed=args.seed, c=args.c, model=config.get("model", ""), config=config)
+                     seed=args.seed, c=args.c, model=config.get("model", ""), config=config,
+                     seed_kernel=args.seed_kernel)
     if args.headless:
         print(f"run {run.id}", flush=True)
         try:
@@ -230,6 +231,24 @@ def cmd_apply(args, store) -> int:
     return 0 if result["check"]["passed"] else 1
 
 
+def cmd_export(args, store: Store) -> int:
+    """``forge-tui export RUN_ID [--node ID] -o DIR``: the kernel as a module for model code."""
+    from forge_tui.export import export_run
+
+    res = export_run(store, args.run_id, args.output, node_id=args.node, build=args.build)
+    if args.json:
+        print(json.dumps({"directory": str(res.directory), "files": res.files, "manifest": res.manifest}, indent=1))
+        return 0
+    m = res.manifest
+    speed = f", {m['speedup']:.3f}x ({m['speedup_kind']})" if m["speedup"] else ""
+    print(f"exported node {m['node_id']} of run {m['run_id']} ({m['task']}, {m['backend']}{speed}) to {res.directory}")
+    for f in res.files:
+        print(f"  {f}")
+    args_ = ", ".join(i["name"] for i in m["inputs"])
+    print(f"use: import forge_kernel; y = forge_kernel.forward({args_})  (see {res.directory / 'README.md'})")
+    return 0
+
+
 def cmd_llm(args, store) -> int:
     """``forge-tui llm check``: one small request; model, latency and tokens, or why it failed."""
     from forge_tui.llm.check import check
@@ -266,6 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--c", type=float, default=1.0, help="UCT exploration constant (speedup units)")
     r.add_argument("--repairs", type=int, default=2, help="repair attempts for a failed LLM child")
+    r.add_argument("--seed-kernel", type=Path, default=None, metavar="PATH",
+                   help="kernel source for the root node instead of the task's seed (.cu for cuda, .cpp for "
+                        "host); the tuner turns its `// @tune` knobs")
     r.add_argument("--model", default=None)
     r.add_argument("--base-url", default=None)
     r.add_argument("--parallel", type=int, default=1)
@@ -317,6 +339,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "(default 150 cuda, 31 host)")
     ap.add_argument("--json", action="store_true")
     db_arg(ap)
+    ex = sub.add_parser("export", help="write a run's kernel as a module for model code")
+    ex.add_argument("run_id", type=int)
+    ex.add_argument("--node", type=int, default=None, help="node to export (default: the run's best, confirmed first)")
+    ex.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="directory to write into")
+    ex.add_argument("--build", action="store_true", help="also compile kernel.so now (for machines without a compiler)")
+    ex.add_argument("--json", action="store_true")
+    db_arg(ex)
     lm = sub.add_parser("llm", help="LLM endpoint tools")
     lm_sub = lm.add_subparsers(dest="llm_cmd", required=True)
     lc = lm_sub.add_parser("check", help="send one small request to the configured endpoint")
@@ -329,7 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
 COMMANDS = {"run": cmd_run, "resume": cmd_resume, "stop": cmd_stop, "ls": cmd_ls, "show": cmd_show,
             "eval": cmd_eval, "tasks": cmd_tasks, "capture": cmd_capture,
             "apply": cmd_apply,
-            "llm": cmd_llm}
+            "llm": cmd_llm, "export": cmd_export}
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -132,6 +132,22 @@ def load_task_file(path, *, origin: str = "file", text: Optional[str] = None) ->
         return spec
 
 
+def layout_of(task: TaskSpec) -> dict:
+    """How a task file's model is called, for ``forge-tui export``.
+
+    Returns ``{"n_get_inputs": int, "tensor_positions": [int], "constants": {position: value},
+    "input_names": [launch names of the tensor inputs], "param_names": [dotted names of the
+    parameters then buffers, in launch order], "model_seed": int}``.
+
+    Raises:
+        TaskError: ``task`` does not come from a task file.
+    """
+    lay = getattr(task.reference, "forge_layout", None)
+    if lay is None:
+        raise TaskError(f"task {task.name} is not a task file's task")
+    return lay
+
+
 def task_name(path: Path) -> str:
     """A task file's name: its stem with characters other than letters, digits, ``_``, ``-``, ``.``
     replaced by ``_`` (``19_ReLU.py`` -> ``19_ReLU``)."""
@@ -395,6 +411,9 @@ class _FileTask:
         nbytes = sum(_numel(s) * DTYPE_BYTES[dt] for s, dt in all_meta) + _numel(out_shape) * DTYPE_BYTES[out_dtype]
         flops = self._flops(reference, tensors_first)
         size_names = [a_.name for a_ in size_args]
+        reference.forge_layout = {  # read through layout_of(): what export needs to call the model
+            "n_get_inputs": len(first), "tensor_positions": tensor_pos, "constants": constants,
+            "input_names": [a_.name for a_ in in_args], "param_names": param_names, "model_seed": MODEL_SEED}
         doc = (inspect.getdoc(Model) or "").strip().splitlines()
         what = doc[0].rstrip(".") if doc else f"{Model.__name__} from {self.path.name}"
         desc = (f"{what[:120]} ({self.path.name}; output {'x'.join(map(str, out_shape)) or 'scalar'} {out_dtype})")
