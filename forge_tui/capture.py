@@ -442,6 +442,8 @@ class Capture:
     groups: list[OpGroup]
     forward_ms: Optional[float] = None
     samples: Optional[int] = None
+    model: Any = field(default=None, repr=False)
+    inputs: list = field(default_factory=list, repr=False)
 
     @property
     def backend(self) -> str:
@@ -505,9 +507,7 @@ def record(path: str | Path, backend: str = "auto") -> Capture:
         raise CaptureError(f"the forward of Model in {mf.path.name} ran no aten operator")
     from forge_tui.evaluate.optime import device_name
 
-    cap = Capture(mf, device, device_name(device), list(rec.groups.values()))
-    cap._model, cap._inputs = model, inputs  # type: ignore[attr-defined]  (kept for measure)
-    return cap
+    return Capture(mf, device, device_name(device), list(rec.groups.values()), model=model, inputs=inputs)
 
 
 def measure(cap: Capture, *, samples: Optional[int] = None,
@@ -522,7 +522,7 @@ def measure(cap: Capture, *, samples: Optional[int] = None,
     """
     from forge_tui.evaluate.optime import OP_TIMING, time_each
 
-    model, inputs = cap._model, cap._inputs  # type: ignore[attr-defined]
+    model, inputs = cap.model, cap.inputs
     fns = [(lambda g=g: g.func(*g.call_args, **g.call_kwargs)) for g in cap.groups]
     fns.append(lambda: model(*inputs))
     n = OP_TIMING[cap.backend]["samples"] if samples is None else samples
