@@ -551,7 +551,8 @@ def format_table(cap: Capture, width: int = 60) -> str:
         op_sum = sum(g.total_ms for g in cap.groups)
         lines.append(f"forward {cap.forward_ms * 1e3:.1f} us; per-op medians sum to {op_sum * 1e3:.1f} us "
                      f"(each op re-run alone, cache flushed, median of {cap.samples})")
-    lines.append(f"{'#':>4} {'share':>6} {'total us':>9} {'calls':>5} {'us/call':>8}  {'op':32} inputs / args")
+    w = min(max([len(g.op) for g in cap.groups] + [24]), 44)
+    lines.append(f"{'#':>4} {'share':>6} {'total us':>9} {'calls':>5} {'us/call':>8}  {'op':{w}} inputs / args")
     for g in cap.ranked():
         share = f"{100 * g.share:5.1f}%" if g.share is not None else "-"
         tot = f"{g.total_ms * 1e3:9.1f}" if g.total_ms is not None else f"{'-':>9}"
@@ -562,7 +563,7 @@ def format_table(cap: Capture, width: int = 60) -> str:
         if len(detail) > width:
             detail = detail[: width - 3] + "..."
         note = "" if g.worth_kernel else f"  ({g.kind}: not worth a kernel)"
-        lines.append(f"{g.index:>4} {share:>6} {tot} {g.count:>5} {per}  {g.op:32} {detail}{note}")
+        lines.append(f"{g.index:>4} {share:>6} {tot} {g.count:>5} {per}  {g.op:{w}} {detail}{note}")
     lines.append("make tasks of operators: forge-tui capture FILE --select # or OP name (e.g. --select "
                  f"{next((g.index for g in cap.ranked() if g.worth_kernel), 1)})")
     return "\n".join(lines)
