@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -88,13 +89,19 @@ def compiler_for(backend: str) -> str:
 
 @functools.lru_cache(maxsize=4)
 def compiler_version(compiler: str) -> str:
-    """Last line of ``<compiler> --version`` output (part of every cache key)."""
+    """The version lines of ``<compiler> --version`` (part of every cache key).
+
+    Keeps the lines that carry a dotted version number and drop copyright and licence
+    text: ``g++ (Debian 12.2.0-14+deb12u1) 12.2.0``; for nvcc
+    ``Cuda compilation tools, release 13.0, V13.0.88 | Build cuda_13.0.r13.0/compiler...``.
+    """
     try:
         out = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-    lines = [ln for ln in out.splitlines() if ln.strip()]
-    return " | ".join(lines[:1] + lines[-1:]) if lines else "unknown"
+    lines = [ln.strip() for ln in out.splitlines()
+             if re.search(r"\d+\.\d+", ln) and not re.search(r"copyright|warranty", ln, re.I)]
+    return " | ".join(lines[:2]) if lines else "unknown"
 
 
 def command_for(backend: str, arch: Optional[str], source: Path, output: Path) -> list[str]:

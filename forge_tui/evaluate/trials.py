@@ -122,6 +122,11 @@ def _sync(backend: str) -> None:
         raise CandidateFault(f"CUDA error after the candidate ran: {str(exc).splitlines()[0]}") from exc
 
 
+def input_generator(seed: int, device: str) -> "torch.Generator":
+    """The seeded generator that draws a trial's inputs, on ``device`` (cuda or cpu)."""
+    return torch.Generator(device=device).manual_seed(seed)
+
+
 def alloc_outputs(task: TaskSpec, dims: dict, device: str) -> list:
     """Output tensors poisoned with NaN (check 4)."""
     return [torch.full(shape, float("nan"), dtype=getattr(torch, dt), device=device) for shape, dt in task.outputs(dims)]
@@ -195,7 +200,7 @@ def run_correctness(launcher: Launcher, task: TaskSpec, backend: str, device: st
             dist = task.distributions[(k + t) % len(task.distributions)]
             trial_seed = seed + 1000 * k + t
             progress("correctness", shape=shape_name, trial=t)
-            gen = torch.Generator().manual_seed(trial_seed)
+            gen = input_generator(trial_seed, device)
             pristine = task.make_inputs(dims, gen, device, dist)
             # the trials of a shape reuse the same buffers with new content (check 5): a
             # result cached by pointer then answers the previous trial's question
@@ -297,9 +302,13 @@ class Timer:
 
     def sample(self, fn: Callable[[], object]) -> tuple[float, float, object]:
         """One flushed sample: ``(device_ms, host_ms, fn's return value)``."""
-        self.flush()
         if self.backend == "cuda":
-            torch.cuda.synchronize()
+            # No synchronise between the flush and the start event: the flush (a 256 MB
+            # write, ~80 us) keeps the GPU busy while the host issues the call, so the
+            # event window holds the call's GPU work, not the host's launch latency (with
+            # an idle GPU, 5-13 us of ctypes/dispatcher launch time landed inside it). The
+            # previous sample ended with a whole-device synchronise, so nothing else runs.
+            self.flush()
             t0 = time.perf_counter()
             self.start.record()
             ret = fn()
@@ -307,6 +316,7 @@ class Timer:
             _sync("cuda")
             host = (time.perf_counter() - t0) * 1e3
             return self.start.elapsed_time(self.end), host, ret
+        self.flush()
         t0 = time.perf_counter()
         ret = fn()
         host = (time.perf_counter() - t0) * 1e3
@@ -327,7 +337,7 @@ def time_shape(timer: Timer, launcher: Optional[Launcher], task: TaskSpec, dims:
     "last_inputs": [...], "last_outputs": [...], "rounds": int}`` (keys absent when not timed).
     """
     cfg = timer.cfg
-    gen = torch.Generator().manual_seed(seed)
+    gen = input_generator(seed, device)
     sets = [task.make_inputs(dims, gen, device, "normal") for _ in range(cfg["sets"])]
     outs = [alloc_outputs(task, dims, device) for _ in range(cfg["sets"])]
     cand_args = [launcher.args(i, o, dims) for i, o in zip(sets, outs)] if launcher else []
