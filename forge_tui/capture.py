@@ -630,6 +630,13 @@ def task_refusal(g: OpGroup) -> Optional[str]:
         return "it works in place and has no out-of-place twin"
     if _has_repr(g.args) or _has_repr(g.kwargs):
         return "an argument cannot be written into a task file"
+    try:
+        from kernels.taskfile import SUPPORTED_DTYPES
+    except ImportError:
+        return None
+    odd = sorted({s["dtype"] for s in g.inputs + g.outputs[:1]} - set(SUPPORTED_DTYPES))
+    if odd:
+        return f"a kernel launch cannot take {', '.join(odd)} tensors (supported: {', '.join(SUPPORTED_DTYPES)})"
     return None
 
 

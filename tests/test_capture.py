@@ -171,6 +171,18 @@ def test_select_inplace_op_becomes_its_functional_twin(tmp_path, capsys):
     assert torch.equal(task.reference(x), torch.relu(before)) and torch.equal(x, before)
 
 
+def test_unsupported_dtype_is_refused_before_writing(tmp_path, capsys):
+    pytest.importorskip("kernels.taskfile")
+    model = tmp_path / "masked.py"
+    model.write_text("import torch\nclass Model(torch.nn.Module):\n"
+                     "    def forward(self, x, m):\n        return torch.where(m, x, 0.0)\n"
+                     "def get_inputs():\n    return [torch.randn(4, 8), torch.rand(4, 8) < 0.5]\n")
+    rc, out, err = _main(capsys, "--db", tmp_path / "f.db", "capture", model, "--backend", "host", "--no-time",
+                         "--select", "where", "-o", tmp_path / "t")
+    _one_line_error(rc, out, err, "cannot take bool tensors")
+    assert not (tmp_path / "t").exists()
+
+
 @pytest.mark.parametrize("select, words", [
     ("aten.view.default", ["view", "not worth a kernel"]),
     ("999", ["no operator #999", "indexes run 1.."]),
