@@ -56,6 +56,7 @@ class EvalResult:
     speedup: geometric mean of per-shape speedups over eager (None unless measured).
     median_ms: sum over shapes of the candidate's median times.
     compile / correctness / measurements: rows for the store (dicts of column values).
+    worker_stages_s: wall seconds per worker stage (load, correctness, determinism, timing).
     """
 
     status: str
@@ -67,6 +68,7 @@ class EvalResult:
     speedup: Optional[float] = None
     median_ms: Optional[float] = None
     output_tail: str = ""
+    worker_stages_s: dict = field(default_factory=dict)
 
 
 class _Drain(threading.Thread):
@@ -208,12 +210,13 @@ class Evaluator:
                 pass
         self.kill()
 
-    def _request(self, msg: dict, first_stage: str, on_stage: Optional[Callable[[str], None]] = None
-                 ) -> tuple[str, object]:
+    def _request(self, msg: dict, first_stage: str, on_stage: Optional[Callable[[str], None]] = None,
+                 stage_s: Optional[dict] = None) -> tuple[str, object]:
         """Send a request; wait under per-stage limits.
 
         Returns ``("ok", result)``, ``("error", text)`` (worker-side exception), ``("timeout",
-        text)`` or ``("crashed", text)``. On timeout or crash the worker is killed.
+        text)`` or ``("crashed", text)``. On timeout or crash the worker is killed. When
+        ``stage_s`` is given, it receives the wall seconds spent in each stage.
         """
         assert self.conn is not None
         try:
@@ -223,6 +226,12 @@ class Evaluator:
             return "crashed", f"worker gone before the request: {exc}"
         stage, detail = first_stage, ""
         deadline = time.monotonic() + self.limits.get(stage, 60.0)
+        since = time.perf_counter()
+
+        def book(now: float) -> None:
+            if stage_s is not None:
+                stage_s[stage] = stage_s.get(stage, 0.0) + (now - since)
+
         while True:
             remaining = deadline - time.monotonic()
             try:
@@ -230,17 +239,22 @@ class Evaluator:
             except OSError:
                 ready = True
             if not ready:
+                book(time.perf_counter())
                 self.kill()
                 limit = self.limits.get(stage, 60.0)
                 return "timeout", f"timed out in {stage}{detail} after {limit:.0f} s; worker killed"
             try:
                 reply = self.conn.recv()
             except (EOFError, OSError):
+                book(time.perf_counter())
                 code, peak_rss = self._reap()
                 how = f"signal {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
                 memory = self._memory_note(peak_rss)
                 self.kill()
                 return "crashed", f"worker died during {stage}{detail} ({how}){memory}"
+            now = time.perf_counter()
+            book(now)
+            since = now
             if "progress" in reply:
                 stage = reply["progress"]
                 detail = "".join(f" {k}={v}" for k, v in reply.items() if k != "progress")
@@ -309,6 +323,23 @@ class Evaluator:
         return compiler.compile_source(source, self.backend, arch=self.arch, fingerprint=self.fingerprint,
                                        timeout_s=self.compile_timeout_s)
 
+    def prepare(self, source: str) -> tuple[Optional[EvalResult], Optional[compiler.CompileResult]]:
+        """The CPU part of an evaluation: static checks and the (cached) compile; no worker.
+
+        Thread-safe once :meth:`start` has run (the arch is known), so the search compiles
+        candidates on CPU threads while the worker evaluates another one.
+
+        Returns:
+            ``(verdict, compiled)``: ``verdict`` is a final EvalResult when the candidate
+            ends here (``rejected``, ``compile_error``, compile ``timeout``), else None and
+            ``compiled`` goes to :meth:`run_compiled`.
+        """
+        reason = check_source(source, self.backend)
+        if reason:
+            return EvalResult("rejected", reason), None
+        compiled = self.compile(source)
+        return _compile_verdict(compiled), compiled
+
     def evaluate(self, source: str, *, seed: int, on_stage: Optional[Callable[[str], None]] = None,
                  compiled: Optional[compiler.CompileResult] = None) -> EvalResult:
         """Run every stage on one candidate source and return its verdict.
@@ -326,28 +357,37 @@ class Evaluator:
             if on_stage:
                 on_stage("compiling")
             compiled = self.compile(source)
-        clog = {"command": compiled.command, "log": compiled.log, "seconds": compiled.seconds,
-                "ok": compiled.ok, "cached": compiled.cached}
+        return self.run_compiled(compiled, seed=seed, on_stage=on_stage)
+
+    def run_compiled(self, compiled: compiler.CompileResult, *, seed: int,
+                     on_stage: Optional[Callable[[str], None]] = None) -> EvalResult:
+        """The worker's part of an evaluation (load, correctness, timing) and the verdict.
+
+        One caller at a time: the worker is a single process. ``worker_stages_s`` of the
+        result holds the wall seconds of each worker stage.
+        """
+        clog = _clog(compiled)
         if not compiled.ok:
-            status = "timeout" if compiled.timed_out else "compile_error"
-            first = _first_error_line(compiled.log)
-            return EvalResult(status, f"compile failed: {first}" if status == "compile_error" else first, compile=clog)
+            return _compile_verdict(compiled)
         self.start()
 
         def stage_cb(stage: str) -> None:
             if on_stage:
                 on_stage({"correctness": "verifying", "determinism": "verifying", "timing": "timing"}.get(stage, stage))
 
+        stage_s: dict[str, float] = {}
         status, reply = self._request({"op": "evaluate", "library": compiled.library, "seed": seed,
-                                       "trials": self.trials}, "load", stage_cb)
+                                       "trials": self.trials}, "load", stage_cb, stage_s)
         tail = self.drain.take() if self.drain else ""
         if status == "error":
-            return EvalResult("crashed", f"worker error: {reply}", compile=clog, output_tail=tail)
+            return EvalResult("crashed", f"worker error: {reply}", compile=clog, output_tail=tail,
+                              worker_stages_s=stage_s)
         if status in ("timeout", "crashed"):
             self.restarts += 1
-            return EvalResult(status, str(reply), compile=clog, output_tail=tail)
+            return EvalResult(status, str(reply), compile=clog, output_tail=tail, worker_stages_s=stage_s)
         res = EvalResult(reply["status"], reply.get("error", ""), compile=clog,
-                         correctness=[_correctness_row(r) for r in reply.get("correctness", [])], output_tail=tail)
+                         correctness=[_correctness_row(r) for r in reply.get("correctness", [])], output_tail=tail,
+                         worker_stages_s=stage_s)
         if reply.get("fatal") or (self.proc is None):
             self.restarts += 1
         if res.status != "ok":
@@ -406,6 +446,21 @@ class Evaluator:
         if suspect:
             res.status, res.error = "suspect", "; ".join(suspect)
         return res
+
+
+def _clog(compiled: compiler.CompileResult) -> dict:
+    return {"command": compiled.command, "log": compiled.log, "seconds": compiled.seconds,
+            "ok": compiled.ok, "cached": compiled.cached}
+
+
+def _compile_verdict(compiled: compiler.CompileResult) -> Optional[EvalResult]:
+    """The final result of a failed compile (``compile_error`` or ``timeout``); None when it worked."""
+    if compiled.ok:
+        return None
+    status = "timeout" if compiled.timed_out else "compile_error"
+    first = _first_error_line(compiled.log)
+    return EvalResult(status, f"compile failed: {first}" if status == "compile_error" else first,
+                      compile=_clog(compiled))
 
 
 def _first_error_line(log: str) -> str:
