@@ -2,27 +2,38 @@
 
 Timeouts per request; retries through tenacity (exponential backoff with full jitter) on
 rate limits (429), timeouts, connection errors and 5xx, bounded by an attempt count and a
-total time; no retry on 400/401/403/404. The openai client's own retries are off. Every
-failure becomes a one-line :class:`LLMError` subclass naming the endpoint and what to do;
-the API key is scrubbed from every message.
+total time; no retry on 400/401/403/404. A ``Retry-After`` (or ``retry-after-ms``) header on
+a 429 or 503 replaces the backoff with the wait the server asked for, within the retry
+budget: a wait that would end past the budget gives up at once instead of sleeping in
+vain. The openai client's own retries are off. Every failure becomes a one-line
+:class:`LLMError` subclass naming the endpoint and what to do; the API key is scrubbed from
+every message.
 """
 from __future__ import annotations
 
+import email.utils
+import math
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 import openai
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
+from tenacity.stop import stop_base
 
 from forge_tui.llm.config import LLMConfig, api_key as env_api_key
 
 
 class LLMError(RuntimeError):
-    """The endpoint could not answer; the message is one line for a person."""
+    """The endpoint could not answer; the message is one line for a person.
+
+    retry_after_s: the wait the server asked for (``Retry-After``), in seconds, if it did.
+    """
 
     transient = False
     kind = "error"
+    retry_after_s: Optional[float] = None
 
 
 class Unreachable(LLMError):
@@ -74,6 +85,56 @@ class ChatResult:
     attempts: int = 1
 
 
+def retry_after_s(headers: Optional[Mapping[str, str]], now: Optional[float] = None) -> Optional[float]:
+    """The wait a response asks for, in seconds: ``retry-after-ms`` (milliseconds), else
+    ``Retry-After`` (seconds, or an HTTP date). None when absent or unreadable; never negative."""
+    if not headers:
+        return None
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            continue
+        if math.isfinite(seconds):
+            return max(seconds, 0.0)
+        return None
+    value = headers.get("retry-after")
+    if value:
+        try:
+            when = email.utils.parsedate_to_datetime(value).timestamp()
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+        return max(when - (time.time() if now is None else now), 0.0)
+    return None
+
+
+class _WaitServerOrBackoff:
+    """tenacity wait: the server's ``Retry-After`` when the last error carried one, else the backoff."""
+
+    def __init__(self, backoff):
+        self.backoff = backoff
+
+    def __call__(self, state) -> float:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        asked = getattr(exc, "retry_after_s", None)
+        return asked if asked is not None else self.backoff(state)
+
+
+class _StopIfServerWaitPastBudget(stop_base):
+    """tenacity stop: give up when the server asks for a wait that ends past the time budget."""
+
+    def __init__(self, budget_s: float):
+        self.budget_s = budget_s
+
+    def __call__(self, state) -> bool:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        asked = getattr(exc, "retry_after_s", None)
+        return asked is not None and state.seconds_since_start + asked > self.budget_s
+
+
 def _first_line(text: str, limit: int = 300) -> str:
     text = (text or "").strip()
     return (text.splitlines()[0] if text else "")[:limit]
@@ -86,12 +147,17 @@ class LLMClient:
         config: endpoint, model, timeouts and retry bounds.
         key: the API key (default: ``OPENAI_API_KEY``); held in memory only.
         sleep: how tenacity waits between attempts (tests may record it).
+        gate: called around every request attempt (not the waits between them) and
+            returning a context manager; the search sets it to
+            :meth:`forge_tui.search.gate.TimingGate.generation` for a local endpoint.
     """
 
-    def __init__(self, config: LLMConfig, *, key: Optional[str] = None, sleep: Callable[[float], None] = time.sleep):
+    def __init__(self, config: LLMConfig, *, key: Optional[str] = None, sleep: Callable[[float], None] = time.sleep,
+                 gate: Optional[Callable[[], AbstractContextManager]] = None):
         self.config = config
         self._key = key if key is not None else env_api_key()
         self._sleep = sleep
+        self.gate = gate
         kwargs = {"api_key": self._key, "timeout": config.timeout_s, "max_retries": 0}
         if config.base_url:
             kwargs["base_url"] = config.base_url
@@ -122,8 +188,12 @@ class LLMClient:
         if isinstance(exc, openai.APIStatusError):
             code = exc.status_code
             msg = _first_line(getattr(exc, "message", "") or str(exc), 200)
+            asked = retry_after_s(getattr(getattr(exc, "response", None), "headers", None))
             if code == 429:
-                return RateLimited(f"{url} is rate limiting requests (429): {msg}")
+                err = RateLimited(f"{url} is rate limiting requests (429): {msg}"
+                                  + (f"; it asked to wait {asked:g} s" if asked is not None else ""))
+                err.retry_after_s = asked
+                return err
             if code in (401, 403):
                 return AuthError(f"{url} refused the API key ({code}): set OPENAI_API_KEY to a valid key")
             if code == 404:
@@ -132,7 +202,10 @@ class LLMClient:
                 return UnknownModel(f"{url} answered 404 for chat completions: check --base-url "
                                     f"(usually ends in /v1) and --model {self._model!r}")
             if code >= 500:
-                return ServerError(f"{url} failed with {code}: {msg}")
+                err = ServerError(f"{url} failed with {code}: {msg}"
+                                  + (f"; it asked to wait {asked:g} s" if asked is not None and code == 503 else ""))
+                err.retry_after_s = asked if code == 503 else None
+                return err
             return BadRequest(f"{url} rejected the request ({code}): {msg}")
         if isinstance(exc, LLMError):
             return exc
@@ -146,8 +219,9 @@ class LLMClient:
         cfg = self.config
         return Retrying(
             retry=retry_if_exception(lambda e: isinstance(e, LLMError) and e.transient),
-            stop=stop_after_attempt(cfg.max_retries + 1) | stop_after_delay(cfg.retry_budget_s),
-            wait=wait_random_exponential(multiplier=cfg.retry_wait_s, max=cfg.retry_max_wait_s),
+            stop=(stop_after_attempt(cfg.max_retries + 1) | stop_after_delay(cfg.retry_budget_s)
+                  | _StopIfServerWaitPastBudget(cfg.retry_budget_s)),
+            wait=_WaitServerOrBackoff(wait_random_exponential(multiplier=cfg.retry_wait_s, max=cfg.retry_max_wait_s)),
             sleep=self._sleep, reraise=True)
 
     # ------------------------------------------------------------------ API
@@ -174,9 +248,10 @@ class LLMClient:
             nonlocal attempts
             attempts += 1
             try:
-                resp = self._client.chat.completions.create(
-                    model=model, messages=messages, temperature=self.config.temperature,
-                    max_tokens=max_tokens or self.config.max_tokens)
+                with self.gate() if self.gate is not None else nullcontext():
+                    resp = self._client.chat.completions.create(
+                        model=model, messages=messages, temperature=self.config.temperature,
+                        max_tokens=max_tokens or self.config.max_tokens)
             except Exception as exc:  # noqa: BLE001 - every failure becomes an LLMError
                 raise self._translate(exc) from None
             return resp
@@ -184,8 +259,11 @@ class LLMClient:
         try:
             resp = self._retrying()(once)
         except LLMError as err:
+            spent = time.monotonic() - t0
+            if err.retry_after_s is not None and spent + err.retry_after_s > self.config.retry_budget_s:
+                err.args = (f"{err}, past the retry budget of {self.config.retry_budget_s:g} s (retry_budget_s)",)
             if err.transient and attempts > 1:
-                err.args = (f"{err} (gave up after {attempts} attempts in {time.monotonic() - t0:.1f} s)",)
+                err.args = (f"{err} (gave up after {attempts} attempts in {spent:.1f} s)",)
             raise self._safe(err) from None
         latency = time.monotonic() - t0
         choices = getattr(resp, "choices", None) or []

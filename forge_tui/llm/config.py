@@ -9,11 +9,15 @@ client is built (:func:`api_key`), and never stored in a run, a transcript or a 
 """
 from __future__ import annotations
 
+import ipaddress
 import os
+import socket
+import threading
 import tomllib
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Optional
+from urllib.parse import urlsplit
 
 
 class ConfigError(ValueError):
@@ -164,3 +168,82 @@ def default_proposer(args) -> str:
 def llm_run_config(args) -> dict:
     """The LLM settings stored in a run's config (never the API key). Raises ConfigError."""
     return load(args).run_config()
+
+
+#: Where the openai client sends requests when no base URL is configured.
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def _addresses(host: str, timeout_s: float) -> list[str]:
+    """IP addresses of ``host`` ([] when it does not resolve within ``timeout_s`` seconds)."""
+    try:
+        return [str(ipaddress.ip_address(host.split("%")[0]))]
+    except ValueError:
+        pass
+    found: list[str] = []
+
+    def resolve() -> None:
+        try:
+            found.extend(sorted({info[4][0] for info in socket.getaddrinfo(host, None)}))
+        except (OSError, UnicodeError):
+            pass
+
+    t = threading.Thread(target=resolve, name="resolve-endpoint", daemon=True)
+    t.start()
+    t.join(timeout_s)
+    return list(found)
+
+
+def _is_own_address(ip: str) -> bool:
+    """True for a loopback or unspecified address, or one bound to an interface of this host."""
+    try:
+        addr = ipaddress.ip_address(ip.split("%")[0])
+    except ValueError:
+        return False
+    if addr.is_loopback or addr.is_unspecified:
+        return True
+    family = socket.AF_INET6 if addr.version == 6 else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as sock:
+            sock.bind((ip, 0))  # only succeeds for an address this host owns
+        return True
+    except OSError:
+        return False
+
+
+def is_local_endpoint(base_url: str, *, timeout_s: float = 3.0) -> bool:
+    """True when ``base_url`` points at this machine: ``localhost``, 127.0.0.0/8, ``::1``, or a
+    name or address of one of this host's interfaces. An empty URL is the hosted OpenAI API."""
+    host = (urlsplit(base_url or DEFAULT_BASE_URL).hostname or "").lower().rstrip(".")
+    if not host:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    if host in {socket.gethostname().lower(), socket.getfqdn().lower()}:
+        return True
+    return any(_is_own_address(ip) for ip in _addresses(host, timeout_s))
+
+
+def missing(cfg: LLMConfig, env: Optional[dict] = None, *, path: Optional[Path] = None) -> Optional[str]:
+    """Why ``cfg`` cannot drive an LLM search, as one line naming how to fix it; None when it can.
+
+    A local server (see :func:`is_local_endpoint`) needs only its base URL: no key, and the
+    model defaults to the first one it lists. A hosted API needs a key (``OPENAI_API_KEY``)
+    and a model. No base URL and no key means nothing is configured at all.
+    """
+    env = os.environ if env is None else env
+    where = path or config_path()
+    key = env.get("OPENAI_API_KEY")
+    if not cfg.base_url and not key:
+        return (f"--proposer llm needs an endpoint: pass --base-url URL (e.g. http://localhost:8000/v1), "
+                f"set OPENAI_BASE_URL, or set base_url in the [llm] table of {where}; "
+                f"a hosted API also needs OPENAI_API_KEY and --model")
+    url = cfg.base_url or DEFAULT_BASE_URL
+    if is_local_endpoint(url):
+        return None
+    if not key:
+        return f"no API key for the hosted endpoint {url}: set OPENAI_API_KEY (a server on this machine needs none)"
+    if not cfg.model:
+        return (f"no model for the hosted endpoint {url}: pass --model NAME, set FORGE_LLM_MODEL, "
+                f"or set model in the [llm] table of {where}")
+    return None

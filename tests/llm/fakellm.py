@@ -2,8 +2,10 @@
 
 Each entry of ``server.script`` answers one POST /v1/chat/completions, in order; when the
 script is empty, ``server.fallback`` (a callable taking the request body) answers. Entries:
-``reply(text, finish_reason='stop')``, ``status(code, message)``, ``slow(seconds, text)``.
-Every request's headers and JSON body are kept in ``server.requests``.
+``reply(text, finish_reason='stop')``, ``status(code, message, headers=None)`` (extra response
+headers such as ``Retry-After``), ``slow(seconds, text)``. Every request's headers and JSON
+body are kept in ``server.requests``, with ``t_recv`` and ``t_sent`` (``time.perf_counter``
+when the request arrived and when its answer was written, for overlap checks).
 """
 from __future__ import annotations
 
@@ -23,8 +25,8 @@ def reply(text: str, finish_reason: str = "stop") -> dict:
     return {"kind": "reply", "text": text, "finish_reason": finish_reason}
 
 
-def status(code: int, message: str = "error") -> dict:
-    return {"kind": "status", "code": code, "message": message}
+def status(code: int, message: str = "error", headers: Optional[dict] = None) -> dict:
+    return {"kind": "status", "code": code, "message": message, "headers": dict(headers or {})}
 
 
 def slow(seconds: float, text: str = "late") -> dict:
@@ -65,14 +67,17 @@ class FakeLLM:
             def log_message(self, *a):  # quiet
                 pass
 
-            def _send(self, code: int, payload: dict) -> None:
+            def _send(self, code: int, payload: dict, headers: Optional[dict] = None) -> None:
                 data = json.dumps(payload).encode()
                 try:
                     self.send_response(code)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
+                    for k, v in (headers or {}).items():
+                        self.send_header(k, str(v))
                     self.end_headers()
                     self.wfile.write(data)
+                    self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
@@ -85,15 +90,25 @@ class FakeLLM:
                     self._send(404, {"error": {"message": "not found"}})
 
             def do_POST(self):
+                t_recv = time.perf_counter()
                 n = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(n) or b"{}")
-                fake.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
+                record = {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body,
+                          "t_recv": t_recv, "t_sent": None}
+                fake.requests.append(record)
+                try:
+                    self._answer(body)
+                finally:
+                    record["t_sent"] = time.perf_counter()
+
+            def _answer(self, body: dict) -> None:
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
                 entry = fake.next_entry(body)
                 if entry["kind"] == "status":
-                    self._send(entry["code"], {"error": {"message": entry["message"], "type": "test", "code": None}})
+                    self._send(entry["code"], {"error": {"message": entry["message"], "type": "test", "code": None}},
+                               entry.get("headers"))
                     return
                 if entry["kind"] == "slow":
                     time.sleep(entry["seconds"])
