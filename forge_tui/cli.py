@@ -46,8 +46,17 @@ def _headless_log(line: str) -> None:
 def cmd_run(args, store: Store) -> int:
     from forge_tui.search.runner import Search, SearchError, create_run
 
+    parallel = _parallel(args)
+    if parallel < 1:
+        return _err("--parallel must be 1 or more")
+    if args.proposer == "llm":
+        from forge_tui.llm.config import load, missing
+
+        why = missing(load(args))
+        if why:
+            return _err(why)
     task = _load_task(args.task)
-    config = {"repairs": args.repairs}
+    config = {"repairs": args.repairs, "parallel": parallel}
     if args.proposer == "llm":
         from forge_tui.llm.config import llm_run_config
 
@@ -66,10 +75,32 @@ def cmd_run(args, store: Store) -> int:
     return _open_app(store, run.id, note=f"search running in the background; its log: {log}")
 
 
+def _parallel(args) -> int:
+    """``--parallel``, else the default for the proposer: 2 LLM requests in flight (they take
+    seconds to minutes, so two keep the GPU busier), 1 for the tuner (compile-ahead still
+    overlaps the next compile with the current evaluation)."""
+    if args.parallel is not None:
+        return args.parallel
+    return 2 if args.proposer == "llm" else 1
+
+
 def cmd_resume(args, store: Store) -> int:
     from forge_tui.search.runner import Search, SearchError
 
     run = store.get_run(args.run_id)
+    if run.proposer == "llm":
+        from forge_tui.llm.config import LLMConfig, missing
+
+        why = missing(LLMConfig.from_dict(json.loads(run.config_json or "{}"), where=f"run {run.id}'s config",
+                                          strict=False))
+        if why:
+            return _err(why)
+    if args.parallel is not None:
+        if args.parallel < 1:
+            return _err("--parallel must be 1 or more")
+        cfg = json.loads(run.config_json or "{}")
+        cfg["parallel"] = args.parallel
+        run = store.update_run(run.id, config_json=json.dumps(cfg))
     if not args.headless:
         log = spawn_search(store.path, run.id)
         return _open_app(store, run.id, note=f"search resumed in the background; its log: {log}")
@@ -87,7 +118,7 @@ def cmd_stop(args, store: Store) -> int:
         print(f"run {run.id} is {run.status}; nothing to stop")
         return 0
     store.request_control(run.id, "stop")
-    print(f"asked run {run.id} to stop (it stops after the node in flight)")
+    print(f"asked run {run.id} to stop (it stops once the nodes in flight are evaluated)")
     return 0
 
 
@@ -118,7 +149,8 @@ def cmd_show(args, store: Store) -> int:
     out_nodes = [{"id": n.id, "parent": n.parent_id, "status": n.status, "speedup": n.speedup,
                   "median_ms": n.median_ms, "description": n.description, "kind": n.kind, "depth": n.depth,
                   "speedup_compile": n.speedup_compile, "confirmed_speedup": n.confirmed_speedup, "error": n.error.splitlines()[0] if n.error else "",
-                  "shapes": json.loads(n.shapes_json or "{}"), "llm": llm.get(n.id)} for n in nodes]
+                  "shapes": json.loads(n.shapes_json or "{}"), "llm": llm.get(n.id),
+                  "timings": json.loads(n.timings_json or "{}")} for n in nodes]
     if args.json:
         summary = _run_summary(run)
         summary["baseline"] = json.loads(run.baseline_json or "{}")
@@ -290,12 +322,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "host); the tuner turns its `// @tune` knobs")
     r.add_argument("--model", default=None)
     r.add_argument("--base-url", default=None)
-    r.add_argument("--parallel", type=int, default=1)
+    r.add_argument("--parallel", type=int, default=None, metavar="N",
+                   help="expansions in flight while the GPU times one more (default: 2 with llm, 1 with tune)")
     r.add_argument("--headless", action="store_true", help="run in the foreground, print progress, no UI")
     db_arg(r)
     rs = sub.add_parser("resume", help="continue an interrupted run")
     rs.add_argument("run_id", type=int)
     rs.add_argument("--iterations", type=int, default=None, help="run N more iterations (default: up to its target)")
+    rs.add_argument("--parallel", type=int, default=None, metavar="N",
+                    help="expansions in flight from now on (default: as the run was started)")
     rs.add_argument("--headless", action="store_true")
     db_arg(rs)
     st = sub.add_parser("stop", help="ask a running search to stop (resumable)")

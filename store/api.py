@@ -268,6 +268,7 @@ class Store:
     #: Forward-only migrations: ``MIGRATIONS[v]`` takes a file from version v to v + 1.
     MIGRATIONS = {
         1: ["ALTER TABLE node ADD COLUMN confirmed_speedup FLOAT"],
+        2: ["ALTER TABLE node ADD COLUMN timings_json VARCHAR NOT NULL DEFAULT '{}'"],
     }
 
     def _migrate(self, version: int) -> None:

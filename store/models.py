@@ -12,7 +12,7 @@ from typing import Optional
 from pydantic import ConfigDict
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Node statuses. ``pending``..``timing`` are in flight; the rest are final.
 IN_FLIGHT = ("pending", "compiling", "verifying", "timing")
@@ -107,6 +107,9 @@ class NodeBase(SQLModel):
     median_ms: Optional[float] = None  # sum over shapes of the per-shape medians
     shapes_json: str = "{}"  # {shape: {median_ms, baseline_ms, speedup, gbps, sol_pct}}
     error: str = ""
+    #: Wall seconds of the node's pipeline stages (see forge_tui.search.stages.StageClock):
+    #: {"propose_s", "queue_s", "compile_s", "gate_s", "evaluate_s", "store_s", "wall_s", "worker_s": {...}}
+    timings_json: str = "{}"
     created_at: str = ""
     finished_at: Optional[str] = None
 

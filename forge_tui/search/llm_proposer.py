@@ -49,6 +49,8 @@ class LLMProposer:
     """
 
     name = "llm"
+    #: Requests take seconds to minutes: the search runs them in threads, several at once.
+    concurrent = True
 
     def __init__(self, client: LLMClient, store, run_id: int):
         self.client, self.store, self.run_id = client, store, run_id

@@ -43,6 +43,7 @@ class TreeNode:
     best: float = 0.0
     exhausted: bool = False  # the proposer has nothing new to offer from this node
     in_flight: int = 0
+    reserved: int = 0  # expansions of this node whose child does not exist yet (proposal in flight)
 
     @property
     def mean(self) -> float:
@@ -130,7 +131,7 @@ class Tree:
         node = self.nodes[node_id]
         if node.status != "ok":
             return None
-        can_widen = not node.exhausted and len(node.children) < self.widen_limit(node)
+        can_widen = not node.exhausted and len(node.children) + node.reserved < self.widen_limit(node)
         if can_widen:
             return node_id
         kids = sorted((self.nodes[c] for c in node.children if self.nodes[c].status == "ok"),
@@ -153,6 +154,31 @@ class Tree:
         while cur is not None:
             self.nodes[cur].in_flight = max(0, self.nodes[cur].in_flight - 1)
             cur = self.nodes[cur].parent
+
+    def reserve(self, node_id: int) -> None:
+        """Hold an expansion of ``node_id`` whose child is still being proposed.
+
+        It counts as a child for progressive widening and as an evaluation in flight
+        (virtual loss) on the path, so parallel selections spread out. Undo with
+        :meth:`release` when the proposal arrives (then ``add`` and ``begin`` the child).
+        """
+        self.nodes[node_id].reserved += 1
+        self.begin(node_id)
+
+    def release(self, node_id: int) -> None:
+        """Undo one :meth:`reserve` of ``node_id``."""
+        node = self.nodes[node_id]
+        node.reserved = max(0, node.reserved - 1)
+        self.end(node_id)
+
+    def snapshot(self) -> "Tree":
+        """An independent copy (a proposer in another thread reads it while this one grows)."""
+        t = Tree(self.c)
+        t.root = self.root
+        for nid, n in self.nodes.items():
+            t.nodes[nid] = TreeNode(n.id, n.parent, n.status, n.reward, list(n.children), n.visits, n.value,
+                                    n.best, n.exhausted, n.in_flight, n.reserved)
+        return t
 
     # ------------------------------------------------------------------ queries
     def best_node(self) -> Optional[int]:

@@ -2,14 +2,19 @@
 
 One process drives one run, holding the run's lease (heartbeat every few seconds). Each
 iteration is: select (UCT + progressive widening) -> propose -> store the pending node ->
-evaluate (status updates as stages begin) -> record the result, its back-propagation and
-the run's counters in one transaction. A process killed at any moment leaves at most one
-node in flight; ``resume`` evaluates that node again and, since tree statistics are derived
+compile -> evaluate (status updates as stages begin) -> record the result, its
+back-propagation and the run's counters in one transaction. Iterations overlap: up to the
+run's ``parallel`` expansions are in flight while the evaluation worker times one more
+(see :mod:`forge_tui.search.pipeline`); every store write still happens on the search
+thread, one committed before the next. A process killed at any moment leaves only stored
+nodes in flight; ``resume`` evaluates them again and, since tree statistics are derived
 from evaluated nodes only, nothing is counted twice. Control requests written into the
-store by the UI or ``forge-tui stop`` (pause, stop) are obeyed between iterations.
+store by the UI or ``forge-tui stop`` (pause, stop) are obeyed as they arrive: no new
+expansion starts, the stored ones in flight finish.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -23,6 +28,9 @@ from typing import Callable, Optional
 from forge_tui.evaluate.compile import ToolchainError, find_nvcc
 from forge_tui.evaluate.evaluator import EvalResult, Evaluator, WorkerError
 from forge_tui.search import mcts
+from forge_tui.search.gate import TimingGate
+from forge_tui.search.pipeline import Pipeline, SerialStore, default_compile_workers
+from forge_tui.search.stages import StageClock
 from forge_tui.search.proposer import (Proposal, Proposer, ProposerError, SearchContext, TuneProposer,
                                        source_hash)
 from kernels.base import TaskSpec
@@ -167,16 +175,27 @@ class Search:
         log: receives one human-readable line per event (headless output).
         proposer: overrides the run's proposer (tests).
         evaluator_factory: ``(task, backend) -> Evaluator`` (tests may shorten limits).
+
+    The run's config sets the pipeline: ``parallel`` (expansions in flight ahead of the
+    evaluation worker, default 1), ``compile_ahead`` (default true: one more expansion while
+    the worker evaluates), ``compile_workers`` (default :func:`default_compile_workers`).
+    ``records`` keeps, in memory, each evaluated node's stage timings including its result
+    write (``result_write_s``), for benchmarks.
     """
 
     def __init__(self, store: Store, run_id: int, *, log: Callable[[str], None] = print,
                  proposer: Optional[Proposer] = None,
                  evaluator_factory: Optional[Callable[[TaskSpec, str], Evaluator]] = None):
-        self.store, self.run_id, self.log = store, run_id, log
+        self.store, self.run_id, self.log = SerialStore(store), run_id, log
         self.run = store.get_run(run_id)
         task_row = store.get_task(self.run.task_id)
         self.task = load_task_ref(json.loads(task_row.spec_json)["ref"])
-        self.proposer = proposer or make_proposer(self.run.proposer, self.run, store)
+        self.proposer = proposer or make_proposer(self.run.proposer, self.run, self.store)
+        if getattr(self.proposer, "store", None) is store:
+            self.proposer.store = self.store  # a proposer writing from its thread goes through the lock too
+        self.gate = TimingGate()
+        self.records: list[dict] = []
+        self._status_seen: dict[int, str] = {}
         self.evaluator_factory = evaluator_factory or (lambda t, b: Evaluator(t, b, task_ref=task_ref(t)))
         self.evaluator: Optional[Evaluator] = None
         self.token: Optional[str] = None
@@ -284,6 +303,7 @@ class Search:
                 f"{old.get('torch')}, {old.get('compiler', '?')}); its timings cannot be mixed with this one's: "
                 f"start a new run")
         self.run = self.store.update_run(self.run_id, device_json=json.dumps(facts), fingerprint=self.evaluator.fingerprint)
+        self._setup_gate()
         self.log(f"device: {facts.get('gpu') or facts.get('cpu')} ({run.backend}), copy bandwidth "
                  f"{facts.get('copy_gbs')} GB/s")
         if not json.loads(self.run.baseline_json or "{}"):
@@ -296,25 +316,46 @@ class Search:
         if self.tree.nodes[root].status != "ok" and not self._maybe_repair(ctx, root):
             node = self.store.get_node(root)
             raise SearchError(f"the seed kernel failed ({node.status}): {node.error}")
-        while True:
-            ctl = self._control()
-            if ctl:
-                return ctl
-            done = self._iterations_done()
-            if done >= self.run.iterations_target:
-                self._confirm_best()
-                return "finished", ""
-            parent_id = self.tree.select()
-            if parent_id is None:
-                return "finished", "search space exhausted: every reachable configuration was tried"
-            parent = self.store.get_node(parent_id)
-            proposal = self.proposer.propose(ctx, parent)
-            if proposal is None:
-                self.tree.nodes[parent_id].exhausted = True
-                continue
-            node_id = self._add_node(proposal, parent)
-            self._evaluate(node_id, ctx)
-            self._maybe_repair(ctx, node_id)
+        cfg = self._config()
+        parallel = max(1, int(cfg.get("parallel", 1)))
+        workers = int(cfg.get("compile_workers") or default_compile_workers(parallel))
+        ahead = bool(cfg.get("compile_ahead", True))
+        self.log(f"pipeline: {parallel} expansion(s) in flight{' + 1 compiled ahead' if ahead else ''}, "
+                 f"{workers} compile thread(s), one evaluation at a time")
+        return Pipeline(self, ctx, parallel=parallel, compile_ahead=ahead, compile_workers=workers).run()
+
+    def _config(self) -> dict:
+        try:
+            return json.loads(self.run.config_json or "{}")
+        except ValueError:
+            return {}
+
+    def _repair_budget(self) -> int:
+        """Repair attempts a failed node gets (the run's ``repairs``, default 2)."""
+        return int(self._config().get("repairs", 2))
+
+    def _setup_gate(self) -> None:
+        """Close the GPU to generation when the LLM endpoint is on this machine; say so in the
+        log and in the run's config (``gpu_gate``)."""
+        client = getattr(self.proposer, "client", None)
+        url = getattr(client, "base_url", None)
+        if client is None or url is None:
+            return
+        from forge_tui.llm.config import is_local_endpoint
+
+        cfg = self._config()
+        if is_local_endpoint(url):
+            note = (f"on: the LLM endpoint {url} is on this machine, so no GPU evaluation overlaps a generation "
+                    f"(a local server shares the GPU and would spoil the timings)")
+            self.gate = TimingGate(True, note)
+            client.gate = self.gate.generation
+        else:
+            note = f"off: the LLM endpoint {url} is remote; generation overlaps GPU evaluation"
+            self.gate = TimingGate(False, note)
+        self.log(f"GPU gate {note}")
+        if cfg.get("gpu_gate") != note:
+            cfg["gpu_gate"] = note
+            self.run = self.store.update_run(self.run_id, config_json=json.dumps(cfg))
 
     def _confirm_best(self, top: int = 3) -> None:
         """Re-measure the best nodes with fresh inputs and keep the confirmed figure.
@@ -334,7 +375,8 @@ class Search:
             if node.confirmed_speedup is not None:
                 value = node.confirmed_speedup
             else:
-                res = self.evaluator.evaluate(node.source, seed=self.run.seed * 1_000_003 + node.id + 500_009)
+                with self.gate.timing():
+                    res = self.evaluator.evaluate(node.source, seed=self.run.seed * 1_000_003 + node.id + 500_009)
                 value = res.speedup if res.status == "ok" and res.speedup else 0.0
                 for m in res.measurements:
                     m["method"] = "confirmation: " + m.get("method", "")
@@ -346,25 +388,36 @@ class Search:
         self.store.update_run(self.run_id, best_node_id=best_id, best_speedup=best or None, event_kind="confirmed")
 
     def _control(self) -> Optional[tuple[str, str]]:
-        """Obey a pending control request; returns a final (status, reason) to stop with."""
+        """Obey a pending control request, waiting while paused; returns a final (status, reason) to stop with."""
         while True:
-            if self.lease_lost.is_set():
-                return "interrupted", "another process took over this run's lease"
-            if self.stop_signal.is_set():
-                return "interrupted", f"stopped by SIGTERM; resume with forge-tui resume {self.run_id}"
-            self.run = self.store.get_run(self.run_id)
-            if self.run.control == "stop":
-                self.store.update_run(self.run_id, control="")
-                return "interrupted", f"stopped on request; resume with forge-tui resume {self.run_id}"
-            if self.run.control != "pause":
-                if self.run.status == "paused":
-                    self.store.update_run(self.run_id, status="running", status_reason="", event_kind="status")
-                return None
-            if self.run.status != "paused":
-                self.store.update_run(self.run_id, status="paused", status_reason="paused on request",
-                                      event_kind="status")
-                self.log(f"run {self.run_id} paused")
+            ctl = self._control_step()
+            if ctl != "pause":
+                return ctl
             time.sleep(1.0)
+
+    def _control_step(self):
+        """One look at the control requests, without waiting.
+
+        Returns a final ``(status, reason)`` to stop with, ``"pause"`` while paused (the run's
+        status says so), or None to go on.
+        """
+        if self.lease_lost.is_set():
+            return "interrupted", "another process took over this run's lease"
+        if self.stop_signal.is_set():
+            return "interrupted", f"stopped by SIGTERM; resume with forge-tui resume {self.run_id}"
+        self.run = self.store.get_run(self.run_id)
+        if self.run.control == "stop":
+            self.store.update_run(self.run_id, control="")
+            return "interrupted", f"stopped on request; resume with forge-tui resume {self.run_id}"
+        if self.run.control != "pause":
+            if self.run.status == "paused":
+                self.store.update_run(self.run_id, status="running", status_reason="", event_kind="status")
+            return None
+        if self.run.status != "paused":
+            self.store.update_run(self.run_id, status="paused", status_reason="paused on request",
+                                  event_kind="status")
+            self.log(f"run {self.run_id} paused")
+        return "pause"
 
     def _iterations_done(self) -> int:
         return sum(1 for n in self.tree.nodes.values() if n.reward is not None and n.parent is not None)
@@ -372,7 +425,8 @@ class Search:
     # ------------------------------------------------------------------ steps
     def _measure_baseline(self) -> None:
         self.log("timing the eager baseline" + (" and torch.compile" if self.run.backend == "cuda" else ""))
-        b = self.evaluator.baseline(self.run.seed, compile_baseline=self.run.backend == "cuda")
+        with self.gate.timing():
+            b = self.evaluator.baseline(self.run.seed, compile_baseline=self.run.backend == "cuda")
         copy = self.evaluator.facts.get("copy_gbs")
         rows, summary = [], {"eager": {}, "compile": {}, "compile_error": b.get("compile_error", "")}
         for shape, entry in b["shapes"].items():
@@ -425,7 +479,7 @@ class Search:
 
     def _maybe_repair(self, ctx: SearchContext, node_id: int) -> bool:
         """Let the proposer repair a failed node (up to its attempt budget). True if it ended ok."""
-        attempts = int(json.loads(self.run.config_json or "{}").get("repairs", 2))
+        attempts = self._repair_budget()
         current = node_id
         for _ in range(attempts):
             node = self.store.get_node(current)
@@ -441,40 +495,64 @@ class Search:
             self._evaluate(current, ctx)
         return self.store.get_node(current).status == "ok"
 
-    def _add_node(self, proposal: Proposal, parent) -> int:
+    def _add_node(self, proposal: Proposal, parent, clock: Optional[StageClock] = None) -> int:
+        """Store a proposal as a pending node (or as a finished failed one) and add it to the tree."""
+        clock = clock or StageClock()
         h = source_hash(proposal.source) if proposal.source else ""
         status = proposal.failure[0] if proposal.failure else "pending"
-        row = self.store.add_node(
-            run_id=self.run_id, parent_id=parent.id if parent is not None else None,
-            depth=(parent.depth + 1) if parent is not None else 0, kind=proposal.kind, status="pending",
-            source=proposal.source, source_hash=h, description=proposal.description[:2000],
-            params_json=json.dumps(proposal.params), proposer=self.proposer.name,
-            iteration=self._iterations_done() + (0 if parent is None else 1))
-        if proposal.exchange_id is not None:
-            self.store.attach_llm_exchange(proposal.exchange_id, row.id)
+        with clock.stage("store_s"):
+            row = self.store.add_node(
+                run_id=self.run_id, parent_id=parent.id if parent is not None else None,
+                depth=(parent.depth + 1) if parent is not None else 0, kind=proposal.kind, status="pending",
+                source=proposal.source, source_hash=h, description=proposal.description[:2000],
+                params_json=json.dumps(proposal.params), proposer=self.proposer.name,
+                iteration=0 if parent is None else len(self.tree.nodes))
+            if proposal.exchange_id is not None:
+                self.store.attach_llm_exchange(proposal.exchange_id, row.id)
         self.tree.add(row.id, row.parent_id)
         self.tried.add(h)
         if proposal.failure:
-            self._finish(row.id, EvalResult(status, proposal.failure[1]))
+            self._finish(row.id, EvalResult(status, proposal.failure[1]), clock)
         return row.id
 
-    def _evaluate(self, node_id: int, ctx: SearchContext) -> None:
+    def _set_status(self, node_id: int, stage: str, clock: Optional[StageClock] = None) -> None:
+        """Persist an in-flight stage (compiling, verifying, timing) once per change."""
+        if stage not in IN_FLIGHT or self._status_seen.get(node_id) == stage:
+            return
+        self._status_seen[node_id] = stage
+        with clock.stage("store_s") if clock is not None else contextlib.nullcontext():
+            self.store.set_node_status(node_id, stage)
+
+    def _run_on_worker(self, node_id: int, compiled, clock: StageClock, on_stage: Callable[[str], None]) -> EvalResult:
+        """Evaluate a compiled candidate in the worker, behind the GPU gate (any thread, one at a time)."""
+        clock.mark("gate")
+        with self.gate.timing():
+            clock.wait_since("gate", "gate_s")
+            with clock.stage("evaluate_s"):
+                result = self.evaluator.run_compiled(compiled, seed=self.run.seed * 1_000_003 + node_id,
+                                                     on_stage=on_stage)
+        clock.worker = dict(result.worker_stages_s)
+        return result
+
+    def _evaluate(self, node_id: int, ctx: SearchContext, clock: Optional[StageClock] = None) -> None:
+        """Evaluate one stored node now, on this thread (the seed, its repairs, nodes left in flight)."""
+        clock = clock or StageClock()
         node = self.store.get_node(node_id)
         if node.status in FINAL:
             return
         self.tree.begin(node_id)
-
-        def on_stage(stage: str) -> None:
-            if stage in IN_FLIGHT:
-                self.store.set_node_status(node_id, stage)
-
         try:
-            result = self.evaluator.evaluate(node.source, seed=self.run.seed * 1_000_003 + node_id, on_stage=on_stage)
+            self._set_status(node_id, "compiling", clock)
+            with clock.stage("compile_s"):
+                verdict, compiled = self.evaluator.prepare(node.source)
+            if verdict is None:
+                verdict = self._run_on_worker(node_id, compiled, clock, lambda st: self._set_status(node_id, st, clock))
         finally:
             self.tree.end(node_id)
-        self._finish(node_id, result)
+        self._finish(node_id, verdict, clock)
 
-    def _finish(self, node_id: int, result: EvalResult) -> None:
+    def _finish(self, node_id: int, result: EvalResult, clock: Optional[StageClock] = None) -> None:
+        clock = clock or StageClock()
         reward = mcts.reward(result.status, result.speedup)
         path = self.tree.record(node_id, result.status, reward)
         best_id = self.tree.best_node()
@@ -483,17 +561,24 @@ class Search:
         error = result.error
         if result.output_tail.strip() and result.status != "ok":
             error = f"{error}\n--- worker output ---\n{result.output_tail[-4000:]}"
+        timings = clock.as_dict()
         fields = {"status": result.status, "error": error, "speedup": result.speedup if result.status == "ok" else None,
-                  "median_ms": result.median_ms, "shapes_json": json.dumps(result.shapes)}
+                  "median_ms": result.median_ms, "shapes_json": json.dumps(result.shapes),
+                  "timings_json": json.dumps(timings)}
         compile_speedup = self._compile_speedup(result)
         if compile_speedup is not None:
             fields["speedup_compile"] = compile_speedup
-        self.store.finish_node(
-            node_id, fields=fields, compile_log=result.compile, correctness=result.correctness,
-            measurements=result.measurements, stats=self.tree.stats(path),
-            run_fields={"iterations_done": iterations, "best_node_id": best_id, "best_speedup": best,
-                        "elapsed_s": self.elapsed_base + (time.monotonic() - self.t_start)})
-        node = self.tree.nodes[node_id]
+        with clock.stage("result_write_s"):
+            self.store.finish_node(
+                node_id, fields=fields, compile_log=result.compile, correctness=result.correctness,
+                measurements=result.measurements, stats=self.tree.stats(path),
+                run_fields={"iterations_done": iterations, "best_node_id": best_id, "best_speedup": best,
+                            "elapsed_s": self.elapsed_base + (time.monotonic() - self.t_start)})
+        self._status_seen.pop(node_id, None)
+        self.records.append({"node_id": node_id, "status": result.status, **timings,
+                             "result_write_s": round(clock.totals["result_write_s"], 6),
+                             "compiled_cached": bool(result.compile and result.compile.get("cached")),
+                             "compiler_s": (result.compile or {}).get("seconds"), "spans": list(clock.spans)})
         shown = f"{result.speedup:.3f}x" if result.status == "ok" and result.speedup else result.status
         desc = self.store.get_node(node_id).description
         line = (f"[{iterations:>3}/{self.run.iterations_target}] node {node_id} {shown:>13}  "

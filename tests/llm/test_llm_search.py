@@ -116,12 +116,24 @@ def test_repair_prompt_carries_the_compile_log(setup, fake_llm):
 
 # ---------------------------------------------------------------------- whole searches
 def _serve_search(fake_llm):
-    """Replies for a host search: a good child, a broken one then its repair, then no code."""
-    fake_llm.script = [reply(answer(variant(4), "ACC 4 accumulators")),
-                       reply(answer(BROKEN, "ACC 4 with a typo")),
-                       reply(answer(variant(16), "fixed the missing semicolon, ACC 16")),
-                       reply("I have no more ideas.")]
-    fake_llm.fallback = lambda body: reply(answer(variant(1), "ACC 1"))
+    """Replies for a host search: a good child, a broken one then its repair, then no code.
+
+    Expansions overlap (the next proposal is asked for while a candidate is evaluated), so
+    the server answers repair prompts by content and proposals in order.
+    """
+    proposals = [reply(answer(variant(4), "ACC 4 accumulators")), reply(answer(BROKEN, "ACC 4 with a typo")),
+                 reply("I have no more ideas.")]
+
+    def serve(body):
+        if "What went wrong" in body["messages"][1]["content"]:
+            return reply(answer(variant(16), "fixed the missing semicolon, ACC 16"))
+        with fake_llm.lock:
+            if proposals:
+                return proposals.pop(0)
+            n = len(fake_llm.requests)
+        return reply(answer(variant(1) + f"// variant {n}\n", f"ACC 1, variant {n}"))
+
+    fake_llm.fallback = serve
 
 
 def _write_config(tmp_path: Path) -> dict:
@@ -141,7 +153,8 @@ def test_host_search_end_to_end_through_the_cli(tmp_path, fake_llm):
     db = tmp_path / "runs.db"
     env = {**_write_config(tmp_path), "OPENAI_BASE_URL": fake_llm.base_url, "OPENAI_API_KEY": API_KEY,
            "FORGE_LLM_MODEL": MODEL}
-    r = run_cli("--db", str(db), "run", "softmax", "--backend", "host", "--proposer", "llm", "--iterations", "4",
+    # 6 iterations leave room for the repair: the next proposals are asked for while the broken child compiles
+    r = run_cli("--db", str(db), "run", "softmax", "--backend", "host", "--proposer", "llm", "--iterations", "6",
                 "--headless", env=env, timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
     show = run_cli("--db", str(db), "show", "1", "--json", env=env)

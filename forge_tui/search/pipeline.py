@@ -1,0 +1,362 @@
+"""The search pipeline: several expansions in flight, compiles on CPU threads, one GPU.
+
+With ``--parallel N``, up to N expansions are in flight ahead of the evaluation worker,
+which times one more: N+1 at once in all (``compile_ahead`` off: N), of which at most N
+wait on the proposer (N LLM requests at once). Each expansion goes
+
+    select (UCT with virtual loss) -> propose -> store the node -> compile -> evaluate -> record
+
+* Selection happens on the search thread. An expansion whose child does not exist yet holds
+  a reservation on its parent (:meth:`Tree.reserve`), and a child being evaluated holds a
+  virtual loss on its path, so the expansions in flight pick different leaves.
+* Proposals of a slow proposer (``concurrent = True``: the LLM, seconds to minutes) run in
+  threads, each on a snapshot of the tree; a cheap one (the tuner) runs inline on the search
+  thread, where it sees every configuration already taken, so nothing is proposed twice.
+* Compiles run on ``compile_workers`` CPU threads (the compiler is a subprocess).
+* The evaluation worker (the GPU) evaluates exactly one candidate at a time, in the order
+  the compiles finish, on its own thread.
+* Every store write of the search happens on the search thread, in the order of the events
+  it receives from the other threads; each is committed before the next starts. A proposer
+  running in a thread writes its LLM exchange through the same :class:`SerialStore` lock.
+  A node is stored as soon as its proposal exists, before it is compiled, so a process
+  killed at any moment leaves only stored nodes in flight, and ``resume`` evaluates them
+  again (statistics are derived from evaluated nodes, nothing counts twice).
+
+Even at N=1 the pipeline compiles the next candidate while the worker evaluates the
+current one: the next parent is selected with the current candidate's virtual loss
+instead of its result, which costs UCT one result of hindsight and saves the compile
+time of every iteration on the GPU's critical path.
+
+Stop, SIGTERM and an unavailable proposer stop new expansions and let the stored nodes in
+flight finish (proposals still waiting on the model are abandoned); a pause request lets
+everything in flight finish, then waits. A lost lease returns at once without writing.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import queue
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
+
+from forge_tui.search.proposer import Proposal, source_hash
+from forge_tui.search.stages import StageClock
+
+if TYPE_CHECKING:  # pragma: no cover
+    from forge_tui.search.runner import Search
+
+#: Node statuses a repair is attempted for.
+REPAIRABLE = ("compile_error", "incorrect", "crashed", "timeout")
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def default_compile_workers(parallel: int) -> int:
+    """Compile threads for ``parallel`` expansions: one per expansion, bounded by the cores
+    less one (the evaluation worker needs a core to itself to time without interference)."""
+    return max(1, min(parallel, usable_cores() - 1))
+
+
+class SerialStore:
+    """The store with every call made under one lock: writes from the search thread, the
+    heartbeat and proposer threads are serialised in this process (SQLite would serialise
+    them too, with waits; this keeps them short and ordered)."""
+
+    def __init__(self, store: Any):
+        self._store = store
+        self._lock = threading.RLock()
+
+    @property
+    def raw(self) -> Any:
+        return self._store
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._store, name)
+        if not callable(attr):
+            return attr
+        lock = self._lock
+
+        def call(*args, **kwargs):
+            with lock:
+                return attr(*args, **kwargs)
+
+        return call
+
+
+@dataclass(eq=False)
+class Job:
+    """One expansion in flight.
+
+    kind: ``proposal`` or ``repair``. parent_id: the node expanded (for a repair, the failed
+    node). repairs: repairs made before this one in its chain. node_id: set once stored.
+    reserved: holds a :meth:`Tree.reserve` on ``parent_id`` until the proposal arrives.
+    """
+
+    kind: str
+    parent_id: int
+    repairs: int = 0
+    clock: StageClock = field(default_factory=StageClock)
+    node_id: Optional[int] = None
+    source: str = ""
+    compiled: Any = None
+    reserved: bool = False
+
+
+class Pipeline:
+    """Drives a run's iterations with expansions in flight (see the module docstring).
+
+    Args:
+        search: the :class:`Search` whose tree, store, proposer and evaluator are used.
+        ctx: the search context proposers see (a snapshot of it for proposal threads).
+        parallel: expansions in flight ahead of the evaluation worker (at least 1).
+        compile_ahead: let one more expansion run while the worker evaluates (N+1 in all).
+        compile_workers: compile threads (default :func:`default_compile_workers`).
+    """
+
+    def __init__(self, search: "Search", ctx, *, parallel: int = 1, compile_ahead: bool = True,
+                 compile_workers: Optional[int] = None):
+        self.s, self.ctx = search, ctx
+        self.parallel = max(1, int(parallel))
+        self.capacity = self.parallel + (1 if compile_ahead else 0)
+        self.compile_workers = max(1, int(compile_workers or default_compile_workers(self.parallel)))
+        self.concurrent = bool(getattr(search.proposer, "concurrent", False))
+        self.events: queue.Queue = queue.Queue()
+        self.compile_q: queue.Queue = queue.Queue()
+        self.gpu_q: queue.Queue = queue.Queue()
+        self.jobs: list[Job] = []  # in flight, in launch order
+        self.repairs: list[tuple[int, int]] = []  # (failed node, repairs made in its chain) waiting for a slot
+        self.threads: list[threading.Thread] = []
+        self.stopping: Optional[tuple[str, str]] = None
+        self.exhausted = False
+
+    # ------------------------------------------------------------------ main loop
+    def run(self) -> tuple[str, str]:
+        """Iterate to the run's target; returns the final ``(status, reason)``."""
+        self._start_threads()
+        lease_lost = False
+        try:
+            return self._loop()
+        except KeyboardInterrupt:
+            lease_lost = True  # do not wait for the evaluation in progress
+            raise
+        finally:
+            self._stop_threads(wait=not lease_lost and not self.s.lease_lost.is_set())
+
+    def _loop(self) -> tuple[str, str]:
+        while True:
+            if self.s.lease_lost.is_set():
+                return "interrupted", "another process took over this run's lease"  # no more writes
+            paused = False
+            if self.stopping is None:
+                ctl = self.s._control_step()
+                if ctl == "pause":
+                    paused = True
+                elif ctl is not None:
+                    self.stopping = ctl
+            if self.stopping is None and not paused:
+                self._launch()
+            if self.stopping is not None and not any(j.node_id is not None for j in self.jobs):
+                return self.stopping  # proposals still waiting on the model are abandoned
+            if not self.jobs:
+                if paused:
+                    ctl = self.s._control()  # blocks until resumed or stopped
+                    if ctl is not None:
+                        return ctl
+                    continue
+                if self.s._iterations_done() >= self.s.run.iterations_target:
+                    self.s._confirm_best()
+                    return "finished", ""
+                if self.exhausted:
+                    return "finished", "search space exhausted: every reachable configuration was tried"
+            try:
+                event = self.events.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            self._handle(event)
+
+    def _launch(self) -> None:
+        """Start expansions while a slot and the iteration budget allow."""
+        s = self.s
+        while len(self.jobs) < self.capacity and self.stopping is None:
+            if s._iterations_done() + len(self.jobs) >= s.run.iterations_target:
+                return
+            if sum(1 for j in self.jobs if j.node_id is None) >= self.parallel:
+                return  # N proposals under way already
+            if self.repairs:
+                failed_id, made = self.repairs.pop(0)
+                job = Job("repair", failed_id, repairs=made)
+            else:
+                parent_id = s.tree.select()
+                if parent_id is None:
+                    self.exhausted = not self.jobs and not self.repairs
+                    return
+                job = Job("proposal", parent_id)
+            self.exhausted = False
+            self.jobs.append(job)
+            parent = s.store.get_node(job.parent_id)
+            if self.concurrent:
+                s.tree.reserve(job.parent_id)
+                job.reserved = True
+                ctx = dataclasses.replace(self.ctx, tree=s.tree.snapshot(), tried=set(s.tried))
+                t = threading.Thread(target=self._propose_thread, args=(job, ctx, parent),
+                                     name=f"propose-{job.parent_id}", daemon=True)
+                t.start()
+            else:
+                from forge_tui.search.runner import ProposerUnavailable
+
+                try:
+                    with job.clock.stage("propose_s"):
+                        proposal = self._propose(job, self.ctx, parent)
+                except ProposerUnavailable as exc:
+                    self.jobs.remove(job)
+                    self.stopping = ("paused", str(exc).splitlines()[0])
+                    return
+                except BaseException:
+                    self.jobs.remove(job)
+                    raise
+                self._proposed(job, proposal, parent)
+
+    # ------------------------------------------------------------------ events (search thread)
+    def _handle(self, event: tuple) -> None:
+        kind, job = event[0], event[1]
+        s = self.s
+        if kind == "proposed":
+            self._proposed(job, event[2], event[3])
+        elif kind == "propose_failed":
+            self._release(job)
+            self.jobs.remove(job)
+            exc = event[2]
+            from forge_tui.search.runner import ProposerUnavailable
+
+            if isinstance(exc, ProposerUnavailable):
+                if self.stopping is None:
+                    self.stopping = ("paused", str(exc).splitlines()[0])
+                return
+            raise exc
+        elif kind == "stage":
+            if job in self.jobs and job.node_id is not None:
+                s._set_status(job.node_id, event[2], job.clock)
+        elif kind == "done":
+            s.tree.end(job.node_id)
+            s._finish(job.node_id, event[2], job.clock)
+            self.jobs.remove(job)
+            self._queue_repair(job, event[2].status)
+        elif kind == "error":
+            raise event[2]
+
+    def _proposed(self, job: Job, proposal: Optional[Proposal], parent) -> None:
+        s = self.s
+        self._release(job)
+        if proposal is None:
+            s.tree.nodes[job.parent_id].exhausted = True
+            self.jobs.remove(job)
+            return
+        if job.kind == "repair":
+            proposal.kind = "repair"
+        if proposal.source and source_hash(proposal.source) in s.tried:
+            # proposed in a thread while an identical source was stored: same verdict as the proposer's own check
+            proposal = Proposal("", proposal.description or "duplicate proposal", kind=proposal.kind,
+                                exchange_id=proposal.exchange_id,
+                                failure=("rejected", "the model returned a source identical to one already tried"))
+        node_id = s._add_node(proposal, parent, job.clock)
+        job.node_id, job.source = node_id, proposal.source
+        if proposal.failure:  # stored with its final status already
+            self.jobs.remove(job)
+            return
+        s.tree.begin(node_id)
+        job.clock.mark("compile_q")
+        self.compile_q.put(job)
+
+    def _release(self, job: Job) -> None:
+        if job.reserved:
+            self.s.tree.release(job.parent_id)
+            job.reserved = False
+
+    def _queue_repair(self, job: Job, status: str) -> None:
+        """A failed node gets up to ``repairs`` repair expansions in a chain (the tuner none)."""
+        made = job.repairs + (1 if job.kind == "repair" else 0)
+        if status in REPAIRABLE and made < self.s._repair_budget() and self.stopping is None:
+            self.repairs.append((job.node_id, made))
+
+    # ------------------------------------------------------------------ other threads
+    def _propose(self, job: Job, ctx, parent) -> Optional[Proposal]:
+        if job.kind == "repair":
+            return self.s.proposer.repair(ctx, parent)
+        return self.s.proposer.propose(ctx, parent)
+
+    def _propose_thread(self, job: Job, ctx, parent) -> None:
+        try:
+            with job.clock.stage("propose_s"):
+                proposal = self._propose(job, ctx, parent)
+        except BaseException as exc:  # noqa: BLE001 - handed to the search thread
+            self.events.put(("propose_failed", job, exc))
+            return
+        self.events.put(("proposed", job, proposal, parent))
+
+    def _compile_thread(self) -> None:
+        ev = self.s.evaluator
+        while True:
+            job = self.compile_q.get()
+            if job is None:
+                return
+            job.clock.wait_since("compile_q", "compile_q_s")
+            self.events.put(("stage", job, "compiling"))
+            try:
+                with job.clock.stage("compile_s"):
+                    verdict, compiled = ev.prepare(job.source)
+            except BaseException as exc:  # noqa: BLE001
+                self.events.put(("error", job, exc))
+                continue
+            if verdict is not None:
+                self.events.put(("done", job, verdict))
+                continue
+            job.compiled = compiled
+            job.clock.mark("gpu_q")
+            self.gpu_q.put(job)  # in the order compiles finish
+
+    def _gpu_thread(self) -> None:
+        s = self.s
+        while True:
+            job = self.gpu_q.get()
+            if job is None:
+                return
+            job.clock.wait_since("gpu_q", "gpu_q_s")
+            try:
+                result = s._run_on_worker(job.node_id, job.compiled, job.clock,
+                                          lambda st, j=job: self.events.put(("stage", j, st)))
+            except BaseException as exc:  # noqa: BLE001
+                self.events.put(("error", job, exc))
+                continue
+            self.events.put(("done", job, result))
+
+    def _start_threads(self) -> None:
+        for i in range(self.compile_workers):
+            t = threading.Thread(target=self._compile_thread, name=f"compile-{i}", daemon=True)
+            t.start()
+            self.threads.append(t)
+        t = threading.Thread(target=self._gpu_thread, name="gpu", daemon=True)
+        t.start()
+        self.threads.append(t)
+
+    def _stop_threads(self, wait: bool) -> None:
+        """Drain the queues and end the compile and GPU threads (waiting for the evaluation
+        in progress unless ``wait`` is False); proposal threads are left to finish on their own."""
+        for q in (self.compile_q, self.gpu_q):
+            while True:
+                try:
+                    q.get_nowait()
+                except queue.Empty:
+                    break
+        for _ in range(self.compile_workers):
+            self.compile_q.put(None)
+        self.gpu_q.put(None)
+        if wait:
+            for t in self.threads:
+                t.join()

@@ -1,0 +1,118 @@
+"""The search pipeline on the host backend: parallel tune searches, compile-ahead, stage
+timings in the store and in ``show --json``, tree reservations, the schema migration."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from forge_tui.search.mcts import Tree
+from forge_tui.search.runner import Search, create_run
+from store import Store
+from store.models import FINAL, SCHEMA_VERSION
+
+STAGES = {"propose_s", "store_s", "compile_s", "evaluate_s", "queue_s", "wall_s"}
+
+
+def _search(tmp_path, softmax_task, iterations: int, **config):
+    store = Store(tmp_path / "p.db")
+    run = create_run(store, softmax_task, backend="host", proposer="tune", iterations=iterations,
+                     config={"repairs": 2, **config})
+    lines: list[str] = []
+    search = Search(store, run.id, log=lines.append)
+    final = search.execute()
+    return store, final, search, lines
+
+
+def _overlaps(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def _spans(search, stage: str) -> list[tuple[int, float, float]]:
+    return [(r["node_id"], t0, t1) for r in search.records for name, t0, t1 in r["spans"] if name == stage]
+
+
+@pytest.mark.slow
+def test_parallel_tune_search_finishes_without_duplicates(tmp_path, softmax_task, capsys):
+    store, final, search, lines = _search(tmp_path, softmax_task, 5, parallel=2)
+    assert final.status == "finished", lines
+    nodes = store.nodes(final.id)
+    assert len(nodes) == 6 and final.iterations_done == 5
+    assert all(n.status in FINAL for n in nodes)
+    assert len({n.source_hash for n in nodes}) == len(nodes), "a configuration was evaluated twice"
+    assert any("2 expansion(s) in flight" in ln for ln in lines)
+    # the stored statistics are what the evaluated nodes imply (nothing counted twice)
+    tree = Tree.from_rows(nodes)
+    for n in nodes:
+        assert (n.visits, n.best_in_subtree) == (tree.nodes[n.id].visits, tree.nodes[n.id].best)
+    # every node carries its stage timings, and show --json gives them
+    for n in nodes[1:]:
+        t = json.loads(n.timings_json)
+        assert STAGES <= set(t) and set(t["worker_s"]) >= {"correctness", "timing"}
+        assert all(v >= 0 for k, v in t.items() if k != "worker_s")
+    from forge_tui.cli import main
+
+    capsys.readouterr()
+    assert main(["--db", str(store.path), "show", str(final.id), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert all("timings" in n for n in shown["nodes"])
+    assert STAGES <= set(shown["nodes"][-1]["timings"])
+    assert json.loads(store.get_run(final.id).config_json)["parallel"] == 2
+    # one evaluation at a time: the worker's spans never overlap each other
+    evals = sorted(_spans(search, "evaluate_s"), key=lambda s: s[1])
+    assert len(evals) == 6
+    for a, b in zip(evals, evals[1:]):
+        assert a[2] <= b[1]
+    store.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ahead", [True, False])
+def test_compile_ahead_overlaps_the_next_compile_with_the_evaluation(tmp_path, softmax_task, ahead):
+    store, final, search, lines = _search(tmp_path, softmax_task, 4, parallel=1, compile_ahead=ahead)
+    assert final.status == "finished", lines
+    assert len(store.nodes(final.id)) == 5
+    compiles, evals = _spans(search, "compile_s"), _spans(search, "evaluate_s")
+    overlapping = [(c[0], e[0]) for c in compiles for e in evals if c[0] != e[0] and _overlaps(c[1:], e[1:])]
+    if ahead:
+        assert overlapping, "no compile ran while the worker evaluated another node"
+    else:
+        assert not overlapping
+    store.close()
+
+
+def test_reservations_spread_parallel_selections():
+    t = Tree()
+    t.add(1, None, "ok")
+    t.record(1, "ok", 1.0)
+    for nid, r in ((2, 2.0), (3, 2.0)):
+        t.add(nid, 1, "ok")
+        t.record(nid, "ok", r)
+    first = t.select()
+    assert first == 2
+    t.reserve(first)  # a proposal for 2 is in flight: 2 may not widen further, and carries a virtual loss
+    assert t.nodes[2].reserved == 1 and t.nodes[2].in_flight == 1 and t.nodes[1].in_flight == 1
+    assert t.select() == 3
+    snap = t.snapshot()
+    t.release(first)
+    assert t.nodes[2].reserved == 0 and t.nodes[1].in_flight == 0
+    assert snap.nodes[2].reserved == 1 and snap.nodes[1].children == [2, 3]
+    t.add(4, 2)
+    assert snap.nodes[2].children == [] and 4 not in snap.nodes
+
+
+def test_schema_2_file_migrates_to_timings(tmp_path):
+    db = tmp_path / "old.db"
+    Store(db).close()
+    con = sqlite3.connect(db)
+    con.execute("ALTER TABLE node DROP COLUMN timings_json")
+    con.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    s = Store(db)
+    cols = {r[1] for r in sqlite3.connect(db).execute("PRAGMA table_info(node)")}
+    assert "timings_json" in cols
+    assert sqlite3.connect(db).execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(
+        SCHEMA_VERSION)
+    s.close()
