@@ -398,12 +398,18 @@ RUN_ID, NODE_ID, SPEEDUP = @@RUN_ID@@, @@NODE_ID@@, @@SPEEDUP@@
 __all__ = ["forward", "reference", "verify", "library_path", "ForgeKernelError", "ForgeKernelMismatch"]
 
 
-class ForgeKernelError(RuntimeError):
-    """The kernel could not be built, loaded or launched, or was called with the wrong tensors."""
+# One set of exception classes and one operator registry per process, shared by every
+# exported module (so `except forge_kernel.ForgeKernelError` catches any export's errors).
+_shared = sys.modules.setdefault("_forge_kernel_shared", types.ModuleType("_forge_kernel_shared"))
+if not hasattr(_shared, "ForgeKernelError"):
+    class ForgeKernelError(RuntimeError):
+        """The kernel could not be built, loaded or launched, or was called with the wrong tensors."""
 
+    class ForgeKernelMismatch(ForgeKernelError):
+        """The kernel's output disagrees with the PyTorch reference."""
 
-class ForgeKernelMismatch(ForgeKernelError):
-    """The kernel's output disagrees with the PyTorch reference."""
+    _shared.ForgeKernelError, _shared.ForgeKernelMismatch, _shared.ops = ForgeKernelError, ForgeKernelMismatch, {}
+ForgeKernelError, ForgeKernelMismatch = _shared.ForgeKernelError, _shared.ForgeKernelMismatch
 
 
 '''
@@ -776,8 +782,7 @@ def _register():
     """torch.ops.forge.<OP_NAME>, registered once per process (a re-import of this file reuses it)."""
     if not hasattr(torch, "library") or not hasattr(torch.library, "custom_op"):
         return None  # torch < 2.4: forward() calls the kernel directly
-    registry = sys.modules.setdefault("_forge_kernel_ops", types.ModuleType("_forge_kernel_ops"))
-    ops = registry.__dict__.setdefault("ops", {})
+    ops = _shared.ops
     ident = hashlib.sha256((SOURCE.read_text() if SOURCE.exists() else "").encode()).hexdigest()
     if OP_NAME in ops:
         if ops[OP_NAME][0] != ident:
