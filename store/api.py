@@ -60,6 +60,7 @@ from store.models import (
     MeasurementRead,
     Meta,
     Node,
+    NodeSummary,
     NodeRead,
     Run,
     RunRead,
@@ -661,6 +662,41 @@ class Store:
                 q = q.where(Event.run_id == run_id)
             rows = s.exec(q.order_by(Event.id).limit(limit))
             return [EventRead.model_validate(r, from_attributes=True) for r in rows]
+
+    # ----------------------------------------------------------------- light reads for the UI
+    def node_summaries(self, run_id: int, *, after_id: int = 0,
+                       ids: Optional[Iterable[int]] = None) -> list[NodeSummary]:
+        """Nodes of a run as :class:`NodeSummary` (no source, error text or JSON), id order.
+
+        ``after_id`` keeps ids above it (new nodes since a poll); ``ids`` keeps only those
+        (nodes an event named). Reads only the summary columns, so a UI can hold a tree of
+        thousands of nodes without reading megabytes of kernel source.
+        """
+        names = NodeSummary.FIELDS
+        cols = [getattr(Node, name) for name in names]
+        if ids is not None:
+            wanted = sorted(set(ids))
+            chunks = [wanted[i:i + 500] for i in range(0, len(wanted), 500)]
+            if not chunks:
+                return []
+        else:
+            chunks = [None]
+        out: list[NodeSummary] = []
+        with self.session() as s:
+            for chunk in chunks:
+                q = select(*cols).where(Node.run_id == run_id, Node.id > after_id)
+                if chunk is not None:
+                    q = q.where(Node.id.in_(chunk))
+                out += [NodeSummary(*row) for row in s.exec(q.order_by(Node.id))]
+        return out
+
+    def last_event_id(self, run_id: Optional[int] = None) -> int:
+        """The newest event id (of one run, or of all): 0 when none. Cheap change detection."""
+        with self.session() as s:
+            q = select(func.max(Event.id))
+            if run_id is not None:
+                q = q.where(Event.run_id == run_id)
+            return int(s.exec(q).one() or 0)
 
 
 def _pid_alive(pid: int) -> bool:

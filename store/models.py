@@ -7,6 +7,7 @@ Times are UTC ISO-8601 strings; durations are in the unit their name says (``_ms
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, fields as dataclass_fields
 from typing import Optional
 
 from pydantic import ConfigDict
@@ -223,3 +224,33 @@ class Event(EventBase, table=True):
 
 class EventRead(EventBase, _Frozen):
     id: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSummary:
+    """A node without its source, error text and JSON columns: what a tree of thousands of
+    nodes needs (see ``Store.node_summaries``; a plain frozen dataclass, built ten times
+    faster than a model). The full row is ``Store.get_node``."""
+
+    id: int
+    run_id: int
+    parent_id: Optional[int] = None
+    depth: int = 0
+    iteration: int = 0
+    kind: str = "seed"
+    status: str = "pending"
+    description: str = ""
+    proposer: str = ""
+    visits: int = 0
+    value: float = 0.0
+    best_in_subtree: float = 0.0
+    speedup: Optional[float] = None
+    speedup_compile: Optional[float] = None
+    confirmed_speedup: Optional[float] = None
+    median_ms: Optional[float] = None
+    created_at: str = ""
+    finished_at: Optional[str] = None
+
+
+#: Column names of :class:`NodeSummary`, in field order (the order ``Store.node_summaries`` selects).
+NodeSummary.FIELDS = tuple(f.name for f in dataclass_fields(NodeSummary))

@@ -53,10 +53,13 @@ class ForgeApp(App):
         self._spawner = spawner or spawn_search
 
     def on_mount(self) -> None:
-        self.push_screen(RunsScreen())
         if self.initial_run_id is not None:
+            # Opened on one run (``forge-tui run``/``resume``): leaving it leaves the app, so the
+            # runs browser is not built underneath (a faster first paint).
             self.push_screen(RunScreen(self.initial_run_id, exit_on_leave=True, note=self.note))
-        elif self.note:
+            return
+        self.push_screen(RunsScreen())
+        if self.note:
             self.notify(self.note)
 
     def open_run(self, run_id: int, note: str = "") -> None:

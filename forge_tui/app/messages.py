@@ -6,21 +6,21 @@ from typing import Any, Optional
 
 from textual.message import Message
 
-from store.models import NodeRead, RunRead
+from store.models import NodeRead, NodeSummary, RunRead
 
 
 class NodesAdded(Message):
-    """New nodes of the watched run (id order, sources stripped)."""
+    """New nodes of the watched run (id order; summaries, no sources)."""
 
-    def __init__(self, nodes: list[NodeRead]) -> None:
+    def __init__(self, nodes: list[NodeSummary]) -> None:
         super().__init__()
         self.nodes = nodes
 
 
 class NodesChanged(Message):
-    """Known nodes whose status or figures changed."""
+    """Known nodes whose status or figures changed (summaries)."""
 
-    def __init__(self, nodes: list[NodeRead]) -> None:
+    def __init__(self, nodes: list[NodeSummary]) -> None:
         super().__init__()
         self.nodes = nodes
 

@@ -21,12 +21,11 @@ async def settle(pilot, cond=None, timeout: float = 5.0) -> None:
 
 def run_screen_ready(app, node_id=None):
     from forge_tui.app.screens.run import RunScreen
-    from forge_tui.app.widgets.code_view import CodeView
 
     def cond():
         s = app.screen
         if not isinstance(s, RunScreen) or s.run is None:
             return False
-        d = s.query_one(CodeView).detail
+        d = s.detail
         return d is not None and (node_id is None or d.node.id == node_id)
     return cond

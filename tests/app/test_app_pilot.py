@@ -257,3 +257,88 @@ async def test_new_search_dialog_cancel_and_bad_iterations(make_app, db):
         await pilot.pause()
         assert isinstance(app.screen, RunsScreen)
     assert len(Store(db).list_runs()) == 3
+
+
+async def test_help_lists_screen_actions_before_generic_keys(make_app):
+    from forge_tui.app.screens.help import binding_groups
+
+    app = make_app(run_id=1)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot, run_screen_ready(app))
+        groups = binding_groups(app.screen)
+        titles = [t for t, _ in groups]
+        assert titles == ["This screen", "Focused pane: 1 Tree", "Navigation and scrolling"]
+        screen_rows = dict((desc, keys) for keys, desc in groups[0][1])
+        assert list(screen_rows)[0] == "Focus the tree pane"
+        assert screen_rows["Ask the search to stop (resumable) and leave"] == "q"
+        pane_rows = dict((desc, keys) for keys, desc in groups[1][1])
+        assert pane_rows["Jump to the best node"] == "b"
+        assert "h" in pane_rows["Collapse the node under the cursor (or go to its parent)"]
+        assert any("Cursor Down" in desc for _, desc in groups[2][1])
+
+
+async def test_lazy_tree_materialises_on_demand(make_app, db, monkeypatch):
+    """With tiny limits the 6-node run behaves as a big one: only the best path and the
+    first chunk under each open node exist; expand, the "more" placeholder, jumps and
+    filters materialise the rest; a new node under a closed parent stays data only."""
+    from forge_tui.app.screens import run as run_screen
+    from forge_tui.app.widgets import node_tree
+
+    monkeypatch.setattr(node_tree, "AUTO_EXPAND_LIMIT", 0)
+    monkeypatch.setattr(node_tree, "CHUNK", 1)
+    monkeypatch.setattr(run_screen, "IDLE_POLL_S", 0.1)
+    app = make_app(run_id=1)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot, run_screen_ready(app, 4))
+        tree = app.screen.query_one(NodeTree)
+        assert set(tree.tree_nodes) == {1, 2, 4}  # the path to the best, one child per chunk
+        assert tree.selected_id == 4 and not tree.tree_nodes[4].is_expanded
+        assert tree.tree_nodes[4].allow_expand  # it has a child, not materialised yet
+        await pilot.press("l")  # expand #4
+        await settle(pilot)
+        assert 6 in tree.tree_nodes and tree.tree_nodes[4].is_expanded
+        more = [tn for tn in tree.tree_nodes[2].children if tn.data is None]
+        assert len(more) == 1 and "1 more" in str(more[0].label)
+        tree.move_cursor(more[0])  # reaching the placeholder loads the next chunk
+        await settle(pilot, lambda: 5 in tree.tree_nodes)
+        assert [tn.data for tn in tree.tree_nodes[2].children] == [4, 5]
+        assert tree.selected_id == 5
+        await pilot.press("n")  # next failure after #5 wraps to #3: materialised under the root's chunk
+        await settle(pilot, run_screen_ready(app, 3))
+        assert tree.selected_id == 3 and [tn.data for tn in tree.tree_nodes[1].children] == [2, 3]
+        await pilot.press("h")  # left on a leaf goes to its parent
+        assert tree.selected_id == 1
+        # a node added under the (closed) #6 arrives as data; #6 becomes expandable
+        store = Store(db)
+        new = store.add_node(run_id=1, parent_id=6, depth=4, kind="proposal", status="pending", source="x",
+                             source_hash="hnew", description="tune: new")
+        await settle(pilot, lambda: new.id in tree.nodes, timeout=10)
+        assert new.id not in tree.tree_nodes and tree.tree_nodes[6].allow_expand
+        assert tree.select_id(new.id) and new.id in tree.tree_nodes
+        await pilot.press("f", "f")  # failed: failures and their ancestors only
+        assert tree.filter == "failed"
+        assert set(tree.tree_nodes) <= {1, 2, 3, 5}
+        assert tree.selected_id == 3  # the selection did not pass: the first failure is shown
+
+
+async def test_measurements_readable_at_80_columns(make_app):
+    app = make_app(run_id=1)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, run_screen_ready(app, 4))
+        await pilot.press("3")
+        await settle(pilot, run_screen_ready(app, 4))
+        from forge_tui.app.widgets.measurements import MeasurementsPane
+
+        meas = app.screen.query_one(MeasurementsPane)
+        assert meas.max_scroll_x == 0  # nothing hidden to the right
+        import io
+
+        from rich.console import Console
+
+        width = meas.scrollable_content_region.width
+        console = Console(width=200, file=io.StringIO(), record=True, color_system=None)
+        console.print(meas.query_one("#meas-table").content)
+        lines = console.export_text().splitlines()
+        assert max(len(line.rstrip()) for line in lines) <= width  # the table fits the pane
+        text = "\n".join(lines)
+        assert "attn_256x1024" in text and "p10-p90 us" in text and "node #4" in text

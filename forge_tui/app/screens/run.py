@@ -1,8 +1,11 @@
 """The run screen: tree, code, measurements and LLM transcript of one run, live.
 
-A poll worker reads the store's event log after the last seen id, posts typed messages,
-and the next poll is scheduled with a one-shot timer when it ends (never overlapping).
-Node details load in an exclusive worker when the tree selection changes.
+A poll worker reads the store's event log after the last seen id and fetches only what
+changed (summaries of new nodes and of nodes an event named: no sources), posts typed
+messages, and the next poll is scheduled with a one-shot timer when it ends (never
+overlapping; slower once the run is no longer active). Node details load in an exclusive
+worker shortly after the tree cursor stops (a held arrow key does not load every node on
+the way) and render only into panes that are visible; a hidden pane catches up when shown.
 """
 from __future__ import annotations
 
@@ -27,13 +30,16 @@ from forge_tui.app.widgets.measurements import MeasurementsPane, best_curve
 from forge_tui.app.widgets.node_tree import NodeTree
 from forge_tui.app.widgets.transcript import TranscriptPane
 from store import StoreError
-from store.models import NodeRead, RunRead
+from store.models import RunRead
 
 PANES = ("tree", "code", "meas", "llm")
 PANE_TITLES = {"tree": "1 Tree", "code": "2 Code", "meas": "3 Measurements", "llm": "4 LLM"}
 NARROW_WIDTH = 120
 POLL_S = 0.7
+IDLE_POLL_S = 2.0  # a run nobody drives (finished, failed, interrupted) changes rarely
+DETAIL_DEBOUNCE_S = 0.05
 TELEMETRY_S = 2.0
+DETAIL_PANES = ("code", "meas", "llm")
 ACTIVE = ("running", "paused", "created")
 
 
@@ -97,6 +103,9 @@ class RunScreen(Screen):
         self.current_pane = "tree"
         self.narrow = False
         self.selected_id: Optional[int] = None
+        self.detail: Optional[NodeDetail] = None
+        self._stale: set[str] = set()  # detail panes that were hidden when the detail arrived
+        self._detail_timer = None
         self._loaded = False
         self._stopped = False
 
@@ -139,6 +148,13 @@ class RunScreen(Screen):
     def _apply_width(self, width: int) -> None:
         self.narrow = width < NARROW_WIDTH
         self.set_class(self.narrow, "-narrow")
+        self._catch_up()
+
+    def pane_visible(self, pane: str) -> bool:
+        """Whether a pane is on screen now (maximised, folded into tabs, or side by side)."""
+        if self.maximized is not None:
+            return self.maximized.id == pane
+        return pane == self.current_pane if self.narrow else True
 
     def _set_current(self, pane: str) -> None:
         self.current_pane = pane
@@ -149,6 +165,7 @@ class RunScreen(Screen):
         tabs = self.query_one(PaneTabs)
         if tabs.active != f"tab-{pane}":
             tabs.active = f"tab-{pane}"
+        self._catch_up()
 
     def action_focus_pane(self, pane: str) -> None:
         if self.maximized is not None:
@@ -175,6 +192,9 @@ class RunScreen(Screen):
             self.minimize()
         else:
             self.maximize(self.query_one(f"#{self.current_pane}"), container=False)
+
+    def watch_maximized(self, _maximized) -> None:
+        self._catch_up()
 
     # ------------------------------------------------------------------ control
     def check_action(self, action: str, parameters: tuple) -> bool | None:
@@ -223,13 +243,13 @@ class RunScreen(Screen):
         try:
             store = self.app.store
             if not self._loaded:
-                last_event = store.data_version()
+                last_event = store.last_event_id(self.run_id)
                 run = store.get_run(self.run_id)
-                nodes = store.nodes(self.run_id, with_source=False)
+                nodes = store.node_summaries(self.run_id)
                 baseline = store.measurements(run_id=self.run_id, baseline=True)
                 self.last_event_id = last_event
-                self.post_message(RunChanged(run))
                 self._baseline = baseline
+                self.post_message(RunChanged(run))
                 if nodes:
                     self.last_node_id = nodes[-1].id
                     self.post_message(NodesAdded(nodes))
@@ -238,15 +258,10 @@ class RunScreen(Screen):
                 events = store.events(self.run_id, after_id=self.last_event_id, limit=5000)
                 if events:
                     self.last_event_id = events[-1].id
-                    new = store.nodes(self.run_id, after_id=self.last_node_id, with_source=False)
+                    new = store.node_summaries(self.run_id, after_id=self.last_node_id)
                     new_ids = {n.id for n in new}
-                    changed_ids = sorted({e.node_id for e in events if e.node_id is not None} - new_ids)
-                    changed = []
-                    for nid in changed_ids:
-                        try:
-                            changed.append(store.get_node(nid).model_copy(update={"source": ""}))
-                        except StoreError:
-                            pass
+                    named = {e.node_id for e in events if e.node_id is not None} - new_ids
+                    changed = [n for n in store.node_summaries(self.run_id, ids=named) if n.id <= self.last_node_id]
                     if any(e.kind == "baseline" for e in events):
                         self._baseline = store.measurements(run_id=self.run_id, baseline=True)
                     run = store.get_run(self.run_id)
@@ -264,7 +279,8 @@ class RunScreen(Screen):
 
     def _schedule_poll(self) -> None:
         if not self._stopped and self.is_attached:
-            self._poll_timer = self.set_timer(POLL_S, self._poll_tick)
+            active = self.run is None or self.run.status in ACTIVE
+            self._poll_timer = self.set_timer(POLL_S if active else IDLE_POLL_S, self._poll_tick)
 
     def _poll_tick(self) -> None:
         if not self._stopped and self.is_attached:
@@ -339,13 +355,20 @@ class RunScreen(Screen):
         nid = event.node.data
         if nid is not None and nid != self.selected_id:
             self.selected_id = nid
-            self.load_detail(nid)
+            if self._detail_timer is not None:
+                self._detail_timer.stop()
+            self._detail_timer = self.set_timer(DETAIL_DEBOUNCE_S, self._detail_tick)
+
+    def _detail_tick(self) -> None:
+        self._detail_timer = None
+        if self.selected_id is not None and not self._stopped:
+            self.load_detail(self.selected_id)
 
     def load_detail(self, node_id: int) -> None:
         tree = self.query_one(NodeTree)
-        roots = [i for i, n in tree.nodes.items() if n.parent_id is None]
+        roots = tree.root_ids
         best = self.run.best_node_id if self.run else None
-        self._load_detail(node_id, min(roots) if roots else None, best)
+        self._load_detail(node_id, roots[0] if roots else None, best)
 
     @work(thread=True, exclusive=True, group="detail", name="load-node-detail")
     def _load_detail(self, node_id: int, root_id: Optional[int], best_id: Optional[int]) -> None:
@@ -368,6 +391,20 @@ class RunScreen(Screen):
         d = message.detail
         if d.node.id != self.selected_id:
             return
-        self.query_one(CodeView).show(d, self.run.backend if self.run else "host")
-        self.query_one(MeasurementsPane).show(d)
-        self.query_one(TranscriptPane).show(d)
+        self.detail = d
+        self._stale = set(DETAIL_PANES)
+        self._catch_up()
+
+    def _catch_up(self) -> None:
+        """Render the current detail into the visible panes that have not shown it yet."""
+        if self.detail is None or not self._stale or not self.is_mounted:
+            return
+        d = self.detail
+        for pane in [p for p in DETAIL_PANES if p in self._stale and self.pane_visible(p)]:
+            self._stale.discard(pane)
+            if pane == "code":
+                self.query_one(CodeView).show(d, self.run.backend if self.run else "host")
+            elif pane == "meas":
+                self.query_one(MeasurementsPane).show(d)
+            else:
+                self.query_one(TranscriptPane).show(d)

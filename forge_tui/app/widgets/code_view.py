@@ -1,21 +1,28 @@
 """The code pane: the selected node's source diffed against its parent (or best, or root),
-or its full source, highlighted with Pygments through rich.Syntax. Text is capped."""
+or its full source, highlighted with Pygments (through rich's Syntax) and shown line by
+line (only the visible lines render). Highlighting a long source runs in a thread worker
+(the plain text shows meanwhile); results are cached by text. Text is capped."""
 from __future__ import annotations
 
 import difflib
+from collections import OrderedDict
 from typing import Optional
 
 from rich.syntax import Syntax
 from rich.text import Text
+from textual import work
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.widgets import Static
+from textual.message import Message
 
 from forge_tui.app.format import cap
 from forge_tui.app.messages import NodeDetail
+from forge_tui.app.widgets.line_view import LineView, plain_lines
 
 MODES = ("parent", "best", "root", "full")
 MODE_TITLES = {"parent": "diff vs parent", "best": "diff vs best", "root": "diff vs root", "full": "full source"}
+THEME = "monokai"
+#: Texts up to this many characters are highlighted on the spot; longer ones in a worker.
+SYNC_HIGHLIGHT_CHARS = 3000
 
 
 def unified(old: str, new: str, old_name: str, new_name: str) -> str:
@@ -23,23 +30,41 @@ def unified(old: str, new: str, old_name: str, new_name: str) -> str:
                                         fromfile=old_name, tofile=new_name, n=3))
 
 
-class CodeView(VerticalScroll):
+def highlight(text: str, lexer: str) -> Text:
+    """Pygments highlighting as one rich Text (no background: the pane's shows through)."""
+    if lexer == "text":
+        return Text(text)
+    syntax = Syntax(text, lexer, theme=THEME, background_color="default", tab_size=4)
+    out = syntax.highlight(text.expandtabs(4))
+    out.rstrip()
+    return out
+
+
+class CodeView(LineView):
     """Scrollable, highlighted source or diff of the selected node."""
 
     BINDINGS = [
-        Binding("j", "scroll_down", "Down", show=False),
-        Binding("k", "scroll_up", "Up", show=False),
         Binding("v", "cycle_mode", "View", tooltip="Diff vs parent / vs best / vs root / full source"),
     ]
+
+    class CodeHighlighted(Message):
+        """A worker finished highlighting the text shown under ``key``."""
+
+        def __init__(self, key: tuple, text: Text) -> None:
+            super().__init__()
+            self.key = key
+            self.text = text
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.mode = "parent"
         self.detail: Optional[NodeDetail] = None
         self.lexer = "cpp"
+        self._key: Optional[tuple] = None
+        self._highlighted: OrderedDict[tuple, Text] = OrderedDict()
 
-    def compose(self):
-        yield Static("select a node", id="code-body")
+    def on_mount(self) -> None:
+        self.set_lines([Text("select a node", style="dim")])
 
     def show(self, detail: NodeDetail, backend: str = "host") -> None:
         self.detail = detail
@@ -72,16 +97,40 @@ class CodeView(VerticalScroll):
         return diff, "diff", f"#{n.id} vs {self.mode} #{other.id}"
 
     def refresh_body(self) -> None:
-        body = self.query_one("#code-body", Static)
         self.border_title = f"2 Code: {MODE_TITLES[self.mode]}"
         if self.detail is None:
-            body.update("select a node")
+            self.set_lines([Text("select a node", style="dim")])
             return
         text, lexer, subtitle = self.render_text()
         text, capped = cap(text)
         self.border_subtitle = subtitle + ("  [capped]" if capped else "")
         if not text:
-            body.update(Text("(empty source)", style="dim"))
+            self._key = None
+            self.set_lines([Text("(empty source)", style="dim")])
             return
-        body.update(Syntax(text, lexer, theme="monokai", line_numbers=(lexer != "diff"), word_wrap=False,
-                           background_color="default"))
+        numbers = lexer not in ("diff", "text")
+        key = (hash(text), len(text), lexer)
+        self._key = key
+        done = self._highlighted.get(key)
+        if done is None and len(text) <= SYNC_HIGHLIGHT_CHARS:
+            done = self._remember(key, highlight(text, lexer))
+        if done is not None:
+            self.set_text(done, line_numbers=numbers)
+            return
+        self.set_lines(plain_lines(text.expandtabs(4)), line_numbers=numbers)
+        self._highlight(key, text, lexer)
+
+    def _remember(self, key: tuple, text: Text) -> Text:
+        self._highlighted[key] = text
+        while len(self._highlighted) > 32:
+            self._highlighted.popitem(last=False)
+        return text
+
+    @work(thread=True, exclusive=True, group="code-highlight", name="highlight-code")
+    def _highlight(self, key: tuple, text: str, lexer: str) -> None:
+        self.post_message(self.CodeHighlighted(key, highlight(text, lexer)))
+
+    def on_code_view_code_highlighted(self, message: CodeHighlighted) -> None:
+        self._remember(message.key, message.text)
+        if message.key == self._key:
+            self.set_text(message.text, line_numbers=message.key[2] not in ("diff", "text"), keep_scroll=True)

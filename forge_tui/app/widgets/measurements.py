@@ -86,6 +86,10 @@ class MeasurementsPane(VerticalScroll):
 
     # ------------------------------------------------------------------ rendering
     def refresh_table(self) -> None:
+        """Per shape, one small table: eager (and torch.compile), this node and the best.
+
+        Stacked by shape (a title line, then the rows) so it reads at 80 columns; every
+        time in the block shares one unit, named in the header."""
         run = self.run
         if run is None:
             return
@@ -98,54 +102,72 @@ class MeasurementsPane(VerticalScroll):
         best = d.best if d else None
         node_meas = {m.shape: m for m in (d.measurements if d else []) if m.subject == "candidate"}
         shapes = list(dict.fromkeys(list(eager) + list(loads(node.shapes_json) if node else {})))
-        device = (loads(run.device_json).get("gpu") or loads(run.device_json).get("cpu") or run.backend)
-        t = Table(box=None, expand=False, pad_edge=False, header_style="bold", padding=(0, 1),
-                  title=f"per shape on {device}", title_justify="left", title_style="dim")
-        for col, j in (("shape", "left"), ("what", "left"), ("median", "right"), ("p10/p90", "right"),
-                       ("CV", "right"), ("GB/s", "right"), ("%SOL", "right"), ("n", "right"), ("vs eager", "right")):
-            t.add_column(col, justify=j, no_wrap=True, max_width=22 if col == "shape" else None,
-                         overflow="ellipsis")
-        for shape in shapes:
-            label = shape
-            m = by_subject.get(("eager", shape))
-            if m is not None:
-                t.add_row(label, "eager", _ms(m.median_ms), f"{_ms(m.p10_ms)}/{_ms(m.p90_ms)}", _pct(m.cv),
-                          _num(m.gbps), _num(m.sol_pct), str(m.n), "1.000x")
-            elif shape in eager:
-                t.add_row(label, "eager", _ms(eager[shape]), "-", "-", "-", "-", "-", "1.000x")
-            label = ""
-            mc = by_subject.get(("compile", shape))
-            if mc is not None or shape in comp:
-                med = mc.median_ms if mc else comp[shape]
-                t.add_row(label, "compile", _ms(med), f"{_ms(mc.p10_ms)}/{_ms(mc.p90_ms)}" if mc else "-",
-                          _pct(mc.cv) if mc else "-", _num(mc.gbps) if mc else "-", _num(mc.sol_pct) if mc else "-",
-                          str(mc.n) if mc else "-", speedup_text(eager[shape] / med) if shape in eager and med else "-")
-            for what, n in (("node", node), ("best", best)):
-                if n is None or (what == "best" and node is not None and n.id == node.id):
-                    continue
-                s = loads(n.shapes_json).get(shape)
-                if not s:
-                    continue
-                mm = node_meas.get(shape) if what == "node" else None
-                sp = s.get("speedup")
-                t.add_row(label, f"{what} #{n.id}", _ms(s.get("median_ms")),
-                          f"{_ms(s.get('p10_ms'))}/{_ms(s.get('p90_ms'))}", _pct(s.get("cv")),
-                          _num(s.get("gbps")), _num(s.get("sol_pct")), str(mm.n) if mm else "-",
-                          Text(speedup_text(sp), style=speedup_style(sp)))
+        dev = loads(run.device_json)
+        device = dev.get("gpu") or dev.get("cpu") or run.backend
+        method = next((m.method for m in self.baseline if m.method and m.method != "baseline"), "")
+        if not method:
+            method = next((m.method for m in node_meas.values() if m.method), "")
+        parts: list = []
         header = Text()
         if node is not None:
-            header.append(f"node #{node.id} {node.status}  ")
+            header.append(f"node #{node.id} {node.status}  ", style="bold")
             header.append(speedup_text(node.speedup), style=speedup_style(node.speedup))
             header.append(" geomean vs eager")
             if node.speedup_compile is not None:
                 header.append(f", {speedup_text(node.speedup_compile)} vs torch.compile")
+            if node.confirmed_speedup is not None:
+                header.append(f", confirmed {speedup_text(node.confirmed_speedup)}")
             if node.error:
                 header.append(f"\nerror: {node.error.splitlines()[0][:200]}", style="red")
         else:
             header.append("select a node", style="dim")
         if base.get("compile_error"):
             header.append(f"\ntorch.compile baseline: {base['compile_error'].splitlines()[0][:120]}", style="dim")
-        self.query_one("#meas-table", Static).update(Group(header, t) if shapes else Group(header, Text("no baseline yet", style="dim")))
+        parts.append(header)
+        if not shapes:
+            parts.append(Text("no baseline yet", style="dim"))
+            self.query_one("#meas-table", Static).update(Group(*parts))
+            return
+        parts.append(Text(f"on {device}" + (f"; {method}" if method else ""), style="dim"))
+        for shape in shapes:
+            rows = []  # (what, median, p10, p90, cv, gbps, sol, n, speedup, speedup style)
+            m = by_subject.get(("eager", shape))
+            if m is not None:
+                rows.append(("eager", m.median_ms, m.p10_ms, m.p90_ms, m.cv, m.gbps, m.sol_pct, m.n, 1.0))
+            elif shape in eager:
+                rows.append(("eager", eager[shape], None, None, None, None, None, None, 1.0))
+            mc = by_subject.get(("compile", shape))
+            if mc is not None or shape in comp:
+                med = mc.median_ms if mc else comp[shape]
+                sp = eager[shape] / med if shape in eager and med else None
+                rows.append(("compile", med, mc.p10_ms if mc else None, mc.p90_ms if mc else None,
+                             mc.cv if mc else None, mc.gbps if mc else None, mc.sol_pct if mc else None,
+                             mc.n if mc else None, sp))
+            for what, n in (("node", node), ("best", best)):
+                if n is None or (what == "best" and node is not None and n.id == node.id):
+                    continue
+                st = loads(n.shapes_json).get(shape)
+                if not st:
+                    continue
+                mm = node_meas.get(shape) if what == "node" else None
+                rows.append((f"{what} #{n.id}", st.get("median_ms"), st.get("p10_ms"), st.get("p90_ms"), st.get("cv"),
+                             st.get("gbps"), st.get("sol_pct"), mm.n if mm else None, st.get("speedup")))
+            meds = [r[1] for r in rows if r[1] is not None]
+            unit, scale = ("us", 1e3) if meds and max(meds) < 1.0 else ("ms", 1.0)
+
+            def t(x):
+                return f"{x * scale:.1f}" if (x is not None and unit == "us") else (f"{x:.3f}" if x is not None else "-")
+
+            table = Table(box=None, expand=False, pad_edge=False, header_style="bold", padding=(0, 1),
+                          title=shape, title_justify="left", title_style="bold cyan")
+            for col in ("", f"median {unit}", f"p10-p90 {unit}", "CV", "GB/s", "%SOL", "n", "speedup"):
+                table.add_column(col, justify="left" if not col else "right", no_wrap=True)
+            for what, med, p10, p90, cv, gbps, sol, n, sp in rows:
+                spread = f"{t(p10)}-{t(p90)}" if p10 is not None and p90 is not None else "-"
+                table.add_row(what, t(med), spread, _pct(cv), _num(gbps, "{:.0f}"), _num(sol), str(n) if n else "-",
+                              Text(speedup_text(sp), style=speedup_style(sp) if what != "eager" else "dim"))
+            parts.append(table)
+        self.query_one("#meas-table", Static).update(Group(*parts))
 
     def refresh_detail(self) -> None:
         d = self.detail
