@@ -116,3 +116,37 @@ def test_schema_2_file_migrates_to_timings(tmp_path):
     assert sqlite3.connect(db).execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(
         SCHEMA_VERSION)
     s.close()
+
+
+@pytest.mark.slow
+def test_pause_lets_the_nodes_in_flight_finish_then_resume_continues(tmp_path, softmax_task):
+    import threading
+    import time
+
+    from store.models import IN_FLIGHT
+
+    store = Store(tmp_path / "p.db")
+    run = create_run(store, softmax_task, backend="host", proposer="tune", iterations=6, config={"parallel": 2})
+    lines: list[str] = []
+
+    def log(line: str) -> None:
+        lines.append(line)
+        if sum("] node " in ln for ln in lines) == 2 and "] node " in line:
+            store.request_control(run.id, "pause")
+
+    out: dict = {}
+    t = threading.Thread(target=lambda: out.setdefault("final", Search(store, run.id, log=log).execute()))
+    t.start()
+    deadline = time.monotonic() + 120
+    while store.get_run(run.id).status != "paused" or [n for n in store.nodes(run.id) if n.status in IN_FLIGHT]:
+        assert time.monotonic() < deadline and t.is_alive(), lines
+        time.sleep(0.2)
+    held = len(store.nodes(run.id))
+    time.sleep(2.5)  # paused: nothing new starts
+    assert len(store.nodes(run.id)) == held and held < 7
+    store.request_control(run.id, "")
+    t.join(180)
+    final = out["final"]
+    assert final.status == "finished" and final.iterations_done == 6, lines
+    assert len(store.nodes(run.id)) == 7
+    store.close()

@@ -138,6 +138,7 @@ class Evaluator:
         self.arch: Optional[str] = None
         self.fingerprint = ""
         self.restarts = 0
+        self._kill_lock = threading.Lock()  # the search may close while its GPU thread kills a hung worker
 
     # ------------------------------------------------------------------ worker lifecycle
     def start(self) -> dict:
@@ -183,22 +184,24 @@ class Evaluator:
         return self.facts
 
     def kill(self) -> None:
-        """Kill the worker's whole process group and forget it."""
-        if self.proc is not None:
+        """Kill the worker's whole process group and forget it (safe from two threads at once)."""
+        with self._kill_lock:
+            proc, conn, tmpdir = self.proc, self.conn, self.tmpdir
+            self.proc = self.conn = None
+            self.tmpdir = None
+        if proc is not None:
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
             try:
-                self.proc.wait(timeout=10)
+                proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
-        if self.conn is not None:
-            self.conn.close()
-        if self.tmpdir:
-            shutil.rmtree(self.tmpdir, ignore_errors=True)
-        self.proc = self.conn = None
-        self.tmpdir = None
+        if conn is not None:
+            conn.close()
+        if tmpdir:
+            shutil.rmtree(tmpdir, ignore_errors=True)
 
     def close(self) -> None:
         """Ask the worker to exit, then make sure it is gone."""
