@@ -15,12 +15,16 @@ from store.models import FINAL, SCHEMA_VERSION
 STAGES = {"propose_s", "store_s", "compile_s", "evaluate_s", "queue_s", "wall_s"}
 
 
-def _search(tmp_path, softmax_task, iterations: int, **config):
+def _search(tmp_path, softmax_task, iterations: int, cpu_gate: bool = True, **config):
     store = Store(tmp_path / "p.db")
     run = create_run(store, softmax_task, backend="host", proposer="tune", iterations=iterations,
                      config={"repairs": 2, **config})
     lines: list[str] = []
     search = Search(store, run.id, log=lines.append)
+    if not cpu_gate:  # let compiles overlap the host evaluation, as they do on cuda
+        from forge_tui.search.gate import TimingGate
+
+        search.cpu_gate = TimingGate(False)
     final = search.execute()
     return store, final, search, lines
 
@@ -68,17 +72,20 @@ def test_parallel_tune_search_finishes_without_duplicates(tmp_path, softmax_task
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("ahead", [True, False])
-def test_compile_ahead_overlaps_the_next_compile_with_the_evaluation(tmp_path, softmax_task, ahead):
-    store, final, search, lines = _search(tmp_path, softmax_task, 4, parallel=1, compile_ahead=ahead)
+@pytest.mark.parametrize("ahead,cpu_gate,overlap", [(True, False, True), (False, False, False), (True, True, False)],
+                         ids=["compile_ahead", "sequential", "host_gate"])
+def test_compile_ahead_overlaps_the_next_compile_with_the_evaluation(tmp_path, softmax_task, ahead, cpu_gate,
+                                                                     overlap):
+    """At --parallel 1 the next candidate compiles while the worker evaluates the current one
+    (as on cuda), except on the host backend by default, where the compiler would share the
+    CPU being timed."""
+    store, final, search, lines = _search(tmp_path, softmax_task, 4, cpu_gate=cpu_gate, parallel=1,
+                                          compile_ahead=ahead)
     assert final.status == "finished", lines
     assert len(store.nodes(final.id)) == 5
     compiles, evals = _spans(search, "compile_s"), _spans(search, "evaluate_s")
     overlapping = [(c[0], e[0]) for c in compiles for e in evals if c[0] != e[0] and _overlaps(c[1:], e[1:])]
-    if ahead:
-        assert overlapping, "no compile ran while the worker evaluated another node"
-    else:
-        assert not overlapping
+    assert bool(overlapping) == overlap, overlapping
     store.close()
 
 

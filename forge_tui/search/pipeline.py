@@ -12,7 +12,10 @@ wait on the proposer (N LLM requests at once). Each expansion goes
 * Proposals of a slow proposer (``concurrent = True``: the LLM, seconds to minutes) run in
   threads, each on a snapshot of the tree; a cheap one (the tuner) runs inline on the search
   thread, where it sees every configuration already taken, so nothing is proposed twice.
-* Compiles run on ``compile_workers`` CPU threads (the compiler is a subprocess).
+* Compiles run on ``compile_workers`` CPU threads (the compiler is a subprocess). On the
+  host backend the CPU is the device being timed, so compiles wait while an evaluation
+  runs (``Search.cpu_gate``, the same readers-writer gate as the local-LLM one): proposals
+  still overlap everything, compiles overlap each other, never a timing.
 * The evaluation worker (the GPU) evaluates exactly one candidate at a time, in the order
   the compiles finish, on its own thread.
 * Every store write of the search happens on the search thread, in the order of the events
@@ -309,8 +312,11 @@ class Pipeline:
             job.clock.wait_since("compile_q", "compile_q_s")
             self.events.put(("stage", job, "compiling"))
             try:
-                with job.clock.stage("compile_s"):
-                    verdict, compiled = ev.prepare(job.source)
+                job.clock.mark("cgate")
+                with self.s.cpu_gate.generation():
+                    job.clock.wait_since("cgate", "gate_s")
+                    with job.clock.stage("compile_s"):
+                        verdict, compiled = ev.prepare(job.source)
             except BaseException as exc:  # noqa: BLE001
                 self.events.put(("error", job, exc))
                 continue

@@ -178,7 +178,8 @@ class Search:
 
     The run's config sets the pipeline: ``parallel`` (expansions in flight ahead of the
     evaluation worker, default 1), ``compile_ahead`` (default true: one more expansion while
-    the worker evaluates), ``compile_workers`` (default :func:`default_compile_workers`).
+    the worker evaluates), ``compile_workers`` (default :func:`default_compile_workers`);
+    ``compile_baseline`` false skips the torch.compile baseline (benchmarks of the harness).
     ``records`` keeps, in memory, each evaluated node's stage timings including its result
     write (``result_write_s``), for benchmarks.
     """
@@ -194,6 +195,9 @@ class Search:
         if getattr(self.proposer, "store", None) is store:
             self.proposer.store = self.store  # a proposer writing from its thread goes through the lock too
         self.gate = TimingGate()
+        # host backend: the CPU is the device being timed, so no compile runs during an evaluation
+        self.cpu_gate = TimingGate(self.run.backend == "host",
+                                   "on: host backend, the compiler would share the CPU being timed")
         self.records: list[dict] = []
         self._status_seen: dict[int, str] = {}
         self.evaluator_factory = evaluator_factory or (lambda t, b: Evaluator(t, b, task_ref=task_ref(t)))
@@ -424,9 +428,10 @@ class Search:
 
     # ------------------------------------------------------------------ steps
     def _measure_baseline(self) -> None:
-        self.log("timing the eager baseline" + (" and torch.compile" if self.run.backend == "cuda" else ""))
+        with_compile = self.run.backend == "cuda" and bool(self._config().get("compile_baseline", True))
+        self.log("timing the eager baseline" + (" and torch.compile" if with_compile else ""))
         with self.gate.timing():
-            b = self.evaluator.baseline(self.run.seed, compile_baseline=self.run.backend == "cuda")
+            b = self.evaluator.baseline(self.run.seed, compile_baseline=with_compile)
         copy = self.evaluator.facts.get("copy_gbs")
         rows, summary = [], {"eager": {}, "compile": {}, "compile_error": b.get("compile_error", "")}
         for shape, entry in b["shapes"].items():
@@ -524,9 +529,9 @@ class Search:
             self.store.set_node_status(node_id, stage)
 
     def _run_on_worker(self, node_id: int, compiled, clock: StageClock, on_stage: Callable[[str], None]) -> EvalResult:
-        """Evaluate a compiled candidate in the worker, behind the GPU gate (any thread, one at a time)."""
+        """Evaluate a compiled candidate in the worker, behind the gates (any thread, one at a time)."""
         clock.mark("gate")
-        with self.gate.timing():
+        with self.gate.timing(), self.cpu_gate.timing():
             clock.wait_since("gate", "gate_s")
             with clock.stage("evaluate_s"):
                 result = self.evaluator.run_compiled(compiled, seed=self.run.seed * 1_000_003 + node_id,
