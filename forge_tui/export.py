@@ -569,7 +569,8 @@ _TAIL = '''# ---- operator
 _lock = threading.RLock()
 _launch = None
 _verified = set()
-_out_specs = {}
+_plans = {}  # (shape, dtype, device) of every tensor -> (output shape, output dtype, launch sizes)
+_DTYPES = [getattr(torch, d) for d in INPUT_DTYPES]
 
 
 def _compiler():
@@ -661,10 +662,13 @@ def _launcher():
 
 
 def _check(tensors):
-    for name, want, t in zip(INPUT_NAMES, INPUT_DTYPES, tensors):
+    if len(tensors) != len(INPUT_NAMES):
+        raise TypeError(f"{TASK}: the operator takes {len(INPUT_NAMES)} tensors ({', '.join(INPUT_NAMES)}), "
+                        f"got {len(tensors)}")
+    for name, want, t in zip(INPUT_NAMES, _DTYPES, tensors):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{TASK}: {name} must be a tensor, got {type(t).__name__}")
-        if str(t.dtype).removeprefix("torch.") != want:
+        if t.dtype != want:
             raise TypeError(f"{TASK}: {name} must be {want} (the kernel was searched for it), got {t.dtype}")
         if BACKEND == "cuda" and (not t.is_cuda or t.device != tensors[0].device):
             raise ForgeKernelError(f"{TASK}: {name} is on {t.device}; this kernel takes CUDA tensors on one device")
@@ -672,23 +676,27 @@ def _check(tensors):
             raise ForgeKernelError(f"{TASK}: {name} is on {t.device}; this (host backend) kernel takes CPU tensors")
 
 
-def _shape_key(tensors):
-    return tuple((tuple(t.shape), t.dtype) for t in tensors)
+def _key(tensors):
+    return tuple((t.shape, t.dtype, t.device) for t in tensors)
 
 
-def _out_spec(tensors):
-    """Shape and dtype of the output for these inputs: the reference on meta tensors (once per shapes)."""
-    key = _shape_key(tensors)
-    spec = _out_specs.get(key)
-    if spec is None:
-        try:
-            o = _reference(*[torch.empty(t.shape, dtype=t.dtype, device="meta") for t in tensors])
-        except Exception:  # an op without a meta kernel: run it for real once
-            o = _reference(*tensors)
-        spec = _out_specs[key] = (tuple(o.shape), o.dtype)
-    if str(spec[1]).removeprefix("torch.") != OUT_DTYPE:
-        raise ForgeKernelError(f"{TASK}: these inputs give a {spec[1]} output; the kernel writes {OUT_DTYPE}")
-    return spec
+def _plan(tensors):
+    """Output shape and dtype (the reference on meta tensors) and the launch sizes, for these inputs."""
+    _check(tensors)
+    metas = [torch.empty(t.shape, dtype=t.dtype, device="meta") for t in tensors]
+    try:
+        o = _reference(*metas)
+    except Exception:  # an op without a meta kernel: run it for real once
+        o = _reference(*tensors)
+    if isinstance(o, (tuple, list)):
+        o = o[0]
+    if str(o.dtype).removeprefix("torch.") != OUT_DTYPE:
+        raise ForgeKernelError(f"{TASK}: these inputs give a {o.dtype} output; the kernel writes {OUT_DTYPE}")
+    sizes = _sizes(metas, torch.empty(o.shape, dtype=o.dtype, device="meta"))
+    if len(sizes) != N_SIZES:
+        raise ForgeKernelError(f"{TASK}: these inputs give {len(sizes)} launch sizes, the kernel takes {N_SIZES} "
+                               f"(other ranks than the task's: {SIGNATURE})")
+    return tuple(o.shape), o.dtype, tuple(int(v) for v in sizes)
 
 
 def _compare(out, ref):
@@ -731,33 +739,43 @@ def verify(*tensors, out=None):
                                   "FORGE_VERIFY=0 skips this check")
 
 
+def _stream(device):
+    try:  # what inductor uses: no Python stream object per call
+        return torch._C._cuda_getCurrentRawStream(device.index)
+    except AttributeError:
+        return torch.cuda.current_stream(device).cuda_stream
+
+
 def _run(tensors, check=True):
-    """The operator's real implementation: allocate the output, launch, check the return code."""
-    _check(tensors)
-    tensors = [t.contiguous() for t in tensors]
+    """The operator's real implementation: allocate the output, launch, check the return code.
+
+    Per combination of input shapes the output shape, the sizes and the checks are worked
+    out once; a call then costs an allocation and one ctypes call.
+    """
+    key = _key(tensors)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _plans[key] = _plan(tensors)
+    shape, dtype, sizes = plan
+    tensors = [t if t.is_contiguous() else t.contiguous() for t in tensors]
     device = tensors[0].device
-    shape, dtype = _out_spec(tensors)
     out = torch.empty(shape, dtype=dtype, device=device)
     if out.numel() == 0:
         return out
-    sizes = _sizes(tensors, out)
-    if len(sizes) != N_SIZES:
-        raise ForgeKernelError(f"{TASK}: these inputs give {len(sizes)} launch sizes, the kernel takes {N_SIZES} "
-                               f"(different ranks from the task's: {SIGNATURE})")
-    fn = _launcher()
-    args = [t.data_ptr() for t in tensors] + [out.data_ptr()] + list(sizes)
+    fn = _launch or _launcher()
     if BACKEND == "cuda":
-        with torch.cuda.device(device):
-            rc = fn(*args, torch.cuda.current_stream(device).cuda_stream)
+        if device.index != torch.cuda.current_device():
+            with torch.cuda.device(device):
+                rc = fn(*[t.data_ptr() for t in tensors], out.data_ptr(), *sizes, _stream(device))
+        else:
+            rc = fn(*[t.data_ptr() for t in tensors], out.data_ptr(), *sizes, _stream(device))
     else:
-        rc = fn(*args)
+        rc = fn(*[t.data_ptr() for t in tensors], out.data_ptr(), *sizes)
     if rc != 0:
         raise ForgeKernelError(f"{TASK}: forge_launch returned error code {rc} for "
                                + ", ".join(f"{n} {tuple(t.shape)}" for n, t in zip(INPUT_NAMES, tensors)))
-    if check and os.environ.get("FORGE_VERIFY", "1") != "0":
-        key = _shape_key(tensors)
-        capturing = BACKEND == "cuda" and torch.cuda.is_current_stream_capturing()
-        if key not in _verified and not capturing:
+    if check and key not in _verified and os.environ.get("FORGE_VERIFY", "1") != "0":
+        if not (BACKEND == "cuda" and torch.cuda.is_current_stream_capturing()):
             verify(*tensors, out=out)
             _verified.add(key)
     return out
@@ -798,6 +816,20 @@ def _register():
 _op = _register()
 
 
+def _plain(tensors):
+    """True in plain eager mode: real tensors, no tracing, no dispatch mode, nothing needing autograd."""
+    try:
+        if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack():
+            return False
+    except AttributeError:
+        return False
+    grad = torch.is_grad_enabled()
+    return all(type(t) in (torch.Tensor, torch.nn.Parameter) and not (grad and t.requires_grad) for t in tensors)
+
+
 def _call(tensors):
-    return _op(*tensors) if _op is not None else _run(tensors)
+    """The operator on ``tensors``; plain eager calls skip the dispatcher (it costs more than a small kernel)."""
+    if _op is None or _plain(tensors):
+        return _run(tensors)
+    return _op(*tensors)
 '''

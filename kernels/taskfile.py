@@ -363,9 +363,12 @@ class _FileTask:
         out_name = _unique("out", used)
 
         def make_inputs(dims, generator, device, distribution="normal"):
-            """Fresh inputs of the file's shapes and dtypes, then the model's parameters and buffers."""
+            """Fresh inputs of the file's shapes and dtypes, then the model's parameters and buffers.
+
+            Floating inputs are drawn on the generator's device; ``get_inputs()`` runs on the
+            CPU under a seed drawn from the generator, its tensors moved to ``device``."""
             need_file = distribution == "file" or not all(float_in)
-            seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+            seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator, device=generator.device))
             drawn = [v for v in draw(seed) if isinstance(v, torch.Tensor)] if need_file else []
             from kernels.base import random_tensor
 

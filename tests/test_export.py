@@ -175,6 +175,11 @@ def test_task_file_llm_search_export_imports_and_matches(tmp_path, fake, monkeyp
     store = Store(db)
     run = create_run(store, task, backend="host", proposer="llm", iterations=2, model=MODEL,
                      config={"repairs": 1, **fast_config(fake.base_url).run_config()})
+    hand = tmp_path / "hand.cpp"
+    hand.write_text(kernel(1))
+    # `forge-tui eval FILE KERNEL` on the same task file, in its own process meanwhile
+    ev = subprocess.Popen([sys.executable, "-m", "forge_tui.cli", "eval", str(path), str(hand), "--backend", "host",
+                           "--json"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     fake.script = [reply(answer(kernel(0), "first kernel: one pass, 16-wide tiles")),
                    reply(answer(kernel(2), "64-wide tiles"))]
     fake.fallback = lambda body: reply(answer(kernel(len(fake.requests) + 2), "wider tiles"))
@@ -186,6 +191,9 @@ def test_task_file_llm_search_export_imports_and_matches(tmp_path, fake, monkeyp
     first_prompt = fake.chat_requests()[0]["body"]["messages"][1]["content"]
     assert SIGNATURE in first_prompt and "return x * torch.sigmoid(x) + self.bias" in first_prompt
     store.close()
+    out_, err_ = ev.communicate(timeout=240)
+    assert ev.returncode == 0, err_
+    assert json.loads(out_)["status"] == "ok" and json.loads(out_)["speedup"] > 0, out_
 
     path.unlink()  # the export rebuilds the task from the text kept in the store
     out = tmp_path / "export"
