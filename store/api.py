@@ -243,10 +243,17 @@ class Store:
 
     def _init_schema(self) -> None:
         with Session(self.engine) as s:
-            tables = {r[0] for r in s.exec(text("SELECT name FROM sqlite_master WHERE type='table'"))}
+            tables = {r[0] for r in s.exec(text("SELECT name FROM sqlite_master WHERE type='table'"))
+                      if not r[0].startswith("sqlite_")}
+        # SQLite commits each CREATE TABLE on its own: a creation cut short (a full disk, a
+        # kill) leaves some of our tables and no version row; finish it rather than refuse
+        ours = tables <= set(SQLModel.metadata.tables)
         if "meta" in tables:
             with Session(self.engine) as s:
                 row = s.get(Meta, "schema_version")
+            if row is None and ours and not self.readonly:
+                self._create_schema()
+                return
             version = int(row.value) if row else 0
             if version > SCHEMA_VERSION:
                 raise StoreError(
@@ -257,13 +264,17 @@ class Store:
                     raise StoreError(f"{self.path} has schema {version}; open it once without read-only to migrate it")
                 self._migrate(version)
             return
-        if tables and not self.readonly:
+        if tables and not ours and not self.readonly:
             raise StoreError(f"{self.path} is an SQLite file of another application (no forge-tui schema)")
         if self.readonly:
             raise StoreError(f"{self.path} holds no forge-tui data")
+        self._create_schema()
+
+    def _create_schema(self) -> None:
+        """Create the missing tables, then the version row (the row marks the schema complete)."""
         SQLModel.metadata.create_all(self.engine)
         with Session(self.engine) as s:
-            s.add(Meta(key="schema_version", value=str(SCHEMA_VERSION)))
+            s.merge(Meta(key="schema_version", value=str(SCHEMA_VERSION)))
             s.commit()
 
     #: Forward-only migrations: ``MIGRATIONS[v]`` takes a file from version v to v + 1.

@@ -1,4 +1,6 @@
-"""Store round-trips, the run lease, deletion, integrity and clear errors for bad files."""
+"""Store round-trips, the run lease, deletion, integrity and clear errors for bad files;
+through the CLI: a full disk (at ``run`` start and mid-search), a locked and a read-only
+database each give one line, lose nothing committed, and a retry works once fixed."""
 from __future__ import annotations
 
 import json
@@ -8,10 +10,14 @@ import subprocess
 import sys
 import time
 
+import shutil
+from pathlib import Path
+
 import pytest
 
 from store import Store, StoreError
-from store.models import IN_FLIGHT
+from store.models import FINAL, IN_FLIGHT
+from tests.conftest import ROOT, run_cli
 
 
 def _task(store: Store, name: str = "softmax", h: str = "abc"):
@@ -298,3 +304,163 @@ def test_read_only_file_gives_clear_error_on_write(tmp_path):
 def test_missing_directory_is_created(tmp_path):
     s = Store(tmp_path / "a" / "b" / "forge.db")
     assert s.integrity_check() == "ok"
+
+
+# ----------------------------------------------------------------------------- faults through the CLI
+def _committed(db) -> dict:
+    """Every run and every final node as plain tuples (what a fault must not change)."""
+    s = Store(db, readonly=True)
+    try:
+        assert s.integrity_check() == "ok"
+        out = {}
+        for r in s.list_runs():
+            out[("run", r.id)] = (r.task_name, r.iterations_done, r.best_node_id, r.baseline_json)
+            for n in s.nodes(r.id):
+                if n.status in FINAL:
+                    out[("node", n.id)] = (n.status, n.speedup, n.parent_id, n.source_hash, n.finished_at)
+        return out
+    finally:
+        s.close()
+
+
+def _page_count(db) -> int:
+    con = sqlite3.connect(db)
+    try:
+        return int(con.execute("PRAGMA page_count").fetchone()[0])
+    finally:
+        con.close()
+
+
+def _one_line_error(res, *words) -> str:
+    """The CLI failed with exit 2 and one ``forge-tui: ...`` line naming ``words``, no traceback."""
+    out = res.stdout + res.stderr
+    assert res.returncode == 2, out
+    assert "Traceback" not in out, out
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("forge-tui: "), res.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    return lines[0]
+
+
+HOST_RUN = ("run", "softmax", "--headless", "--backend", "host", "--proposer", "tune")
+
+
+@pytest.fixture(scope="module")
+def searched_db(tmp_path_factory):
+    """A database holding one finished host search of softmax (1 iteration); copy before use."""
+    db = tmp_path_factory.mktemp("searched") / "forge.db"
+    res = run_cli("--db", str(db), *HOST_RUN, "--iterations", "1", timeout=240)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return db
+
+
+def _copy(db: Path, to: Path) -> Path:
+    to.mkdir(parents=True, exist_ok=True)
+    shutil.copy(db, to / "forge.db")  # the search has exited: its WAL is checkpointed into the file
+    return to / "forge.db"
+
+
+def test_disk_full_at_run_start(tmp_path):
+    """A new database on a full disk: one line; the schema cut short is finished once there is space.
+
+    (An existing database filling up is the mid-search test below.)
+    """
+    for pages in (1, 4):  # not even the first table fits; some tables fit, the version row does not
+        db = tmp_path / f"p{pages}" / "forge.db"
+        res = run_cli("--db", str(db), *HOST_RUN, "--iterations", "1", env={"FORGE_FAULT_MAX_PAGE_COUNT": str(pages)})
+        _one_line_error(res, "disk full", "nothing committed was lost")
+        listed = run_cli("--db", str(db), "ls")
+        assert listed.returncode == 0 and "no runs in" in listed.stdout, listed.stdout + listed.stderr
+        assert Store(db).integrity_check() == "ok"
+
+
+def test_disk_full_mid_search_stops_then_resume_continues(tmp_path, searched_db):
+    db = _copy(searched_db, tmp_path)
+    run_id = Store(db, readonly=True).list_runs()[0].id
+    before = _committed(db)
+    # room for a few pages only: the search starts, then a write of a node's results fails
+    res = run_cli("--db", str(db), "resume", str(run_id), "--headless", "--iterations", "2",
+                  env={"FORGE_FAULT_MAX_PAGE_COUNT": str(_page_count(db) + 8)}, timeout=180)
+    line = _one_line_error(res, "disk full", f"resume with forge-tui resume {run_id}")
+    assert "device:" in res.stdout, "the search had started"
+    s = Store(db, readonly=True)
+    run = s.get_run(run_id)
+    assert run.status == "interrupted" and "disk full" in run.status_reason, (run.status, run.status_reason)
+    s.close()
+    mid = _committed(db)
+    assert {k: v for k, v in mid.items() if k[0] == "node" and k in before} == \
+        {k: v for k, v in before.items() if k[0] == "node"}, line
+    # space again: the same run goes on to its target, the nodes committed before untouched
+    res = run_cli("--db", str(db), "resume", str(run_id), "--headless", timeout=240)
+    assert res.returncode == 0 and "Traceback" not in res.stdout + res.stderr, res.stdout + res.stderr
+    s = Store(db, readonly=True)
+    run = s.get_run(run_id)
+    assert run.status == "finished" and run.iterations_done == run.iterations_target == 3
+    assert not [n for n in s.nodes(run_id) if n.status in IN_FLIGHT]
+    s.close()
+    after = _committed(db)
+    assert {k: v for k, v in after.items() if k[0] == "node" and k in mid} == \
+        {k: v for k, v in mid.items() if k[0] == "node"}
+
+
+_HOLD_LOCK = """
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+sys.stdin.read()
+con.execute("ROLLBACK")
+"""
+
+
+def test_locked_database_is_one_line_and_retry_works(tmp_path, searched_db):
+    db = _copy(searched_db, tmp_path)
+    before = _committed(db)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(db)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        res = run_cli("--db", str(db), *HOST_RUN, "--iterations", "0", env={"FORGE_BUSY_TIMEOUT_S": "0.5"})
+        _one_line_error(res, "locked by another process")
+        listed = run_cli("--db", str(db), "ls")  # readers are not blocked by a writer (WAL)
+        assert listed.returncode == 0 and "softmax" in listed.stdout, listed.stderr
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert _committed(db) == before
+    res = run_cli("--db", str(db), *HOST_RUN, "--iterations", "0", timeout=180)
+    assert res.returncode == 0, res.stdout + res.stderr
+    after = _committed(db)
+    assert {k: v for k, v in after.items() if k in before} == before and len(after) > len(before)
+
+
+def _make_read_only(path: Path) -> bool:
+    """Make a file unwritable even for root (``chattr +i``) or, as a user, by its mode."""
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return shutil.which("chattr") is not None and subprocess.run(
+            ["chattr", "+i", str(path)], capture_output=True).returncode == 0
+    path.chmod(0o444)
+    return True
+
+
+def _make_writable(path: Path) -> None:
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        subprocess.run(["chattr", "-i", str(path)], capture_output=True)
+    path.chmod(0o644)
+
+
+def test_read_only_database_is_one_line_and_loses_nothing(tmp_path, searched_db):
+    db = _copy(searched_db, tmp_path)
+    run_id = Store(db, readonly=True).list_runs()[0].id
+    before = _committed(db)
+    if not _make_read_only(db):
+        pytest.skip("cannot make a file read-only here (root without chattr)")
+    try:
+        _one_line_error(run_cli("--db", str(db), *HOST_RUN, "--iterations", "1"), "read-only")
+        _one_line_error(run_cli("--db", str(db), "resume", str(run_id), "--headless"), "read-only")
+        listed = run_cli("--db", str(db), "show", str(run_id))  # reading still works
+        assert listed.returncode == 0 and f"run {run_id}" in listed.stdout, listed.stderr
+    finally:
+        _make_writable(db)
+    assert _committed(db) == before
