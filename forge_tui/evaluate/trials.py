@@ -328,7 +328,8 @@ def time_shape(timer: Timer, launcher: Optional[Launcher], task: TaskSpec, dims:
                ) -> dict:
     """Time the candidate (if any) and the eager baseline (if given) interleaved on one shape.
 
-    Inputs: ``sets`` fresh random input sets, rotated sample by sample (check 5). The eager
+    Inputs: ``sets`` fresh random input sets, rotated sample by sample (check 5), checked
+    unchanged after the last round against a second draw from the same seed (check 3). The eager
     output is poisoned right after each eager sample, outside the timed window, so it never
     sits in memory as an answer for the candidate. The candidate's output of its last timed
     call is returned for verification.
@@ -385,6 +386,14 @@ def time_shape(timer: Timer, launcher: Optional[Launcher], task: TaskSpec, dims:
         cvs = [Stats.of(x).cv for x in (c_dev, e_dev) if x]
         if rounds >= cfg["max_rounds"] or all(cv <= cfg["cv_target"] for cv in cvs):
             break
+    if launcher:  # the timed calls left their inputs as drawn (check 3): draw them again and compare
+        again = input_generator(seed, device)
+        names = [a.name for a in task.args if a.role == "in"]
+        for k in range(cfg["sets"]):
+            pristine = task.make_inputs(dims, again, device, "normal")
+            changed = [n for n, x, p in zip(names, sets[k], pristine) if not torch.equal(_bits(x), _bits(p))]
+            if changed:
+                raise RuntimeError(f"the candidate modified its input(s) {', '.join(changed)} during timing")
     out: dict = {"rounds": rounds}
     if launcher:
         out.update(candidate=Stats.of(c_dev), candidate_host=Stats.of(c_host),

@@ -18,6 +18,11 @@ from store.models import RunRead
 
 COLUMNS = (("id", "id"), ("task", "task"), ("status", "status"), ("backend", "backend"), ("proposer", "proposer"),
            ("iter", "iterations"), ("best", "best"), ("device", "device"), ("created", "created"))
+#: Below this width the table folds backend and proposer into one column and leaves out the
+#: device (still searchable with the filter), so every column fits in 80 columns.
+NARROW_WIDTH = 110
+NARROW_COLUMNS = (("id", "id"), ("task", "task"), ("status", "status"), ("run", "kind"), ("iter", "iterations"),
+                  ("best", "best"), ("created", "created"))
 SORTS = ("id", "task", "status", "best", "created")
 POLL_S = 1.0
 
@@ -66,6 +71,7 @@ class RunsScreen(Screen):
         self._suspended = False
         self._chain = False
         self._timer = None
+        self.narrow: Optional[bool] = None
 
     @property
     def store(self):
@@ -79,11 +85,24 @@ class RunsScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one(RunsTable)
-        for label, key in COLUMNS:
-            table.add_column(label, key=key)
-        table.focus()
+        self._apply_width(self.app.size.width)
+        self.query_one(RunsTable).focus()
         self._kick()
+
+    def on_resize(self, event) -> None:
+        self._apply_width(event.size.width)
+
+    def _apply_width(self, width: int) -> None:
+        narrow = width < NARROW_WIDTH
+        if narrow == self.narrow:
+            return
+        self.narrow = narrow
+        table = self.query_one(RunsTable)
+        table.clear(columns=True)
+        for label, key in (NARROW_COLUMNS if narrow else COLUMNS):
+            table.add_column(label, key=key)
+        if self.runs:
+            self.refresh_table()
 
     # ------------------------------------------------------------------ data
     def _kick(self) -> None:
@@ -159,11 +178,16 @@ class RunsScreen(Screen):
         table.clear()
         runs = self.visible_runs()
         for r in runs:
-            table.add_row(
-                str(r.id), r.task_name, Text(r.status, style=RUN_STYLE.get(r.status, "")), r.backend, r.proposer,
-                f"{r.iterations_done}/{r.iterations_target}",
-                Text(speedup_text(r.best_speedup), style=speedup_style(r.best_speedup)),
-                device_name(r.device_json)[:28] or "-", fmt_created(r.created_at), key=str(r.id))
+            status = Text(r.status, style=RUN_STYLE.get(r.status, ""))
+            best = Text(speedup_text(r.best_speedup), style=speedup_style(r.best_speedup))
+            done = f"{r.iterations_done}/{r.iterations_target}"
+            if self.narrow:
+                created = fmt_created(r.created_at)
+                table.add_row(str(r.id), r.task_name, status, f"{r.backend}/{r.proposer}", done, best,
+                              created[5:] if len(created) == 16 else created, key=str(r.id))
+            else:
+                table.add_row(str(r.id), r.task_name, status, r.backend, r.proposer, done, best,
+                              device_name(r.device_json)[:28] or "-", fmt_created(r.created_at), key=str(r.id))
         if keep is not None and str(keep) in table.rows:
             table.move_cursor(row=table.get_row_index(str(keep)), animate=False)
         status = f" {len(runs)} of {len(self.runs)} runs  sort: {self.sort}"

@@ -181,10 +181,10 @@ class MeasurementsPane(VerticalScroll):
                 if cl.log:
                     parts.append(Text(cap(cl.log, 20_000, 200)[0]))
             if d.correctness:
-                t = Table(box=None, header_style="bold", padding=(0, 1), title="correctness", title_justify="left",
-                          title_style="dim")
+                t = Table(box=None, header_style="bold", padding=(0, 1), pad_edge=False, collapse_padding=True,
+                          title="correctness", title_justify="left", title_style="dim")
                 for col in ("shape", "trial", "seed", "dist", "max abs", "max rel", "ok"):
-                    t.add_column(col, no_wrap=True)
+                    t.add_column(col, no_wrap=True, overflow="ellipsis", max_width=22 if col == "shape" else None)
                 for c in d.correctness[:200]:
                     t.add_row(c.shape, str(c.trial), str(c.seed), c.distribution, _num(c.max_abs_err, "{:.2e}"),
                               _num(c.max_rel_err, "{:.2e}"), Text("yes" if c.passed else "NO",
