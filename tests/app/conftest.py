@@ -140,3 +140,26 @@ def make_app(db, spawner):
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def real_search_db(tmp_path_factory):
+    """``(db, run_id)``: one real short host search per session (see real_search.py); read-only master."""
+    from real_search import run_real_search
+
+    root = tmp_path_factory.mktemp("real-search")
+    run_id = run_real_search(root / "forge.db", root / "cache")
+    return root / "forge.db", run_id
+
+
+@pytest.fixture
+def make_real_app(real_search_db, tmp_path, spawner):
+    """Apps over a private copy of the real-search store, with the clock frozen."""
+    from real_search import copy_db
+
+    db = copy_db(real_search_db[0], tmp_path / "forge.db")
+
+    def make(run_id=None, **kw):
+        return ForgeApp(db, run_id=run_id, clock=lambda: FROZEN_NOW, telemetry=False, spawner=spawner, **kw)
+    make.run_id = real_search_db[1]
+    return make

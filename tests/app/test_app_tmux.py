@@ -81,13 +81,21 @@ def test_watch_a_headless_search_in_tmux_and_stop_it(tmp_path):
                                "--headless", "--iterations", "30", "--db", str(db)],
                               cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     tmux = Tmux(tmp_path, env)
+    store = None
     try:
+        # The store is opened here only once the search has created it and said so ("run N"):
+        # two processes creating a fresh file's schema at once can collide.
         end = time.monotonic() + 60
-        while not (db.exists() and Store(db).list_runs() and Store(db).count_nodes(Store(db).list_runs()[0].id)):
+        while not (m := re.search(r"^run (\d+)$", (tmp_path / "search.log").read_text(), re.M)):
+            assert search.poll() is None, (tmp_path / "search.log").read_text()
+            assert time.monotonic() < end, "the headless search did not start in 60 s"
+            time.sleep(0.1)
+        run_id = int(m.group(1))
+        store = Store(db)
+        while not store.count_nodes(run_id):
             assert search.poll() is None, (tmp_path / "search.log").read_text()
             assert time.monotonic() < end, "the headless search stored no node in 60 s"
             time.sleep(0.2)
-        run_id = Store(db).list_runs()[0].id
 
         tmux.start(f"{sys.executable} -m forge_tui.cli --db {db}")
         tmux.wait_for(lambda s: "softmax" in s and "running" in s, "the running run in the browser")
@@ -97,14 +105,14 @@ def test_watch_a_headless_search_in_tmux_and_stop_it(tmp_path):
         n1 = len(tree_ids(first))
         grown = tmux.wait_for(lambda s: len(tree_ids(s)) > n1, "the tree growing", timeout=40)
         assert len(tree_ids(grown)) > n1
-        assert Store(db).get_run(run_id).status == "running"
+        assert store.get_run(run_id).status == "running"
 
         tmux.keys("q")  # stop (resumable) and leave: back in the runs browser
         try:
             rc = search.wait(timeout=40)
         except subprocess.TimeoutExpired:
             raise AssertionError("the headless search did not stop:\n" + (tmp_path / "search.log").read_text())
-        run = Store(db).get_run(run_id)
+        run = store.get_run(run_id)
         assert rc == 0, (tmp_path / "search.log").read_text()
         assert run.status == "interrupted" and "stopped on request" in run.status_reason
         assert run.control == "" and run.iterations_done < 30
@@ -116,6 +124,8 @@ def test_watch_a_headless_search_in_tmux_and_stop_it(tmp_path):
         assert "forge" not in tmux.tmux("list-sessions", check=False), "the app did not exit on q"
     finally:
         tmux.kill()
+        if store is not None:
+            store.close()
         if search.poll() is None:
             os.killpg(search.pid, 9)
             search.wait()
