@@ -88,6 +88,8 @@ def measure(task_name: str, backend: str, iterations: int, parallel: int, compil
     recs = [r for r in search.records if r["node_id"] != root]
     if final.status != "finished" or not recs:
         raise SystemExit(f"{label}: the search ended {final.status}: {final.status_reason}")
+    if final.status_reason:
+        print(f"  [{label}] note: {final.status_reason} ({len(recs)} candidates)", flush=True)
     spans = [(name, t0, t1) for r in recs for name, t0, t1 in r["spans"]]
     start = min(t0 for _, t0, _ in spans)
     end = max(t1 for _, _, t1 in spans)
@@ -157,14 +159,19 @@ def section_text(args, backend: str, rows: list[dict]) -> str:
             f"{date.today().isoformat()})")
     body = [head, "",
             f"`python benchmarks/overhead.py --task {args.task} --backend {backend} --iterations {args.iterations} "
-            f"--parallel {' '.join(map(str, args.parallel))}` on {machine_line(backend, dev)}. Each mode is one "
+            f"--parallel {' '.join(map(str, args.parallel))}` on {machine_line(backend, dev)} (1-minute load "
+            f"average {args.load[0]:.1f} at the start, {args.load[1]:.1f} at the end). Each mode is one "
             "tune search with its own database and an empty build cache; the seed, baseline and final "
             "confirmation are left out. *sequential* is the loop before the pipeline (select, propose, "
             "compile, evaluate, record, one after the other); *parallel N* keeps N expansions in flight "
             "while the worker evaluates one more (compile-ahead). Overhead per candidate is its wall time "
             "from selection to result written, less compile, evaluation and queue waits; worker idle is the "
             "gap between one evaluation's end and the next one's start; worker busy is the share of the "
-            "search's wall time spent evaluating (on cuda: the GPU's worker).", "",
+            "search's wall time spent evaluating (on cuda: the GPU's worker)."
+            + (" On the host backend compiles wait while an evaluation runs (the CPU is the device being "
+               "timed), so the modes can overlap only proposals and store writes with the work; compile and "
+               "evaluate times here also move with the machine's other load." if backend == "host" else ""),
+            "",
             table(rows), ""]
     return "\n".join(body)
 
@@ -183,11 +190,11 @@ def write_doc(path: Path, section_key: str, text: str, machine_heading: str) -> 
         sub = next((i for i in range(sec, end) if lines[i].startswith(SUBSECTION)), None)
         if sub is not None:
             sub_end = next((i for i in range(sub + 1, end) if lines[i].startswith("### ")), end)
-            lines[sub:sub_end] = new + ([""] if sub_end < end else [])
+            lines[sub:sub_end] = new + ([""] if sub_end < len(lines) else [])
         else:
             while end > sec and not lines[end - 1].strip():
                 end -= 1
-            lines[end:end] = [""] + new + [""]
+            lines[end:end] = [""] + new + ([""] if end < len(lines) and lines[end].strip() else [])
     path.write_text("\n".join(lines).rstrip("\n") + "\n")
 
 
@@ -208,10 +215,12 @@ def main() -> int:
     backend = resolve_backend(args.backend)
     modes = ([] if args.no_sequential else [(1, False)]) + [(p, True) for p in args.parallel]
     rows = []
+    args.load = [os.getloadavg()[0]]
     for parallel, ahead in modes:
         print(f"== {'sequential' if not ahead else f'parallel {parallel}'}: {args.task}, {backend}, "
               f"{args.iterations} iterations", flush=True)
         rows.append(measure(args.task, backend, args.iterations, parallel, ahead, args.seed, args.quiet))
+    args.load.append(os.getloadavg()[0])
     text = section_text(args, backend, rows)
     print()
     print(text)
