@@ -56,8 +56,10 @@ def check(folder: str, k: int) -> None:
         g.replay()
         torch.cuda.synchronize()
         assert torch.allclose(yg, y)
-        t_k, t_e = timed(op, *full), timed(fk.reference, *ins)
-        line += f"; kernel {t_k:.1f} us vs eager {t_e:.1f} us ({t_e / t_k:.2f}x; search said {manifest['speedup']:.3f}x)"
+        t_f, t_k, t_e = timed(fwd, *ins), timed(op, *full), timed(fk.reference, *ins)
+        t_g = timed(lambda: g.replay())
+        line += (f"; per call, back to back: forward() {t_f:.1f} us, torch.ops.forge {t_k:.1f} us, graph replay "
+                 f"{t_g:.1f} us, eager {t_e:.1f} us (search said {manifest['speedup']:.3f}x, L2 flushed)")
     print("OK", line, flush=True)
 
 
