@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Issue 7 on the GPU, in one device call (about 8 minutes on one H200): for ResNet-50
+# (batch 32; its global average pool is aten.mean.dim over [-1, -2]) and the transformer block
+# (FORGE_BLOCK_SIZE=large; its aten._softmax.default): capture -> tune search from
+# examples/seeds/*.cu (30 iterations, each search under a time limit: SIGTERM, ends
+# interrupted, its best node is exported anyway) -> export -> apply.
+# Usage (repo root, .whl carried): benchmarks/h200_model_loop.sh [extra args for benchmarks/model_loop.py]
+# Writes $OUT/model_loop.md, model_loop.json, model_loop.log and forge.db.gz.
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 FORGE_CACHE=/tmp/forge-cache
+MACHINE="$(nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader | head -1), $(nproc) CPU cores"
+echo "$MACHINE"
+python3 benchmarks/model_loop.py --backend cuda --out "$OUT" --work /tmp/forge-model-loop --machine "nvidia-smi: $MACHINE" "$@"
+rc=$?
+gzip -c /tmp/forge-model-loop/forge.db > "$OUT/forge.db.gz" 2>/dev/null
+exit $rc
