@@ -106,3 +106,32 @@ def test_output_drain_caps_what_it_keeps():
     assert text.endswith("THE END") and len(text) < OUTPUT_CAP + 200
     assert f"[{len(blob)} bytes of output" in text
     assert d.take() == ""
+
+
+def test_stale_build_directories_are_swept(tmp_path):
+    """A compile killed with its search leaves ``KEY.xxxx``; old ones go, finished builds stay."""
+    import time
+
+    from forge_tui.evaluate.compile import STALE_BUILD_S, sweep_stale_builds
+
+    old, fresh, done = tmp_path / "abc.k1x2", tmp_path / "abc.k9z8", tmp_path / "abcdef0123"
+    for d in (old, fresh, done):
+        d.mkdir()
+        (d / "kernel.cpp").write_text("//")
+    past = time.time() - STALE_BUILD_S - 60
+    os.utime(old, (past, past))
+    os.utime(done, (past, past))
+    assert sweep_stale_builds(tmp_path) == 1
+    assert not old.exists() and fresh.exists() and done.exists()
+
+
+def test_the_compiler_runs_under_a_cpu_time_cap(tmp_path, monkeypatch):
+    """An orphaned compile (its search SIGKILLed) cannot run forever: the compiler gets ulimit -t."""
+    from forge_tui.evaluate.compile import compile_source
+
+    fake = tmp_path / "fake-g++"
+    fake.write_text('#!/bin/sh\n[ "$1" = "--version" ] && { echo "fake 1.0"; exit 0; }\necho "cpu cap $(ulimit -t)"\nexit 1\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("CXX", str(fake))
+    res = compile_source("int x;", "host", timeout_s=5, root=tmp_path / "cache")
+    assert not res.ok and "cpu cap 35" in res.log, res.log

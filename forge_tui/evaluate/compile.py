@@ -5,7 +5,10 @@ The library exports ``forge_launch`` and links no torch, so a compile takes abou
 source, the full command line, the compiler's version and the target arch, in a directory
 shared by all runs (``$FORGE_CACHE`` or the user cache dir). Each build happens in a private
 temporary directory and the library is moved into place atomically, so two processes
-compiling the same source never see a half-written file and no lock can go stale.
+compiling the same source never see a half-written file and no lock can go stale. A build
+directory whose search was killed mid-compile is swept once it is older than
+:data:`STALE_BUILD_S`, and the compiler runs under a CPU-time limit, so a compile orphaned
+by a killed search (a template bomb) ends by itself.
 """
 from __future__ import annotations
 
@@ -26,6 +29,10 @@ from typing import Optional
 COMPILE_TIMEOUT_S = 120.0
 #: Bytes of compiler output kept in the log.
 LOG_CAP = 64 * 1024
+#: A private build directory untouched this long (seconds) belongs to a compile that died.
+STALE_BUILD_S = 3 * COMPILE_TIMEOUT_S
+
+_swept: set = set()
 
 NVCC_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo")
 GXX_FLAGS = ("-O3", "-std=c++17", "-march=native", "-shared", "-fPIC")
@@ -121,6 +128,27 @@ def cache_key(source: str, backend: str, arch: Optional[str], fingerprint: str =
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
+def sweep_stale_builds(root: Path, older_than_s: float = STALE_BUILD_S) -> int:
+    """Remove private build directories (``KEY.xxxx``) older than ``older_than_s``; how many.
+
+    They are what a compile leaves when its process is killed before the rename; finished
+    builds live in directories named by the bare key and are never touched.
+    """
+    removed, now = 0, time.time()
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            if "." in entry.name and entry.is_dir(follow_symlinks=False) and now - entry.stat().st_mtime > older_than_s:
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed += 1
+        except OSError:
+            continue
+    return removed
+
+
 def compile_source(
     source: str,
     backend: str,
@@ -153,6 +181,9 @@ def compile_source(
         cmd = (final_dir / "command.txt").read_text() if (final_dir / "command.txt").exists() else ""
         return CompileResult(True, str(library), log, 0.0, True, cmd)
     root.mkdir(parents=True, exist_ok=True)
+    if str(root) not in _swept:  # once per process and cache root
+        _swept.add(str(root))
+        sweep_stale_builds(root)
     work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=root))
     try:
         src = work / f"kernel{suffix}"
@@ -161,7 +192,10 @@ def compile_source(
         cmd = command_for(backend, arch, src, out)
         shown = " ".join(cmd)
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        # the shell caps the compiler's CPU seconds (and its children's, each): a compile
+        # orphaned by a killed search cannot run forever; our own timeout still comes first
+        cpu_cap = int(timeout_s) + 30
+        proc = subprocess.Popen(["/bin/sh", "-c", f'ulimit -t {cpu_cap} && exec "$0" "$@"', *cmd], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         try:
             raw, _ = proc.communicate(timeout=timeout_s)
