@@ -464,3 +464,16 @@ def test_read_only_database_is_one_line_and_loses_nothing(tmp_path, searched_db)
     finally:
         _make_writable(db)
     assert _committed(db) == before
+
+
+def test_resume_refuses_to_mix_environments(tmp_path, searched_db):
+    """Check 21: a run measured under another fingerprint (GPU, driver, compiler, torch) is not continued."""
+    db = _copy(searched_db, tmp_path)
+    s = Store(db)
+    run = s.list_runs()[0]
+    s.update_run(run.id, fingerprint="0123456789abcdef")
+    s.close()
+    before = _committed(db)
+    res = run_cli("--db", str(db), "resume", str(run.id), "--headless", "--iterations", "1")
+    _one_line_error(res, "another environment", "start a new run")
+    assert _committed(db) == before
