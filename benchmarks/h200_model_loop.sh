@@ -14,5 +14,7 @@ MACHINE="$(nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu 
 echo "$MACHINE"
 python3 benchmarks/model_loop.py --backend cuda --out "$OUT" --work /tmp/forge-model-loop --machine "nvidia-smi: $MACHINE" "$@"
 rc=$?
-gzip -c /tmp/forge-model-loop/forge.db > "$OUT/forge.db.gz" 2>/dev/null
+# one self-contained copy of the database (WAL folded in), gzipped
+python3 -c "import sqlite3; s = sqlite3.connect('/tmp/forge-model-loop/forge.db'); d = sqlite3.connect('/tmp/forge-model-loop/copy.db'); s.backup(d); d.close()" \
+  && gzip -c /tmp/forge-model-loop/copy.db > "$OUT/forge.db.gz"
 exit $rc
