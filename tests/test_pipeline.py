@@ -157,3 +157,22 @@ def test_pause_lets_the_nodes_in_flight_finish_then_resume_continues(tmp_path, s
     assert final.status == "finished" and final.iterations_done == 6, lines
     assert len(store.nodes(run.id)) == 7
     store.close()
+
+
+@pytest.mark.slow
+def test_resume_takes_a_new_parallel_and_keeps_it(tmp_path, capsys):
+    from forge_tui.cli import main
+
+    db = str(tmp_path / "r.db")
+    assert main(["--db", db, "run", "softmax", "--headless", "--backend", "host", "--proposer", "tune",
+                 "--iterations", "2"]) == 0
+    s = Store(db)
+    assert json.loads(s.get_run(1).config_json)["parallel"] == 1  # the tuner's default on host
+    assert main(["--db", db, "resume", "1", "--headless", "--iterations", "2", "--parallel", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "3 expansion(s) in flight" in out
+    run = s.get_run(1)
+    assert json.loads(run.config_json)["parallel"] == 3 and run.status == "finished" and run.iterations_done == 4
+    assert len(s.nodes(1)) == 5
+    assert main(["--db", db, "resume", "1", "--headless", "--parallel", "0"]) == 2
+    s.close()

@@ -325,7 +325,9 @@ class Search:
         workers = int(cfg.get("compile_workers") or default_compile_workers(parallel))
         ahead = bool(cfg.get("compile_ahead", True))
         self.log(f"pipeline: {parallel} expansion(s) in flight{' + 1 compiled ahead' if ahead else ''}, "
-                 f"{workers} compile thread(s), one evaluation at a time")
+                 f"{workers} compile thread(s), one evaluation at a time"
+                 + ("; compiles wait while the host evaluates (the CPU is the device timed)"
+                    if self.cpu_gate.enabled else ""))
         return Pipeline(self, ctx, parallel=parallel, compile_ahead=ahead, compile_workers=workers).run()
 
     def _config(self) -> dict:
