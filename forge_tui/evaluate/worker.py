@@ -102,6 +102,11 @@ class Worker:
             facts.update(gpu="", cpu=platform.processor() or platform.machine(), torch_threads=1,
                          copy_gbs=self._cached_copy_bandwidth(facts))
         self.timer = trials.Timer(self.backend, self.device)
+        from forge_tui.evaluate.vet import TaskVetError, vet_task
+
+        reason = vet_task(self.task, self.backend, self.device)  # check 7, before any candidate
+        if reason:
+            raise TaskVetError(f"task {self.task.name} cannot judge kernels: {reason}")
         if self.backend == "host":
             facts.update(limit_memory(self.task, msg.get("memory_limit_mb")))
         self.facts = facts
