@@ -303,11 +303,15 @@ class Timer:
     def sample(self, fn: Callable[[], object]) -> tuple[float, float, object]:
         """One flushed sample: ``(device_ms, host_ms, fn's return value)``."""
         if self.backend == "cuda":
-            # No synchronise between the flush and the start event: the flush (a 256 MB
-            # write, ~80 us) keeps the GPU busy while the host issues the call, so the
-            # event window holds the call's GPU work, not the host's launch latency (with
-            # an idle GPU, 5-13 us of ctypes/dispatcher launch time landed inside it). The
-            # previous sample ended with a whole-device synchronise, so nothing else runs.
+            # Drain what was queued since the last sample (output poisoning: a 512 MB
+            # fill takes ~150 us and would land in the host-clock cross-check), then flush
+            # with no synchronise before the start event: the flush (a 256 MB write, ~80 us
+            # on an H200) keeps the GPU busy while the host issues the call, so the event
+            # window holds the call's GPU work, not the host's launch latency (with an idle
+            # GPU, 5-13 us of ctypes/dispatcher launch time landed inside it). The host
+            # clock then spans flush remainder + call + whole-device synchronise, the same
+            # for candidate and eager, so their difference still exposes hidden work.
+            torch.cuda.synchronize()
             self.flush()
             t0 = time.perf_counter()
             self.start.record()
