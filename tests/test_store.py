@@ -415,24 +415,65 @@ con.execute("ROLLBACK")
 
 
 def test_locked_database_is_one_line_and_retry_works(tmp_path, searched_db):
+    """Another process holds the write lock past busy_timeout: at ``run`` start and mid-search."""
     db = _copy(searched_db, tmp_path)
+    run_id = Store(db, readonly=True).list_runs()[0].id
     before = _committed(db)
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(db)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
-    try:
+
+    def hold():
+        holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(db)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
         assert holder.stdout.readline().strip() == "locked"
+        return holder
+
+    def release(holder):
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+    holder = hold()
+    try:
         res = run_cli("--db", str(db), *HOST_RUN, "--iterations", "0", env={"FORGE_BUSY_TIMEOUT_S": "0.5"})
         _one_line_error(res, "locked by another process")
         listed = run_cli("--db", str(db), "ls")  # readers are not blocked by a writer (WAL)
         assert listed.returncode == 0 and "softmax" in listed.stdout, listed.stderr
     finally:
-        holder.stdin.close()
-        holder.wait(timeout=30)
+        release(holder)
     assert _committed(db) == before
-    res = run_cli("--db", str(db), *HOST_RUN, "--iterations", "0", timeout=180)
-    assert res.returncode == 0, res.stdout + res.stderr
+
+    # mid-search: the lock is taken once the resumed search has stored a node
+    search = subprocess.Popen([sys.executable, "-m", "forge_tui.cli", "--db", str(db), "resume", str(run_id),
+                               "--headless", "--iterations", "2"], cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1",
+                                                           "FORGE_BUSY_TIMEOUT_S": "1"})
+    holder = None
+    try:
+        for line in search.stdout:
+            if "] node " in line:
+                holder = hold()
+                break
+        out, err = search.communicate(timeout=120)
+    finally:
+        if search.poll() is None:
+            search.kill()
+            search.wait()
+        if holder is not None:
+            release(holder)
+    assert holder is not None, "the search stored no node"
+    res = subprocess.CompletedProcess(search.args, search.returncode, out, err)
+    _one_line_error(res, "locked by another process", f"resume with forge-tui resume {run_id}")
+    mid = _committed(db)
+    assert {k: v for k, v in mid.items() if k[0] == "node" and k in before} == \
+        {k: v for k, v in before.items() if k[0] == "node"}
+    # the lock is gone: the same run resumes to its target
+    res = run_cli("--db", str(db), "resume", str(run_id), "--headless", timeout=240)
+    assert res.returncode == 0 and "Traceback" not in res.stdout + res.stderr, res.stdout + res.stderr
+    s = Store(db, readonly=True)
+    run = s.get_run(run_id)
+    assert run.status == "finished" and run.iterations_done == run.iterations_target == 3
+    s.close()
     after = _committed(db)
-    assert {k: v for k, v in after.items() if k in before} == before and len(after) > len(before)
+    assert {k: v for k, v in after.items() if k[0] == "node" and k in mid} == \
+        {k: v for k, v in mid.items() if k[0] == "node"}
 
 
 def _make_read_only(path: Path) -> bool:

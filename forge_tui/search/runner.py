@@ -270,6 +270,9 @@ class Search:
         try:
             self.store.update_run(self.run_id, event_kind="status", **fields)
         except StoreError as exc:
+            if "locked" in str(exc):  # waiting out the lock again would only delay the exit
+                self.log(f"could not record the run's final state: {str(exc).splitlines()[0]}")
+                return
             try:
                 self.store.update_run(self.run_id, status=status, status_reason=reason[:200])
             except StoreError:
