@@ -27,6 +27,7 @@ stderr names the commit and the Store method that made it.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -225,9 +226,35 @@ class Store:
         )
         event.listen(self.engine, "connect", self._on_connect)
         try:
-            self._init_schema()
+            with self._init_lock():
+                self._init_schema()
         except (OperationalError, DBAPIError, sqlite3.Error) as exc:
             raise _explain(exc, self.path) from exc
+
+    @contextmanager
+    def _init_lock(self) -> Iterator[None]:
+        """Serialise schema creation and migration between processes opening one file.
+
+        Two searches started at once on a new file both saw no tables and both ran
+        CREATE TABLE ("table meta already exists", seen on the H200). An exclusive
+        ``flock`` on ``<db>.init-lock`` makes the second wait and then find the schema.
+        Read-only opens create nothing and take no lock; a directory where the lock file
+        cannot be made falls back to no lock.
+        """
+        if self.readonly:
+            yield
+            return
+        try:
+            fd = os.open(f"{self.path}.init-lock", os.O_CREAT | os.O_RDWR, 0o644)
+        except OSError:
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
 
     # ----------------------------------------------------------------- plumbing
     def _on_connect(self, dbapi_conn, _record) -> None:
@@ -482,7 +509,6 @@ class Store:
             if row.status == status and not fields:
                 return
             row.status = status
-
             for k, v in fields.items():
                 setattr(row, k, v)
             s.add(row)

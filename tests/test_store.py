@@ -518,3 +518,18 @@ def test_resume_refuses_to_mix_environments(tmp_path, searched_db):
     res = run_cli("--db", str(db), "resume", str(run.id), "--headless", "--iterations", "1")
     _one_line_error(res, "another environment", "start a new run")
     assert _committed(db) == before
+
+
+def test_many_processes_create_one_new_database_at_once(tmp_path):
+    """Two searches started together on a new file both created the schema (seen on the H200)."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "race.db"
+    code = ("import sys; from store import Store; s = Store(sys.argv[1]); "
+            "print(s.integrity_check())")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(6)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-300:] for o in outs]
+    assert all(o[0].strip() == "ok" for o in outs)
