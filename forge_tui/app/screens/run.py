@@ -357,7 +357,11 @@ class RunScreen(Screen):
             self.selected_id = nid
             if self._detail_timer is not None:
                 self._detail_timer.stop()
-            self._detail_timer = self.set_timer(DETAIL_DEBOUNCE_S, self._detail_tick)
+                self._detail_timer = None
+            if self.detail is None:
+                self.load_detail(nid)  # the first node shown: nothing to debounce
+            else:
+                self._detail_timer = self.set_timer(DETAIL_DEBOUNCE_S, self._detail_tick)
 
     def _detail_tick(self) -> None:
         self._detail_timer = None
@@ -400,11 +404,12 @@ class RunScreen(Screen):
         if self.detail is None or not self._stale or not self.is_mounted:
             return
         d = self.detail
-        for pane in [p for p in DETAIL_PANES if p in self._stale and self.pane_visible(p)]:
-            self._stale.discard(pane)
-            if pane == "code":
-                self.query_one(CodeView).show(d, self.run.backend if self.run else "host")
-            elif pane == "meas":
-                self.query_one(MeasurementsPane).show(d)
-            else:
-                self.query_one(TranscriptPane).show(d)
+        with self.app.batch_update():  # one layout pass for all the panes
+            for pane in [p for p in DETAIL_PANES if p in self._stale and self.pane_visible(p)]:
+                self._stale.discard(pane)
+                if pane == "code":
+                    self.query_one(CodeView).show(d, self.run.backend if self.run else "host")
+                elif pane == "meas":
+                    self.query_one(MeasurementsPane).show(d)
+                else:
+                    self.query_one(TranscriptPane).show(d)
