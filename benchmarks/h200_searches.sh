@@ -11,6 +11,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 FORGE_DB=/tmp/forge.db FORGE_CACHE=/tmp/forge-cache
 [ -f .gpu-in/forge.db ] && cp .gpu-in/forge.db /tmp/forge.db
 NGPU=$(nvidia-smi -L | wc -l)
+python3 -m forge_tui.cli ls >/dev/null  # create the database before the queues race to
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
 declare -a Q
 i=0
