@@ -100,6 +100,8 @@ async def test_code_view_toggles(make_app):
         code = app.screen.query_one(CodeView)
         text, lexer, sub = code.render_text()
         assert lexer == "diff" and "+        // unrolled by 4" in text and "vs parent #4" in sub
+        assert "+        // unrolled by 4" in code.plain()  # what the line view shows
+        assert code.line_count == len(text.rstrip("\n").split("\n"))
         await pilot.press("2")
         assert app.screen.focused is code
         await pilot.press("v")
