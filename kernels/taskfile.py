@@ -417,7 +417,8 @@ class _FileTask:
         reference.forge_layout = {  # read through layout_of(): what export needs to call the model
             "n_get_inputs": len(first), "tensor_positions": tensor_pos, "constants": constants,
             "input_names": [a_.name for a_ in in_args], "param_names": param_names, "model_seed": MODEL_SEED}
-        doc = (inspect.getdoc(Model) or "").strip().splitlines()
+        # the class's own docstring only: inspect.getdoc would inherit nn.Module's
+        doc = inspect.cleandoc(Model.__dict__.get("__doc__") or "").strip().splitlines()
         what = doc[0].rstrip(".") if doc else f"{Model.__name__} from {self.path.name}"
         desc = (f"{what[:120]} ({self.path.name}; output {'x'.join(map(str, out_shape)) or 'scalar'} {out_dtype})")
         return TaskSpec(

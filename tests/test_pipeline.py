@@ -176,3 +176,21 @@ def test_resume_takes_a_new_parallel_and_keeps_it(tmp_path, capsys):
     assert len(s.nodes(1)) == 5
     assert main(["--db", db, "resume", "1", "--headless", "--parallel", "0"]) == 2
     s.close()
+
+
+@pytest.mark.slow
+def test_a_search_that_exhausts_its_space_still_confirms_its_best(tmp_path):
+    """The host rms_norm seed has 4 configurations: a 10-iteration search runs out early and
+    must re-measure its best like a run that spends its budget (a fresh user saw no
+    confirmation on the default host search)."""
+    from kernels.registry import get_task
+
+    store = Store(tmp_path / "x.db")
+    run = create_run(store, get_task("rms_norm"), backend="host", proposer="tune", iterations=10)
+    lines: list[str] = []
+    final = Search(store, run.id, log=lines.append).execute()
+    assert final.status == "finished" and "exhausted" in (final.status_reason or ""), lines
+    assert final.iterations_done < 10
+    best = store.get_node(final.best_node_id)
+    assert best.confirmed_speedup is not None, lines
+    assert any("confirmed node" in ln for ln in lines)

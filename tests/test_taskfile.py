@@ -229,3 +229,10 @@ def test_cli_run_says_one_line_for_each_unfit_file(tmp_path):
         assert len(lines) == 1 and lines[0].startswith("forge-tui: ") and "Traceback" not in err, (case, err)
         assert cases[case][1] in lines[0], (case, lines[0])
     assert "--proposer llm" in results["tune_without_seed"][1] and "needs one" in results["tune_without_seed"][1]
+
+
+def test_a_model_without_docstring_is_not_described_by_nn_module(tmp_path):
+    text = SWISH.replace('    """x * sigmoid(x) + bias over the last dim."""\n', "")
+    t = load_task_file(write(tmp_path, "nodoc.py", text))
+    assert "Base class" not in t.description
+    assert t.description.startswith("Model from nodoc.py")

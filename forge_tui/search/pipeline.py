@@ -177,6 +177,7 @@ class Pipeline:
                     self.s._confirm_best()
                     return "finished", ""
                 if self.exhausted:
+                    self.s._confirm_best()  # a run that ends early is re-measured like one that runs out
                     return "finished", "search space exhausted: every reachable configuration was tried"
             try:
                 event = self.events.get(timeout=1.0)
