@@ -261,6 +261,31 @@ async def test_new_search_dialog_cancel_and_bad_iterations(make_app, db):
     assert len(Store(db).list_runs()) == 3
 
 
+@pytest.mark.parametrize("size", [(80, 24), (80, 12), (160, 48)])
+async def test_new_search_dialog_buttons_on_screen(make_app, size):
+    """Start and Cancel show whatever the height: compact fields at 80x24, a scrolling body below that."""
+    app = make_app()
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot, runs_ready(app))
+        await pilot.press("n")
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, NewSearchScreen)
+        screen = dialog.region
+        for bid in ("#start", "#cancel"):
+            region = dialog.query_one(bid).region
+            assert region.height >= 1 and screen.contains_region(region), (bid, region)
+        assert dialog.has_class("-compact") == (size[1] < 36)
+        await pilot.press("tab", "tab", "tab", "tab")  # to iterations: the body scrolls it into view
+        await settle(pilot)
+        field = dialog.query_one("#new-iterations")
+        assert app.focused is field and screen.contains_region(field.region)
+        dialog.query_one("#new-iterations").value = ""
+        await pilot.click("#start")
+        await pilot.pause()
+        assert "whole number" in str(dialog.query_one("#new-error").render())
+
+
 async def test_help_lists_screen_actions_before_generic_keys(make_app):
     from forge_tui.app.screens.help import binding_groups
 

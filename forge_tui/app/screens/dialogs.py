@@ -7,7 +7,7 @@ from typing import Optional
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
@@ -51,8 +51,16 @@ class NewSearch:
     iterations: int
 
 
+#: Below this terminal height the form's fields drop their borders (one row each), so the
+#: dialog fits 80x24; the fields scroll above the buttons whatever the height.
+COMPACT_HEIGHT = 36
+
+
 class NewSearchScreen(ModalScreen[Optional[NewSearch]]):
-    """The new-search form: task, backend, proposer, model, iterations."""
+    """The new-search form: task, backend, proposer, model, iterations.
+
+    The fields scroll in their own box; the error line and the Start/Cancel buttons stay
+    below it, always on screen. On a short terminal the fields are compact."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
@@ -63,7 +71,7 @@ class NewSearchScreen(ModalScreen[Optional[NewSearch]]):
     def compose(self) -> ComposeResult:
         with Vertical(id="new-box", classes="dialog"):
             yield Label("New search", classes="dialog-title")
-            with Grid(id="new-grid"):
+            with VerticalScroll(id="new-body"), Grid(id="new-grid"):
                 yield Label("task")
                 yield Select([(t, t) for t in self.tasks], value=self.tasks[0] if self.tasks else Select.BLANK,
                              allow_blank=False if self.tasks else True, id="new-task")
@@ -82,7 +90,21 @@ class NewSearchScreen(ModalScreen[Optional[NewSearch]]):
                 yield Button("Cancel", id="cancel")
 
     def on_mount(self) -> None:
+        self._apply_height(self.app.size.height)
         self.query_one("#new-task").focus()
+
+    def on_resize(self, event) -> None:
+        self._apply_height(event.size.height)
+
+    def _apply_height(self, height: int) -> None:
+        compact = height < COMPACT_HEIGHT
+        self.set_class(compact, "-compact")
+        for w in self.query("#new-grid Select, #new-grid Input, #new-box Button"):
+            w.compact = compact
+        # The box's height is auto, so the fields' box is capped by hand: the terminal less the
+        # border, padding, title, error line and buttons (see forge.tcss), so those always show.
+        chrome = 5 if compact else 11
+        self.query_one("#new-body").styles.max_height = max(2, height - chrome)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
