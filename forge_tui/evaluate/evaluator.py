@@ -337,7 +337,7 @@ class Evaluator:
             ends here (``rejected``, ``compile_error``, compile ``timeout``), else None and
             ``compiled`` goes to :meth:`run_compiled`.
         """
-        reason = check_source(source, self.backend)
+        reason = check_source(source, self.backend, self.task.signature(self.backend))
         if reason:
             return EvalResult("rejected", reason), None
         compiled = self.compile(source)
@@ -352,7 +352,7 @@ class Evaluator:
             on_stage: called with ``compiling``, ``verifying``, ``timing`` as stages begin.
             compiled: a compile already done (the pipeline compiles ahead on CPU threads).
         """
-        reason = check_source(source, self.backend)
+        reason = check_source(source, self.backend, self.task.signature(self.backend))
         if reason:
             return EvalResult("rejected", reason)
         self.start()

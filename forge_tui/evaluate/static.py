@@ -50,13 +50,62 @@ def _strip(source: str) -> str:
     return out
 
 
-def check_source(source: str, backend: str) -> Optional[str]:
+_LAUNCH = re.compile(r'extern\s+"C"[^;{]*\bforge_launch\s*\(')
+
+
+def launch_param_count(code: str) -> Optional[int]:
+    """How many parameters the first ``extern "C" ... forge_launch(`` in ``code`` takes.
+
+    ``code`` has its comments and literals stripped (:func:`_strip`; a signature string
+    needs none). Counts the top-level commas of the parameter list, nested parentheses and
+    brackets included. Returns None whenever the count is not certain: no such definition,
+    an unbalanced list, template arguments or comparisons (``<``, ``>``), default arguments
+    (``=``), variadics (``...``), a preprocessor line, or a name a ``#define`` gives a value
+    to (a macro may stand for several parameters).
+    """
+    m = re.search(r'extern\s+"C?"[^;{]*\bforge_launch\s*\(', code)  # _strip empties "C"
+    if not m:
+        return None
+    depth, i = 0, m.end()
+    while i < len(code):
+        ch = code[i]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                break
+            depth -= 1
+        i += 1
+    else:
+        return None
+    params = code[m.end():i]
+    if any(t in params for t in ("<", ">", "=", "...", "#")):
+        return None
+    macros = set(re.findall(r"^\s*#\s*define\s+(\w+)", code, flags=re.M))
+    if macros & set(re.findall(r"\b\w+\b", params)):
+        return None
+    text = " ".join(params.split())
+    if text in ("", "void"):
+        return 0
+    count, depth = 1, 0
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            count += 1
+    return count
+
+
+def check_source(source: str, backend: str, signature: Optional[str] = None) -> Optional[str]:
     """Return None when the source may be compiled, else a one-line reason to reject it.
 
-    Rules: size at most :data:`MAX_SOURCE_BYTES`; exports ``forge_launch``; on cuda at
-    least one ``__global__`` kernel; no forbidden call (process, file, network, dynamic
-    loading, assembly, stream/thread creation, timer tampering, printing); only
-    allow-listed headers.
+    Rules: size at most :data:`MAX_SOURCE_BYTES`; exports ``forge_launch``, with as many
+    parameters as ``signature`` (the task's declaration on ``backend``, when given; only a
+    count :func:`launch_param_count` is certain of is refused); on cuda at least one
+    ``__global__`` kernel; no forbidden call (process, file, network, dynamic loading,
+    assembly, stream/thread creation, timer tampering, printing); only allow-listed headers.
     """
     size = len(source.encode("utf-8", "replace"))
     if size > MAX_SOURCE_BYTES:
@@ -64,8 +113,13 @@ def check_source(source: str, backend: str) -> Optional[str]:
     if "\x00" in source:
         return "source contains a NUL byte"
     code = _strip(source)
-    if not re.search(r'extern\s+"C"[^;{]*\bforge_launch\s*\(', source):
-        return 'no `extern "C" int forge_launch(...)` found: the candidate must export the launch function'
+    if not _LAUNCH.search(source):
+        return ('no `extern "C" int forge_launch(...)` found: the candidate must export the launch function'
+                + (f"; the task's signature: {signature}" if signature else ""))
+    if signature:
+        want, got = launch_param_count(signature), launch_param_count(code)
+        if want is not None and got is not None and want != got:
+            return f"forge_launch takes {got} parameters, the task's signature has {want}: {signature}"
     if backend == "cuda" and "__global__" not in code:
         return "no __global__ kernel: the cuda backend needs the work done on the GPU"
     for m in re.finditer(r'#\s*include\s*[<"]([^>"]+)[>"]', source):
