@@ -291,7 +291,7 @@ class Store:
                     raise StoreError(f"{self.path} has schema {version}; open it once without read-only to migrate it")
                 self._migrate(version)
             return
-        if tables and not ours and not self.readonly:
+        if tables and not ours:
             raise StoreError(f"{self.path} is an SQLite file of another application (no forge-tui schema)")
         if self.readonly:
             raise StoreError(f"{self.path} holds no forge-tui data")

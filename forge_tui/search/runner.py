@@ -101,6 +101,23 @@ def register_task(store: Store, task: TaskSpec):
                           signature=task.signature("cuda"), content_hash=task.content_hash())
 
 
+#: Source suffixes that say which backend a kernel file is written for.
+SOURCE_BACKENDS = {".cu": "cuda", ".cuh": "cuda", ".cpp": "host", ".cc": "host", ".cxx": "host"}
+
+
+def backend_mismatch(path: os.PathLike | str, backend: str, *, label: str = "", whose: str = "the backend",
+                     kind: str = "kernel") -> Optional[str]:
+    """One line when a kernel file's suffix names another backend than ``backend`` (``.cu`` is
+    cuda, ``.cpp`` host), else None (other suffixes are not judged). ``run --seed-kernel``
+    and ``eval`` share it."""
+    path = Path(path)
+    want = SOURCE_BACKENDS.get(path.suffix)
+    if want is None or want == backend:
+        return None
+    return (f"{label or path} is a {path.suffix} file but {whose} is {backend}: "
+            f"pass a {'.cu' if backend == 'cuda' else '.cpp'} {kind} or --backend {want}")
+
+
 def create_run(store: Store, task: TaskSpec, *, backend: str = "auto", proposer: str = "tune", iterations: int = 50,
                seed: int = 0, c: float = 1.0, model: str = "", config: Optional[dict] = None,
                seed_kernel: Optional[os.PathLike | str] = None):
@@ -119,10 +136,9 @@ def create_run(store: Store, task: TaskSpec, *, backend: str = "auto", proposer:
     seed_source = task.seed_source(backend)
     if seed_kernel is not None:
         path = Path(seed_kernel)
-        want = {".cu": "cuda", ".cuh": "cuda", ".cpp": "host", ".cc": "host", ".cxx": "host"}.get(path.suffix)
-        if want is not None and want != backend:
-            raise SearchError(f"--seed-kernel {path} is a {path.suffix} file but the run's backend is {backend}: "
-                              f"pass a {'.cu' if backend == 'cuda' else '.cpp'} seed or --backend {want}")
+        why = backend_mismatch(path, backend, label=f"--seed-kernel {path}", whose="the run's backend", kind="seed")
+        if why:
+            raise SearchError(why)
         try:
             seed_source = path.read_text()
         except OSError as exc:
@@ -353,15 +369,19 @@ class Search:
         from forge_tui.llm.config import is_local_endpoint
 
         cfg = self._config()
+        # the gate guards the device being timed: the GPU on cuda, the CPU on the host backend
+        host = self.run.backend == "host"
+        device, what = ("CPU", "host") if host else ("GPU", "GPU")
         if is_local_endpoint(url):
-            note = (f"on: the LLM endpoint {url} is on this machine, so no GPU evaluation overlaps a generation "
-                    f"(a local server shares the GPU and would spoil the timings)")
+            note = (f"on: the LLM endpoint {url} is on this machine, so no {what} evaluation overlaps a generation "
+                    f"(a local server shares the {'CPU, the device timed on the host backend,' if host else 'GPU'} "
+                    f"and would spoil the timings)")
             self.gate = TimingGate(True, note)
             client.gate = self.gate.generation
         else:
-            note = f"off: the LLM endpoint {url} is remote; generation overlaps GPU evaluation"
+            note = f"off: the LLM endpoint {url} is remote; generation overlaps {what} evaluation"
             self.gate = TimingGate(False, note)
-        self.log(f"GPU gate {note}")
+        self.log(f"{device} gate {note}")
         if cfg.get("gpu_gate") != note:
             cfg["gpu_gate"] = note
             self.run = self.store.update_run(self.run_id, config_json=json.dumps(cfg))

@@ -67,7 +67,7 @@ def test_llm_search_with_parallel_2(tmp_path, fake_llm):
     r = run_cli("--db", str(db), "run", "softmax", "--backend", "host", "--proposer", "llm", "--iterations", "5",
                 "--parallel", "2", "--headless", env=env, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "2 expansion(s) in flight" in r.stdout and "GPU gate on" in r.stdout
+    assert "2 expansion(s) in flight" in r.stdout and "CPU gate on" in r.stdout
     data = json.loads(run_cli("--db", str(db), "show", "1", "--json", env=env).stdout)
     assert data["run"]["status"] == "finished"
     nodes = data["nodes"]
