@@ -224,7 +224,25 @@ def is_local_endpoint(base_url: str, *, timeout_s: float = 3.0) -> bool:
     return any(_is_own_address(ip) for ip in _addresses(host, timeout_s))
 
 
-def missing(cfg: LLMConfig, env: Optional[dict] = None, *, path: Optional[Path] = None) -> Optional[str]:
+def endpoint_overrides(stored: dict, args=None, env: Optional[dict] = None) -> dict:
+    """What ``resume`` changes in a run's stored endpoint: ``{"base_url"?, "model"?}``.
+
+    A run keeps the endpoint it was started with (its config is the default); the
+    environment (``OPENAI_BASE_URL``, ``FORGE_LLM_MODEL``) overrides it, and the flags
+    (``--base-url``, ``--model``) override both. Only values that differ from the stored
+    ones are returned. The config file does not override a run. The key is never part of it.
+    """
+    env = os.environ if env is None else env
+    new: dict[str, str] = {}
+    for key, var, flag in (("base_url", "OPENAI_BASE_URL", "base_url"), ("model", "FORGE_LLM_MODEL", "model")):
+        value = getattr(args, flag, None) or env.get(var) or ""
+        if value and value != stored.get(key, ""):
+            new[key] = value
+    return new
+
+
+def missing(cfg: LLMConfig, env: Optional[dict] = None, *, path: Optional[Path] = None,
+            who: str = "--proposer llm") -> Optional[str]:
     """Why ``cfg`` cannot drive an LLM search, as one line naming how to fix it; None when it can.
 
     A local server (see :func:`is_local_endpoint`) needs only its base URL: no key, and the
@@ -235,7 +253,7 @@ def missing(cfg: LLMConfig, env: Optional[dict] = None, *, path: Optional[Path] 
     where = path or config_path()
     key = env.get("OPENAI_API_KEY")
     if not cfg.base_url and not key:
-        return (f"--proposer llm needs an endpoint: pass --base-url URL (e.g. http://localhost:8000/v1), "
+        return (f"{who} needs an endpoint: pass --base-url URL (e.g. http://localhost:8000/v1), "
                 f"set OPENAI_BASE_URL, or set base_url in the [llm] table of {where}; "
                 f"a hosted API also needs OPENAI_API_KEY and --model")
     url = cfg.base_url or DEFAULT_BASE_URL
