@@ -43,12 +43,71 @@ def _headless_log(line: str) -> None:
     print(line, flush=True)
 
 
+def _has_terminal() -> bool:
+    """True when both stdin and stdout are terminals (the app needs both)."""
+    try:
+        return sys.stdin.isatty() and sys.stdout.isatty()
+    except (AttributeError, ValueError, OSError):  # closed or replaced streams
+        return False
+
+
+#: ``run --headless`` / ``resume --headless`` exit codes by the run's final status: 0 finished,
+#: 3 paused or interrupted (resumable: ``forge-tui resume``), 1 failed. 2 is a usage error.
+EXIT_BY_STATUS = {"finished": 0, "paused": 3, "interrupted": 3}
+
+
+def _exit_code(final) -> int:
+    return EXIT_BY_STATUS.get(final.status, 1)
+
+
+def _background(store: Store, run_id: int, what: str) -> int:
+    """Start (or resume) the search detached; open the app when there is a terminal, else say where it went."""
+    log = spawn_search(store.path, run_id)
+    if not _has_terminal():
+        print(f"forge-tui: no terminal (stdin or stdout is not a tty): the search was {what} in the background as "
+              f"run {run_id} (log: {log}); pass --headless to run it in the foreground, or open the app from a "
+              f"terminal with: forge-tui --db {store.path}", flush=True)
+        return 0
+    return _open_app(store, run_id, note=f"search {what} in the background; its log: {log}")
+
+
+def _check_search_flags(args) -> Optional[str]:
+    """One line for a search flag out of range (``--c``, ``--repairs``, ``--parallel``), else None."""
+    if getattr(args, "parallel", None) is not None and args.parallel < 1:
+        return "--parallel must be 1 or more"
+    if getattr(args, "c", None) is not None and args.c < 0:
+        return "--c (the UCT exploration constant) must be 0 or more"
+    if getattr(args, "repairs", None) is not None and args.repairs < 0:
+        return "--repairs must be 0 or more"
+    if getattr(args, "iterations", None) is not None and args.iterations < 0:
+        return "--iterations must be 0 or more"
+    return None
+
+
+def _pin_endpoint_env(cfg: dict) -> None:
+    """Make a search started from here see ``cfg``'s endpoint, whatever this shell's environment says.
+
+    The background search is ``resume --headless`` in a child process, and resume lets
+    OPENAI_BASE_URL and FORGE_LLM_MODEL override the run's stored endpoint; the child gets
+    the one this command just decided (a ``--base-url`` flag beats the environment).
+    """
+    for var, key in (("OPENAI_BASE_URL", "base_url"), ("FORGE_LLM_MODEL", "model")):
+        if cfg.get(key):
+            os.environ[var] = cfg[key]
+        else:
+            os.environ.pop(var, None)
+
+
 def cmd_run(args, store: Store) -> int:
     from forge_tui.search.runner import Search, SearchError, create_run
 
+    from forge_tui.llm.config import read_file
+
+    read_file()  # a broken config file is an error on every command that may use it (ConfigError)
+    why = _check_search_flags(args)
+    if why:
+        return _err(why)
     parallel = _parallel(args)
-    if parallel < 1:
-        return _err("--parallel must be 1 or more")
     if args.proposer == "llm":
         from forge_tui.llm.config import load, missing
 
@@ -70,9 +129,10 @@ def cmd_run(args, store: Store) -> int:
             final = Search(store, run.id, log=_headless_log).execute()
         except SearchError as exc:
             return _err(str(exc))
-        return 0 if final.status in ("finished", "interrupted", "paused") else 1
-    log = spawn_search(store.path, run.id)
-    return _open_app(store, run.id, note=f"search running in the background; its log: {log}")
+        return _exit_code(final)
+    if args.proposer == "llm":
+        _pin_endpoint_env(config)
+    return _background(store, run.id, "started")
 
 
 def _parallel(args) -> int:
@@ -97,29 +157,49 @@ def _parallel(args) -> int:
 def cmd_resume(args, store: Store) -> int:
     from forge_tui.search.runner import Search, SearchError
 
-    run = store.get_run(args.run_id)
-    if run.proposer == "llm":
-        from forge_tui.llm.config import LLMConfig, missing
+    from forge_tui.llm.config import read_file
 
-        why = missing(LLMConfig.from_dict(json.loads(run.config_json or "{}"), where=f"run {run.id}'s config",
-                                          strict=False))
+    read_file()  # ConfigError names the key or line
+    why = _check_search_flags(args)
+    if why:
+        return _err(why)
+    run = store.get_run(args.run_id)
+    cfg = json.loads(run.config_json or "{}")
+    if run.proposer == "llm":
+        from forge_tui.llm.config import LLMConfig, endpoint_overrides, missing
+
+        changes = endpoint_overrides(cfg, args)
+        if changes:
+            was = ", ".join(f"{k} {cfg.get(k) or '(default)'!s} -> {v}" for k, v in changes.items())
+            cfg.update(changes)
+            fields = {"model": changes["model"]} if "model" in changes else {}
+            run = store.update_run(run.id, config_json=json.dumps(cfg), **fields)
+            print(f"run {run.id}: {was} (from the flags and environment; stored with the run)", flush=True)
+        why = missing(LLMConfig.from_dict(cfg, where=f"run {run.id}'s config", strict=False))
         if why:
             return _err(why)
+    elif args.base_url or args.model:
+        return _err(f"run {run.id} uses the {run.proposer} proposer: --base-url and --model apply to llm runs only")
     if args.parallel is not None:
-        if args.parallel < 1:
-            return _err("--parallel must be 1 or more")
-        cfg = json.loads(run.config_json or "{}")
         cfg["parallel"] = args.parallel
         run = store.update_run(run.id, config_json=json.dumps(cfg))
+    if args.iterations is not None:
+        target = run.iterations_done + args.iterations
+        if target != run.iterations_target:
+            print(f"run {run.id}: iteration target {run.iterations_target} -> {target} ({args.iterations} more "
+                  f"after the {run.iterations_done} done)", flush=True)
     if not args.headless:
-        log = spawn_search(store.path, run.id)
-        return _open_app(store, run.id, note=f"search resumed in the background; its log: {log}")
+        if args.iterations is not None:  # the background search is started without --iterations
+            run = store.update_run(run.id, iterations_target=run.iterations_done + args.iterations)
+        if run.proposer == "llm":
+            _pin_endpoint_env(cfg)
+        return _background(store, run.id, "resumed")
     print(f"run {run.id}", flush=True)
     try:
         final = Search(store, run.id, log=_headless_log).execute(extra_iterations=args.iterations)
     except SearchError as exc:
         return _err(str(exc))
-    return 0 if final.status in ("finished", "interrupted", "paused") else 1
+    return _exit_code(final)
 
 
 def cmd_stop(args, store: Store) -> int:
@@ -140,11 +220,13 @@ def cmd_ls(args, store: Store) -> int:
     if not runs:
         print(f"no runs in {store.path}; start one with: forge-tui run softmax")
         return 0
-    print(f"{'id':>4}  {'task':16} {'status':12} {'backend':7} {'proposer':8} {'nodes':>9} {'best':>8}  created")
+    w = max(4, *(len(r["task"]) for r in runs))
+    print(f"{'id':>4}  {'task':{w}} {'status':12} {'backend':7} {'proposer':8} {'iterations':>10} {'best':>8}  created")
     for r in runs:
         best = f"{r['best_speedup']:.3f}x" if r["best_speedup"] else "-"
-        print(f"{r['id']:>4}  {r['task'][:16]:16} {r['status']:12} {r['backend']:7} {r['proposer']:8} "
-              f"{r['nodes']:>4}/{r['iterations']:<4} {best:>8}  {r['created_at']}")
+        its = f"{r['nodes']}/{r['iterations']}"
+        print(f"{r['id']:>4}  {r['task']:{w}} {r['status']:12} {r['backend']:7} {r['proposer']:8} "
+              f"{its:>10} {best:>8}  {r['created_at']}")
     return 0
 
 
@@ -193,7 +275,7 @@ def cmd_show(args, store: Store) -> int:
 
 def cmd_eval(args, store: Optional[Store]) -> int:
     from forge_tui.evaluate.evaluator import Evaluator, WorkerError
-    from forge_tui.search.runner import SearchError, resolve_backend, task_ref
+    from forge_tui.search.runner import backend_mismatch, resolve_backend, task_ref
 
     task = _load_task(args.task)
     path = Path(args.source)
@@ -204,6 +286,9 @@ def cmd_eval(args, store: Optional[Store]) -> int:
     except OSError as exc:
         return _err(f"cannot read {path}: {exc.strerror}")
     backend = resolve_backend(args.backend)
+    why = backend_mismatch(path, backend)
+    if why:
+        return _err(why)
     ev = Evaluator(task, backend, task_ref=task_ref(task))
     try:
         base = ev.start()
@@ -219,17 +304,21 @@ def cmd_eval(args, store: Optional[Store]) -> int:
         print(json.dumps(out, indent=1))
     else:
         print(f"{res.status}" + (f"  {res.speedup:.3f}x over eager" if res.speedup else "")
-              + (f"  ({res.error})" if res.error else ""))
+              + (f": {res.error}" if res.error else ""))
         for shape, v in res.shapes.items():
             print(f"  {shape}: {v['median_ms'] * 1e3:.1f} us vs eager {v['baseline_ms'] * 1e3:.1f} us "
                   f"({v['speedup']:.3f}x, {v['gbps']:.0f} GB/s, CV {100 * v['cv']:.1f}%)")
-    return 0
+    return 0 if res.status == "ok" else 1
 
 
 def cmd_tasks(args, store) -> int:
     from kernels.registry import catalog
 
-    tasks = catalog()
+    if args.task:
+        t = _load_task(args.task)
+        tasks = {t.name: t}
+    else:
+        tasks = catalog()
     if args.json:
         print(json.dumps([t.spec_dict() for t in tasks.values()], indent=1))
         return 0
@@ -244,6 +333,8 @@ def cmd_capture(args, store: Store) -> int:
     """``forge-tui capture FILE``: the aten operators a model's forward runs; --select makes tasks."""
     from forge_tui import capture as cp
 
+    if args.samples is not None and args.samples < 1:
+        return _err("--samples must be 1 or more")
     cap = cp.record(args.file, backend=args.backend)
     chosen = cp.select(cap, args.select.split(",")) if args.select else []
     if not args.no_time:
@@ -268,7 +359,17 @@ def cmd_apply(args, store) -> int:
     """``forge-tui apply MODEL KERNEL_DIR...``: the model with exported kernels swapped in, checked and timed."""
     from forge_tui.apply import apply, format_report
 
-    result = apply(args.model, args.kernel_dirs, backend=args.backend, samples=args.samples)
+    if args.samples is not None and args.samples < 1:
+        return _err("--samples must be 1 or more")
+    dirs, seen = [], set()
+    for d in args.kernel_dirs:
+        key = os.path.realpath(d)
+        if key in seen:
+            print(f"forge-tui: note: {d} is given more than once; applying it once", file=sys.stderr)
+            continue
+        seen.add(key)
+        dirs.append(d)
+    result = apply(args.model, dirs, backend=args.backend, samples=args.samples)
     print(json.dumps(result, indent=1) if args.json else format_report(result))
     return 0 if result["check"]["passed"] else 1
 
@@ -277,6 +378,9 @@ def cmd_export(args, store: Store) -> int:
     """``forge-tui export RUN_ID [--node ID] -o DIR``: the kernel as a module for model code."""
     from forge_tui.export import export_run
 
+    why = _export_target_problem(args.output)
+    if why and not args.force:
+        return _err(why)
     res = export_run(store, args.run_id, args.output, node_id=args.node, build=args.build)
     if args.json:
         print(json.dumps({"directory": str(res.directory), "files": res.files, "manifest": res.manifest}, indent=1))
@@ -291,10 +395,37 @@ def cmd_export(args, store: Store) -> int:
     return 0
 
 
+def _export_target_problem(out: Path) -> Optional[str]:
+    """Why ``export -o DIR`` should not write into ``out`` without --force, or None.
+
+    A missing or empty directory is fine, and so is a previous export (its ``manifest.json``
+    names a run and a node): its files are replaced.
+    """
+    out = Path(out).expanduser()
+    if not out.exists():
+        return None
+    if not out.is_dir():
+        return f"{out} exists and is not a directory: pass another -o DIR"
+    try:
+        if not any(out.iterdir()):
+            return None
+        manifest = json.loads((out / "manifest.json").read_text())
+        if isinstance(manifest, dict) and "run_id" in manifest and "node_id" in manifest:
+            return None
+    except (OSError, ValueError):
+        pass
+    return (f"{out} is not empty and holds no previous export: pass another -o DIR, or --force to write "
+            f"the export's files into it")
+
+
 def cmd_llm(args, store) -> int:
     """``forge-tui llm check``: one small request; model, latency and tokens, or why it failed."""
     from forge_tui.llm.check import check
+    from forge_tui.llm.config import load, missing
 
+    why = missing(load(args), who="llm check")  # ConfigError (a broken file) is a usage error: exit 2
+    if why:
+        return _err(why)
     ok, line = check(args)
     if not ok:
         _err(line)
@@ -306,7 +437,9 @@ def cmd_llm(args, store) -> int:
 def _open_app(store: Store, run_id: Optional[int] = None, note: str = "") -> int:
     from forge_tui.app.app import ForgeApp
 
-    ForgeApp(store.path, run_id=run_id, note=note).run()
+    line = ForgeApp(store.path, run_id=run_id, note=note).run()
+    if line:  # opened on one run: its state, log and how to reopen it
+        print(line)
     return 0
 
 
@@ -324,14 +457,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--backend", choices=["auto", "cuda", "host"], default="auto")
     r.add_argument("--proposer", choices=["tune", "llm"], default=None,
                    help="tune (default without an LLM endpoint) or llm")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=int, default=0,
+                   help="random seed of the search and of the correctness inputs (not --seed-kernel)")
     r.add_argument("--c", type=float, default=1.0, help="UCT exploration constant (speedup units)")
     r.add_argument("--repairs", type=int, default=2, help="repair attempts for a failed LLM child")
     r.add_argument("--seed-kernel", type=Path, default=None, metavar="PATH",
                    help="kernel source for the root node instead of the task's seed (.cu for cuda, .cpp for "
                         "host); the tuner turns its `// @tune` knobs")
-    r.add_argument("--model", default=None)
-    r.add_argument("--base-url", default=None)
+    r.add_argument("--model", default=None, help="LLM model name (default: $FORGE_LLM_MODEL, the config file)")
+    r.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL, "
+                   "the config file)")
     r.add_argument("--parallel", type=int, default=None, metavar="N",
                    help="expansions in flight while the GPU times one more (default: 2 with llm; "
                         "tune: 4 on cuda, 1 on host)")
@@ -342,6 +477,9 @@ def build_parser() -> argparse.ArgumentParser:
     rs.add_argument("--iterations", type=int, default=None, help="run N more iterations (default: up to its target)")
     rs.add_argument("--parallel", type=int, default=None, metavar="N",
                     help="expansions in flight from now on (default: as the run was started)")
+    rs.add_argument("--model", default=None, help="LLM model from now on (default: $FORGE_LLM_MODEL, else the run's)")
+    rs.add_argument("--base-url", default=None,
+                    help="LLM endpoint from now on (default: $OPENAI_BASE_URL, else the run's)")
     rs.add_argument("--headless", action="store_true")
     db_arg(rs)
     st = sub.add_parser("stop", help="ask a running search to stop (resumable)")
@@ -361,7 +499,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--json", action="store_true")
     db_arg(ev)
-    tk = sub.add_parser("tasks", help="list the task catalog")
+    tk = sub.add_parser("tasks", help="list the task catalog, or show one task (a name or a task file)")
+    tk.add_argument("task", nargs="?", default=None, metavar="TASK|FILE.py",
+                    help="a catalog name or a task file: its launch signatures and shapes")
     tk.add_argument("--json", action="store_true")
     db_arg(tk)
     cp = sub.add_parser("capture", help="list the aten operators a model file's forward runs; make tasks of some")
@@ -390,6 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--node", type=int, default=None, help="node to export (default: the run's best, confirmed first)")
     ex.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="directory to write into")
     ex.add_argument("--build", action="store_true", help="also compile kernel.so now (for machines without a compiler)")
+    ex.add_argument("--force", action="store_true", help="write into a non-empty directory that holds no "
+                    "previous export")
     ex.add_argument("--json", action="store_true")
     db_arg(ex)
     lm = sub.add_parser("llm", help="LLM endpoint tools")
@@ -407,6 +549,24 @@ COMMANDS = {"run": cmd_run, "resume": cmd_resume, "stop": cmd_stop, "ls": cmd_ls
             "llm": cmd_llm, "export": cmd_export}
 
 
+#: Commands that never open the database.
+NO_STORE = ("tasks", "llm", "apply", "eval")
+#: Commands that only read it: they create nothing (no directory, file or lock).
+READ_ONLY = ("ls", "show", "export")
+
+
+def _read_only_store(path: Path) -> Store:
+    """``path`` (an existing file) opened read-only. A file of an older schema, or one whose schema
+    creation was cut short (a full disk, a kill), is opened once for writing to migrate or finish it."""
+    try:
+        return Store(path, readonly=True)
+    except StoreError as exc:
+        if "to migrate it" not in str(exc) and "holds no forge-tui data" not in str(exc):
+            raise
+    Store(path).close()
+    return Store(path, readonly=True)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "proposer", "x") is None:
@@ -414,9 +574,24 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         args.proposer = default_proposer(args)
     try:
-        if args.cmd in ("tasks", "llm", "apply"):
+        if args.cmd is None and not _has_terminal():
+            return _err("the runs browser needs a terminal (stdin or stdout is not a tty): run forge-tui from a "
+                        "terminal, or use forge-tui ls / show RUN")
+        if args.cmd in NO_STORE or args.cmd == "capture" and not args.select:
             return COMMANDS[args.cmd](args, None)
-        store = Store(args.db or default_db_path())
+        path = Path(args.db or default_db_path()).expanduser()
+        if path.is_dir():
+            return _err(f"{path} is a directory: pass a database file (e.g. --db {path / 'forge.db'})")
+        if args.cmd in READ_ONLY:
+            if not path.exists():
+                if args.cmd == "ls":
+                    print("[]" if args.json else f"no runs: no database at {path} yet; start one with: "
+                          f"forge-tui run softmax")
+                    return 0
+                return _err(f"no database at {path}: pass --db PATH, or start a run first")
+            store = _read_only_store(path)
+        else:
+            store = Store(path)
         if args.cmd is None:
             return _open_app(store)
         return COMMANDS[args.cmd](args, store)
