@@ -17,8 +17,8 @@ from textual.screen import Screen
 from forge_tui.app.screens.help import HelpScreen
 from forge_tui.app.screens.run import RunScreen
 from forge_tui.app.screens.runs import RunsScreen
-from forge_tui.app.spawn import spawn_search
-from store import Store
+from forge_tui.app.spawn import log_path, spawn_search
+from store import Store, StoreError, default_db_path
 
 
 class ForgeApp(App):
@@ -31,6 +31,8 @@ class ForgeApp(App):
         clock: seconds since the epoch (tests freeze it).
         telemetry: read NVML telemetry when a GPU is present (tests turn it off).
         spawner: ``(db_path, run_id) -> log path``; starts a detached search (tests stub it).
+
+    Opened on one run, ``run()`` returns a line for the terminal (:meth:`leave_line`).
     """
 
     CSS_PATH = "forge.tcss"
@@ -68,6 +70,32 @@ class ForgeApp(App):
     def spawn(self, run_id: int) -> Path:
         """Start the search of a run in its own session; returns its log file."""
         return self._spawner(self.db_path, run_id)
+
+    def leave_line(self, run_id: int, stopping: bool = False) -> str:
+        """The line printed in the terminal when the app opened on one run exits: the run's
+        state, its log and how to get back to it (``run()`` returns it; see cli.py)."""
+        try:
+            run = self.store.get_run(run_id)
+        except StoreError:
+            return f"run {run_id}: not in {self.db_path}"
+        if stopping and run.status in ("running", "paused", "created"):
+            state = "stopping after the node in flight (resumable)"
+        else:
+            state = {"running": "still running in the background", "created": "starting in the background",
+                     "paused": "paused in the background (space in the app resumes it)"}.get(run.status, run.status)
+        try:
+            default = Path(default_db_path()).expanduser().resolve() == self.db_path.resolve()
+        except OSError:
+            default = False
+        cmd = "forge-tui" if default else f"forge-tui --db {self.db_path}"
+        return (f"run {run.id} ({run.task_name}): {state}; log: {log_path(self.db_path, run.id)}; "
+                f"reopen: {cmd} (pick run {run.id}) or {cmd} show {run.id}")
+
+    def action_quit(self) -> None:
+        if self.initial_run_id is not None:
+            self.exit(self.leave_line(self.initial_run_id))
+        else:
+            self.exit()
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

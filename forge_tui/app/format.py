@@ -29,6 +29,20 @@ def star() -> str:
     return "*" if ASCII else "★"
 
 
+def confirmed_mark() -> str:
+    """Beside a speedup re-measured with fresh inputs at the end of the run (``confirmed_speedup``)."""
+    return "c" if ASCII else "✓"
+
+
+def shown_speedup(node: Any) -> tuple[Optional[float], bool]:
+    """``(figure, confirmed)``: what to show for a node (a summary or a full row): the
+    confirmed speedup when the run re-measured it, else the search-time one."""
+    confirmed = getattr(node, "confirmed_speedup", None)
+    if confirmed is not None:
+        return confirmed, True
+    return getattr(node, "speedup", None), False
+
+
 def status_style(status: str) -> str:
     if status == "ok":
         return "green"

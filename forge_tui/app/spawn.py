@@ -8,12 +8,16 @@ import sys
 from pathlib import Path
 
 
+def log_path(db: Path, run_id: int) -> Path:
+    """Where a detached search of ``run_id`` writes its output: ``logs/run-ID.log`` beside the db."""
+    return Path(db).parent / "logs" / f"run-{run_id}.log"
+
+
 def spawn_search(db: Path, run_id: int) -> Path:
     """``python -m forge_tui.cli --db DB resume RUN --headless`` in a new session; returns the log path."""
     db = Path(db)
-    log_dir = db.parent / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log = log_dir / f"run-{run_id}.log"
+    log = log_path(db, run_id)
+    log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as f:
         subprocess.Popen([sys.executable, "-m", "forge_tui.cli", "--db", str(db), "resume", str(run_id), "--headless"],
                          stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,

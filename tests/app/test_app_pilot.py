@@ -369,3 +369,152 @@ async def test_measurements_readable_at_80_columns(make_app):
         assert max(len(line.rstrip()) for line in lines) <= width  # the table fits the pane
         text = "\n".join(lines)
         assert "attn_256x1024" in text and "p10-p90 us" in text and "node #4" in text
+
+
+def confirm_run_1(db) -> None:
+    """Run 1 as a finished run re-measured its best: #4 (search 1.5x) confirms at 1.3x, #2
+    (search 1.25x) at 1.35x, so the run's best (chosen by the confirmed figure) is #2."""
+    store = Store(db)
+    store.confirm_node(4, 1.30, [{"subject": s, "shape": "attn_256x1024", "n": 50, "median_ms": ms,
+                                  "method": "confirmation: test"} for s, ms in (("candidate", 0.25), ("eager", 0.33))])
+    store.confirm_node(2, 1.35, [])
+    store.update_run(1, best_node_id=2, best_speedup=1.35)
+    store.close()
+
+
+def plain(widget_text) -> str:
+    return getattr(widget_text, "plain", str(widget_text))
+
+
+async def test_confirmed_figures_shown_consistently(make_app, db):
+    """Tree, header and measurements show the confirmed figure, marked, with the search-time
+    one beside it: the star sits on the best confirmed node, not the best search-time one."""
+    from forge_tui.app.format import confirmed_mark
+    from forge_tui.app.widgets.measurements import MeasurementsPane
+
+    confirm_run_1(db)
+    mark = confirmed_mark()
+    app = make_app(run_id=1)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot, run_screen_ready(app, 2))
+        tree = app.screen.query_one(NodeTree)
+        assert tree.best_id == 2
+        best_label = tree.tree_nodes[2].label.plain
+        assert f"1.350x{mark} #2" in best_label and "search 1.250x" in best_label
+        assert best_label.startswith(("★", "*")) or "★" in best_label[:3] or "*" in best_label[:3]
+        other = tree.tree_nodes[4].label.plain
+        assert f"1.300x{mark} #4" in other and "search 1.500x" in other
+        assert "search" not in tree.tree_nodes[6].label.plain  # not re-measured: the search-time figure only
+        header = plain(app.screen.query_one("#run-header").render())
+        assert f"best 1.350x {mark} confirmed #2 (search 1.250x)" in header
+        tree.select_id(4)
+        await settle(pilot, run_screen_ready(app, 4))
+        text = plain(app.screen.query_one(MeasurementsPane).query_one("#meas-table").content.renderables[0])
+        assert f"1.300x {mark} confirmed" in text and "search-time 1.500x" in text
+        tree.select_id(6)
+        await settle(pilot, run_screen_ready(app, 6))
+        text = plain(app.screen.query_one(MeasurementsPane).query_one("#meas-table").content.renderables[0])
+        assert "0.800x search-time" in text and "not re-measured" in text
+    app = make_app(run_id=1)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, run_screen_ready(app, 2))
+        header = plain(app.screen.query_one("#run-header").render())
+        assert f"best 1.350x {mark}" in header and len(header) <= 80
+
+
+def test_header_gives_way_at_narrow_widths(db):
+    """The run header fits any width from 50 columns; the best speedup always stays."""
+    from forge_tui.app.screens.run import header_text
+
+    store = Store(db)
+    store.update_run(2, status="paused", control="pause", iterations_done=12, iterations_target=50)
+    run = store.get_run(2)
+    store.close()
+    full = header_text(run, 0.0).plain
+    assert "(pause requested)" in full and "elapsed" in full and "cuda/llm" in full
+    for width in range(50, 130, 5):
+        text = header_text(run, 0.0, width).plain
+        assert len(text) <= width and "best 2.100x" in text and "paused" in text, (width, text)
+    assert "cuda/llm" not in header_text(run, 0.0, 80).plain  # the least important field goes first
+
+
+def footer_keys(app):
+    from textual.widgets._footer import FooterKey
+
+    return [k for k in app.screen.query(FooterKey) if k.display]
+
+
+@pytest.mark.parametrize("run_id", [None, 2])
+async def test_footer_fits_80_columns(make_app, run_id):
+    app = make_app(run_id=run_id)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, runs_ready(app) if run_id is None else
+                     lambda: isinstance(app.screen, RunScreen) and app.screen.run is not None)
+        await settle(pilot)
+        keys = footer_keys(app)
+        assert keys and all(k.region.right <= 80 for k in keys), [(k.description, k.region) for k in keys]
+        descriptions = [k.description for k in keys]
+        assert "Help" in descriptions
+        if run_id is None:
+            assert "Quit" in descriptions
+        else:
+            assert {"Pause", "Stop", "Detach"} <= set(descriptions)
+            assert "Tree" not in descriptions  # the tab bar shows the pane keys at this width
+    async with make_app(run_id=run_id).run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        descriptions = [k.description for k in footer_keys(pilot.app)]
+        assert ("Quit" if run_id is None else "Stop+quit") in descriptions
+
+
+async def test_transcript_names_the_seed_kernel_file(make_app, db):
+    """A root from --seed-kernel PATH says it came from that file, not the task catalog."""
+    import json
+
+    from forge_tui.app.widgets.transcript import TranscriptPane
+
+    store = Store(db)
+    run = store.create_run(task_id=1, task_name="softmax", backend="host", proposer="tune", iterations_target=1,
+                           config_json=json.dumps({"seed_kernel": {"path": "kernels/my_softmax.cpp", "source": "x"}}))
+    root = store.add_node(run_id=run.id, kind="seed", status="ok", proposer="tune", speedup=1.0,
+                          description="seed kernel from kernels/my_softmax.cpp")
+    store.close()
+    app = make_app(run_id=run.id)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot, run_screen_ready(app, root.id))
+        text = str(app.screen.query_one(TranscriptPane).query_one("#llm-md").content.markup)
+        assert "`kernels/my_softmax.cpp` (--seed-kernel)" in text and "task catalog" not in text
+    app = make_app(run_id=1)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot, run_screen_ready(app))
+        tree = app.screen.query_one(NodeTree)
+        tree.select_id(1)
+        await settle(pilot, run_screen_ready(app, 1))
+        assert "the task catalog" in str(app.screen.query_one(TranscriptPane).query_one("#llm-md").content.markup)
+
+
+@pytest.mark.parametrize("key, state", [("d", "still running in the background"),
+                                        ("q", "stopping after the node in flight")])
+async def test_leaving_the_app_on_one_run_returns_a_line(make_app, db, key, state):
+    """``forge-tui run`` opens the app on its run; leaving it returns the line the CLI prints."""
+    app = make_app(run_id=2)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.run is not None)
+        await pilot.press(key)
+        await pilot.pause()
+    line = app.return_value
+    assert line.startswith("run 2 (softmax): " + state)
+    assert f"log: {db.parent / 'logs' / 'run-2.log'}" in line
+    assert "(pick run 2)" in line and "show 2" in line and f"--db {db}" in line
+
+
+def test_cli_prints_the_apps_line(monkeypatch, capsys, db):
+    from forge_tui import cli
+    from forge_tui.app.app import ForgeApp
+
+    monkeypatch.setattr(ForgeApp, "run", lambda self: "run 2 (softmax): still running in the background")
+    store = Store(db)
+    try:
+        assert cli._open_app(store, 2) == 0
+    finally:
+        store.close()
+    assert capsys.readouterr().out == "run 2 (softmax): still running in the background\n"

@@ -5,7 +5,7 @@
 server socket) and is driven only through ``send-keys``, read only through
 ``capture-pane``: the runs browser lists the run, Enter opens it, the tree grows between
 two captures, ``q`` on the run screen asks the search to stop, and the headless process
-exits with the run ``interrupted`` (resumable) in the store. Skipped where tmux is absent.
+exits (status 3) with the run ``interrupted`` (resumable) in the store. Skipped where tmux is absent.
 """
 from __future__ import annotations
 
@@ -68,8 +68,8 @@ class Tmux:
 
 
 def tree_ids(screen: str) -> set[int]:
-    """Node ids on the tree's lines (``#12`` after a speedup column)."""
-    return {int(m) for m in re.findall(r"(?:x|-) #(\d+) ", screen)}
+    """Node ids on the tree's lines (``#12`` after a speedup column and its confirmed-mark slot)."""
+    return {int(m) for m in re.findall(r"(?:x|-)[ ✓c] #(\d+) ", screen)}
 
 
 def test_watch_a_headless_search_in_tmux_and_stop_it(tmp_path):
@@ -113,7 +113,7 @@ def test_watch_a_headless_search_in_tmux_and_stop_it(tmp_path):
         except subprocess.TimeoutExpired:
             raise AssertionError("the headless search did not stop:\n" + (tmp_path / "search.log").read_text())
         run = store.get_run(run_id)
-        assert rc == 0, (tmp_path / "search.log").read_text()
+        assert rc == 3, (tmp_path / "search.log").read_text()  # interrupted (resumable): cli.EXIT_BY_STATUS
         assert run.status == "interrupted" and "stopped on request" in run.status_reason
         assert run.control == "" and run.iterations_done < 30
         tmux.wait_for(lambda s: "interrupted" in s and "softmax" in s, "the browser showing the stopped run")

@@ -19,13 +19,15 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer, Static, Tab, Tabs, Tree
+from textual.widgets import Static, Tab, Tabs, Tree
 
 from forge_tui.app import telemetry
-from forge_tui.app.format import RUN_STYLE, fmt_duration, speedup_style, speedup_text
+from forge_tui.app.format import (RUN_STYLE, confirmed_mark, fmt_duration, short, shown_speedup, speedup_style,
+                                  speedup_text)
 from forge_tui.app.messages import (NodeDetail, NodeDetailLoaded, NodesAdded, NodesChanged, PollFailed, RunChanged,
                                     TelemetryRead)
 from forge_tui.app.widgets.code_view import CodeView
+from forge_tui.app.widgets.footer import ForgeFooter
 from forge_tui.app.widgets.measurements import MeasurementsPane, best_curve
 from forge_tui.app.widgets.node_tree import NodeTree
 from forge_tui.app.widgets.transcript import TranscriptPane
@@ -49,14 +51,33 @@ class PaneTabs(Tabs):
     can_focus = False
 
 
-def header_text(run: RunRead, now: float) -> Text:
-    t = Text(no_wrap=True, overflow="ellipsis")
-    t.append(f" run {run.id} ", style="bold reverse")
-    t.append(f" {run.task_name} ", style="bold")
-    t.append(run.status, style=RUN_STYLE.get(run.status, ""))
+#: The order the header gives way when it does not fit: each step moves one field to its
+#: next shorter form (the last form of a droppable field is empty). The run, task, status
+#: and best speedup always stay.
+HEADER_GIVE_WAY = ("where", "search", "elapsed", "iter", "control", "elapsed", "task", "node", "kind", "iter")
+
+
+def header_text(run: RunRead, now: float, width: Optional[int] = None, best: Optional[object] = None) -> Text:
+    """The run's one-line header, fitted to ``width`` cells by shortening and dropping the
+    less important fields first (see ``HEADER_GIVE_WAY``).
+
+    ``best`` is the best node (a summary) when known: the header then shows its confirmed
+    figure (re-measured at the end of the run) when there is one, marked and named as such,
+    with the search-time figure beside it where there is room; otherwise it says the
+    figure is the search-time one."""
+    fields: dict[str, list[Text]] = {}
+
+    def field(key: str, *forms, style: str = "") -> None:
+        fields[key] = [f if isinstance(f, Text) else Text(f, style=style) for f in forms]
+
+    field("id", f" run {run.id} ", style="bold reverse")
+    field("task", f" {run.task_name} ", f" {short(run.task_name, 12)} ", style="bold")
+    field("status", Text(run.status, style=RUN_STYLE.get(run.status, "")))
     if run.control and run.status in ACTIVE:
-        t.append(f" ({run.control} requested)", style="yellow")
-    t.append(f"  iter {run.iterations_done}/{run.iterations_target}")
+        ing = {"pause": "pausing", "stop": "stopping"}.get(run.control, run.control)
+        field("control", f" ({run.control} requested)", f" ({ing})", style="yellow")
+    done = f"{run.iterations_done}/{run.iterations_target}"
+    field("iter", f"  iter {done}", f"  {done}", "")
     elapsed = run.elapsed_s
     if run.status == "running" and run.heartbeat_at:
         try:
@@ -64,12 +85,37 @@ def header_text(run: RunRead, now: float) -> Text:
             elapsed += max(0.0, now - since)
         except ValueError:
             pass
-    t.append(f"  elapsed {fmt_duration(elapsed)}")
-    t.append("  best ")
-    t.append(speedup_text(run.best_speedup), style=speedup_style(run.best_speedup))
+    field("elapsed", f"  elapsed {fmt_duration(elapsed)}", f"  {fmt_duration(elapsed)}", "")
+    value, confirmed = run.best_speedup, False
+    if best is not None and getattr(best, "id", None) == run.best_node_id:
+        shown, confirmed = shown_speedup(best)
+        value = shown if shown is not None else value
+    b = Text("  best ")
+    b.append(speedup_text(value), style=speedup_style(value))
+    if confirmed:
+        b.append(f" {confirmed_mark()}", style="bold")
+    field("best", b)
+    if best is not None and value is not None:
+        field("kind", " confirmed" if confirmed else " search-time", "", style="dim")
     if run.best_node_id:
-        t.append(f" (#{run.best_node_id})", style="dim")
-    t.append(f"  {run.backend}/{run.proposer}", style="dim")
+        field("node", f" #{run.best_node_id}", "", style="dim")
+    if confirmed and best.speedup is not None and speedup_text(best.speedup) != speedup_text(value):
+        field("search", f" (search {speedup_text(best.speedup)})", "", style="dim")
+    field("where", f"  {run.backend}/{run.proposer}", "", style="dim")
+    form = dict.fromkeys(fields, 0)
+
+    def cells() -> int:
+        return sum(fields[k][form[k]].cell_len for k in fields)
+
+    if width is not None:
+        for key in HEADER_GIVE_WAY:
+            if cells() <= width:
+                break
+            if key in fields and form[key] < len(fields[key]) - 1:
+                form[key] += 1
+    t = Text(no_wrap=True, overflow="ellipsis")
+    for k in fields:
+        t.append_text(fields[k][form[k]])
     if run.status_reason:
         t.append(f"  {run.status_reason}", style="dim italic")
     return t
@@ -123,7 +169,7 @@ class RunScreen(Screen):
             with Horizontal(id="row-bottom", classes="row"):
                 yield MeasurementsPane(id="meas", classes="pane")
                 yield TranscriptPane(id="llm", classes="pane")
-        yield Footer()
+        yield ForgeFooter()
 
     def on_mount(self) -> None:
         for p in PANES:
@@ -148,6 +194,7 @@ class RunScreen(Screen):
     def _apply_width(self, width: int) -> None:
         self.narrow = width < NARROW_WIDTH
         self.set_class(self.narrow, "-narrow")
+        self._render_header()
         self._catch_up()
 
     def pane_visible(self, pane: str) -> bool:
@@ -196,6 +243,15 @@ class RunScreen(Screen):
     def watch_maximized(self, _maximized) -> None:
         self._catch_up()
 
+    def footer_label(self, action: str, description: str) -> Optional[str]:
+        """Short footer labels at a narrow width; the pane keys show in the tab bar there."""
+        if action.startswith("focus_pane"):
+            return None
+        if action == "toggle_pause":
+            paused = self.run is not None and (self.run.status == "paused" or self.run.control == "pause")
+            return "Resume" if paused else "Pause"
+        return {"next_failure": "Fail", "stop_and_leave": "Stop"}.get(action, description)
+
     # ------------------------------------------------------------------ control
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action in ("toggle_pause",) and (self.run is None or self.run.status not in ACTIVE):
@@ -218,21 +274,23 @@ class RunScreen(Screen):
 
     def action_stop_and_leave(self) -> None:
         run = self.run
+        stopping = False
         if run is not None and run.status in ("running", "paused"):
             try:
                 self.store.request_control(run.id, "stop")
             except StoreError as exc:
                 self.notify(str(exc), severity="error")
                 return
-        self._leave()
+            stopping = True
+        self._leave(stopping)
 
     def action_detach(self) -> None:
         self._leave()
 
-    def _leave(self) -> None:
+    def _leave(self, stopping: bool = False) -> None:
         self._stopped = True
         if self.exit_on_leave:
-            self.app.exit()
+            self.app.exit(self.app.leave_line(self.run_id, stopping))  # printed by the CLI
         else:
             self.app.pop_screen()
 
@@ -331,6 +389,7 @@ class RunScreen(Screen):
         if self.run is not None:
             tree.set_best(self.run.best_node_id)
         self._update_curve()
+        self._render_header()
         if first and tree.nodes:
             target = self.run.best_node_id if self.run and self.run.best_node_id in tree.nodes else min(tree.nodes)
             self.call_after_refresh(tree.select_id, target)
@@ -339,6 +398,7 @@ class RunScreen(Screen):
         tree = self.query_one(NodeTree)
         tree.update_nodes(message.nodes)
         self._update_curve()
+        self._render_header()
         if self.selected_id in {n.id for n in message.nodes}:
             self.load_detail(self.selected_id)
 
@@ -347,7 +407,9 @@ class RunScreen(Screen):
 
     def _render_header(self) -> None:
         if self.run is not None:
-            self.query_one("#run-header", Static).update(header_text(self.run, self.app.clock()))
+            best = self.query_one(NodeTree).nodes.get(self.run.best_node_id) if self.run.best_node_id else None
+            self.query_one("#run-header", Static).update(
+                header_text(self.run, self.app.clock(), self.app.size.width, best))
 
     # ------------------------------------------------------------------ details
     @on(Tree.NodeHighlighted, "#tree")
@@ -412,4 +474,4 @@ class RunScreen(Screen):
                 elif pane == "meas":
                     self.query_one(MeasurementsPane).show(d)
                 else:
-                    self.query_one(TranscriptPane).show(d)
+                    self.query_one(TranscriptPane).show(d, self.run)

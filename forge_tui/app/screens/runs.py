@@ -8,11 +8,12 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from forge_tui.app.format import RUN_STYLE, device_name, fmt_created, speedup_style, speedup_text
 from forge_tui.app.messages import PollFailed, RunsLoaded
 from forge_tui.app.screens.dialogs import ConfirmScreen, NewSearch, NewSearchScreen
+from forge_tui.app.widgets.footer import ForgeFooter
 from store import StoreError
 from store.models import RunRead
 
@@ -82,7 +83,7 @@ class RunsScreen(Screen):
         yield Input(placeholder="/ filter runs (task, status, backend, device...)", id="runs-filter")
         yield RunsTable(id="runs-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="runs-status")
-        yield Footer()
+        yield ForgeFooter()
 
     def on_mount(self) -> None:
         self._apply_width(self.app.size.width)

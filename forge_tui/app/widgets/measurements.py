@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Sparkline, Static
 
-from forge_tui.app.format import cap, fmt_ms, loads, speedup_style, speedup_text
+from forge_tui.app.format import cap, confirmed_mark, fmt_ms, loads, speedup_style, speedup_text
 from forge_tui.app.messages import NodeDetail
 from store.models import MeasurementRead, NodeRead, RunRead
 
@@ -29,6 +29,11 @@ def _pct(x: Optional[float]) -> str:
 
 def _num(x: Optional[float], fmt: str = "{:.1f}") -> str:
     return fmt.format(x) if x is not None else "-"
+
+
+def _confirmation(m: MeasurementRead) -> bool:
+    """A row of the end-of-run re-measurement (see ``Store.confirm_node``)."""
+    return (m.method or "").startswith("confirmation")
 
 
 def best_curve(nodes: list[NodeRead]) -> list[float]:
@@ -72,7 +77,8 @@ class MeasurementsPane(VerticalScroll):
         spark.data = values or [0.0]
         title = self.query_one("#meas-curve-title", Static)
         if values:
-            title.update(f"best speedup over {len(values)} evaluated nodes: {values[0]:.3f}x -> {values[-1]:.3f}x")
+            title.update(f"best search-time speedup over {len(values)} evaluated nodes: "
+                         f"{values[0]:.3f}x -> {values[-1]:.3f}x")
         else:
             title.update("best speedup over iterations: no evaluated nodes yet")
 
@@ -100,7 +106,9 @@ class MeasurementsPane(VerticalScroll):
         d = self.detail
         node = d.node if d else None
         best = d.best if d else None
-        node_meas = {m.shape: m for m in (d.measurements if d else []) if m.subject == "candidate"}
+        node_meas = {m.shape: m for m in (d.measurements if d else []) if m.subject == "candidate"
+                     and not _confirmation(m)}
+        confirm = {(m.subject, m.shape): m for m in (d.measurements if d else []) if _confirmation(m)}
         shapes = list(dict.fromkeys(list(eager) + list(loads(node.shapes_json) if node else {})))
         dev = loads(run.device_json)
         device = dev.get("gpu") or dev.get("cpu") or run.backend
@@ -111,12 +119,19 @@ class MeasurementsPane(VerticalScroll):
         header = Text()
         if node is not None:
             header.append(f"node #{node.id} {node.status}  ", style="bold")
-            header.append(speedup_text(node.speedup), style=speedup_style(node.speedup))
-            header.append(" geomean vs eager")
+            c = node.confirmed_speedup
+            if c is not None:
+                header.append(speedup_text(c), style=speedup_style(c))
+                header.append(f" {confirmed_mark()} confirmed", style="bold")
+                header.append(" geomean vs eager, re-measured with fresh inputs at the end of the run; search-time ")
+                header.append(speedup_text(node.speedup), style=speedup_style(node.speedup))
+            else:
+                header.append(speedup_text(node.speedup), style=speedup_style(node.speedup))
+                header.append(" search-time geomean vs eager")
+                if best is not None and best.confirmed_speedup is not None and node.speedup is not None:
+                    header.append(" (not re-measured: the run re-measures its best nodes)", style="dim")
             if node.speedup_compile is not None:
                 header.append(f", {speedup_text(node.speedup_compile)} vs torch.compile")
-            if node.confirmed_speedup is not None:
-                header.append(f", confirmed {speedup_text(node.confirmed_speedup)}")
             if node.error:
                 header.append(f"\nerror: {node.error.splitlines()[0][:200]}", style="red")
         else:
@@ -152,6 +167,12 @@ class MeasurementsPane(VerticalScroll):
                 mm = node_meas.get(shape) if what == "node" else None
                 rows.append((f"{what} #{n.id}", st.get("median_ms"), st.get("p10_ms"), st.get("p90_ms"), st.get("cv"),
                              st.get("gbps"), st.get("sol_pct"), mm.n if mm else None, st.get("speedup")))
+            cm, ce = confirm.get(("candidate", shape)), confirm.get(("eager", shape))
+            if node is not None and cm is not None:
+                ref = ce.median_ms if ce is not None else (m.median_ms if m is not None else eager.get(shape))
+                sp = ref / cm.median_ms if ref and cm.median_ms else None
+                rows.append((f"{confirmed_mark()} #{node.id}", cm.median_ms, cm.p10_ms, cm.p90_ms, cm.cv, cm.gbps,
+                             cm.sol_pct, cm.n, sp))
             meds = [r[1] for r in rows if r[1] is not None]
             unit, scale = ("us", 1e3) if meds and max(meds) < 1.0 else ("ms", 1.0)
 

@@ -1,5 +1,8 @@
 """The search tree pane: status glyph, speedup, description; best path marked; filters.
 
+A node the run re-measured at its end shows the confirmed speedup, marked (the figure the
+run's best is chosen by), and its search-time speedup after the description when that differs.
+
 Lazy, so a run of thousands of nodes stays responsive (STYLE.md 5). Every node's summary
 is held as plain data (``nodes``, ``children_of``); TreeNodes are materialised only under
 parents that are open: children appear when a node is expanded, ``CHUNK`` at a time, with
@@ -19,7 +22,8 @@ from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from forge_tui.app.format import ASCII, FAILED, glyph, short, speedup_style, speedup_text, star, status_style
+from forge_tui.app.format import (ASCII, FAILED, confirmed_mark, glyph, short, shown_speedup, speedup_style,
+                                  speedup_text, star, status_style)
 from store.models import NodeSummary
 
 FILTERS = ("all", "ok", "failed")
@@ -77,12 +81,16 @@ class NodeTree(Tree[int]):
         t.append(mark, style="bold yellow")
         t.append(glyph(n.status), style=status_style(n.status))
         t.append(" ")
-        t.append(f"{speedup_text(n.speedup):>7}", style=speedup_style(n.speedup))
+        value, confirmed = shown_speedup(n)
+        t.append(f"{speedup_text(value):>7}", style=speedup_style(value))
+        t.append(confirmed_mark() if confirmed else " ", style="bold")
         t.append(f" #{n.id} ", style="dim")
         desc = n.description or n.kind
         if n.status in FAILED:
             desc = f"{desc} [{n.status}]"
         t.append(short(desc, 60), style="bold" if n.id in self.best_path else "")
+        if confirmed and n.speedup is not None and speedup_text(n.speedup) != speedup_text(value):
+            t.append(f"  search {speedup_text(n.speedup)}", style="dim")  # where the pane has room
         if not self._matches(n):
             t.stylize("dim")
         return t

@@ -12,19 +12,28 @@ from textual.widgets import Static
 
 from forge_tui.app.format import cap, loads
 from forge_tui.app.messages import NodeDetail
+from store.models import RunRead
 
 MSG_CAP = 12_000
 
 
-def transcript_markdown(detail: Optional[NodeDetail]) -> str:
+def seed_origin(run: Optional[RunRead]) -> str:
+    """Where a run's root kernel came from: the ``--seed-kernel`` file (kept in the run's
+    config as ``seed_kernel``) or the task catalog."""
+    given = loads(run.config_json).get("seed_kernel") if run is not None else None
+    path = given.get("path") if isinstance(given, dict) else None
+    return f"the file `{path}` (--seed-kernel)" if path else "the task catalog"
+
+
+def transcript_markdown(detail: Optional[NodeDetail], run: Optional[RunRead] = None) -> str:
     if detail is None:
         return "*select a node*"
     n = detail.node
     out = [f"### node #{n.id} ({n.kind}, proposer {n.proposer or '-'})", "", n.description or "", ""]
     if not detail.exchanges:
         if n.proposer == "tune" or n.kind == "seed":
-            out.append("*no LLM exchange: this node came from the "
-                       + ("task catalog (seed)*" if n.kind == "seed" else "parameter tuner*"))
+            out.append("*no LLM exchange: this node came from "
+                       + (f"{seed_origin(run)} (the run's seed)*" if n.kind == "seed" else "the parameter tuner*"))
             params = loads(n.params_json)
             if params:
                 out += ["", "| parameter | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in params.items()]
@@ -59,6 +68,6 @@ class TranscriptPane(VerticalScroll):
     def compose(self):
         yield Static(Markdown("*select a node*"), id="llm-md")
 
-    def show(self, detail: NodeDetail) -> None:
-        self.query_one("#llm-md", Static).update(Markdown(transcript_markdown(detail), code_theme="monokai"))
+    def show(self, detail: NodeDetail, run: Optional[RunRead] = None) -> None:
+        self.query_one("#llm-md", Static).update(Markdown(transcript_markdown(detail, run), code_theme="monokai"))
         self.scroll_home(animate=False)
