@@ -61,14 +61,21 @@ def _exit_code(final) -> int:
 
 
 def _background(store: Store, run_id: int, what: str) -> int:
-    """Start (or resume) the search detached; open the app when there is a terminal, else say where it went."""
+    """Start (or resume) the search detached, then open the app on it."""
     log = spawn_search(store.path, run_id)
-    if not _has_terminal():
-        print(f"forge-tui: no terminal (stdin or stdout is not a tty): the search was {what} in the background as "
-              f"run {run_id} (log: {log}); pass --headless to run it in the foreground, or open the app from a "
-              f"terminal with: forge-tui --db {store.path}", flush=True)
-        return 0
     return _open_app(store, run_id, note=f"search {what} in the background; its log: {log}")
+
+
+def _headless_without_terminal(args) -> None:
+    """Without a terminal (a script, CI, a pipe) the app cannot open: run in the foreground.
+
+    The search then behaves as with ``--headless`` (one line per node, the exit code of its
+    final status), which is what a script wants from ``forge-tui run TASK``.
+    """
+    if not args.headless and not _has_terminal():
+        print("forge-tui: no terminal (stdin or stdout is not a tty): running the search in the foreground, "
+              "as with --headless", file=sys.stderr, flush=True)
+        args.headless = True
 
 
 def _check_search_flags(args) -> Optional[str]:
@@ -107,6 +114,7 @@ def cmd_run(args, store: Store) -> int:
     why = _check_search_flags(args)
     if why:
         return _err(why)
+    _headless_without_terminal(args)
     parallel = _parallel(args)
     if args.proposer == "llm":
         from forge_tui.llm.config import load, missing
@@ -163,6 +171,7 @@ def cmd_resume(args, store: Store) -> int:
     why = _check_search_flags(args)
     if why:
         return _err(why)
+    _headless_without_terminal(args)
     run = store.get_run(args.run_id)
     cfg = json.loads(run.config_json or "{}")
     if run.proposer == "llm":

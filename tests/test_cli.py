@@ -245,13 +245,13 @@ def test_tasks_of_a_task_file(tmp_path, capsys):
     assert spec["signature"]["host"].endswith("int64_t out_d1)") and spec["shapes"]
 
 
-def test_no_terminal_runs_in_the_background_and_the_browser_refuses(tmp_path, capsys, spawned, clean_env):
+def test_no_terminal_runs_in_the_foreground_and_the_browser_refuses(tmp_path, capsys, spawned, clean_env):
     db = tmp_path / "t.db"
-    rc = cli.main(["--db", str(db), "run", "softmax", "--backend", "host", "--proposer", "tune", "--iterations", "1"])
+    rc = cli.main(["--db", str(db), "run", "rms_norm", "--backend", "host", "--proposer", "tune", "--iterations", "1"])
     out, err = capsys.readouterr()
-    assert rc == 0 and len(spawned) == 1, (out, err)
-    assert "\x1b" not in out and len(out.strip().splitlines()) == 1
-    assert "in the background as run 1" in out and "run-1.log" in out and "--headless" in out
+    assert rc == 0 and not spawned, (out, err)
+    assert "\x1b" not in out and out.splitlines()[0] == "run 1"
+    assert "running the search in the foreground" in err and "finished" in out
     err = _err_line(capsys, cli.main(["--db", str(db)]))
     assert "needs a terminal" in err
 
@@ -260,6 +260,9 @@ def test_resume_takes_a_new_endpoint(tmp_path, capsys, spawned, clean_env, monke
     from store import Store
 
     db = tmp_path / "r.db"
+    # as from a terminal: the search goes to the background (spawn faked) and the app would open
+    monkeypatch.setattr(cli, "_has_terminal", lambda: True)
+    monkeypatch.setattr(cli, "_open_app", lambda *a, **k: 0)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-key")
     assert cli.main(["--db", str(db), "run", "softmax", "--backend", "host", "--proposer", "llm",
