@@ -10,6 +10,32 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: A task file in the KernelBench layout used across the tests: x * sigmoid(x) + bias, with
+#: a parameter (launch: x, bias, out and the dims of each), fp32 (32, 256).
+SWISH_TASK_FILE = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """x * sigmoid(x) + bias over the last dim."""
+
+    def __init__(self, features):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(features) * 0.1)
+
+    def forward(self, x):
+        return x * torch.sigmoid(x) + self.bias
+
+
+def get_inputs():
+    return [torch.randn(32, 256)]
+
+
+def get_init_inputs():
+    return [256]
+'''
+
 
 @pytest.fixture(scope="session", autouse=True)
 def forge_cache(tmp_path_factory):

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from tests.adversarial.cases import HERE as CORPUS
-from tests.conftest import run_cli
+from tests.conftest import SWISH_TASK_FILE, run_cli
 
 RUN_KEYS = {"id", "task", "status", "backend", "proposer", "nodes", "best_speedup", "created_at"}
 NODE_KEYS = {"id", "parent", "status", "speedup", "median_ms", "description"}
@@ -143,16 +143,7 @@ def test_db_of_another_app(tmp_path):
 # ---------------------------------------------------------------- in-process checks of the CLI's edges
 from forge_tui import cli  # noqa: E402
 
-TASK_FILE = """import torch, torch.nn as nn
-class Model(nn.Module):
-    def __init__(self, features):
-        super().__init__()
-        self.bias = nn.Parameter(torch.randn(features) * 0.1)
-    def forward(self, x):
-        return x * torch.sigmoid(x) + self.bias
-def get_inputs(): return [torch.randn(32, 256)]
-def get_init_inputs(): return [256]
-"""
+TASK_FILE = SWISH_TASK_FILE
 
 
 @pytest.fixture

@@ -12,32 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, SWISH_TASK_FILE, run_cli
 from tests.llm.fakellm import API_KEY, MODEL, FakeLLM, fast_config, reply
 
-TASK_FILE = '''
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    """x * sigmoid(x) + bias over the last dim."""
-
-    def __init__(self, features):
-        super().__init__()
-        self.bias = nn.Parameter(torch.randn(features) * 0.1)
-
-    def forward(self, x):
-        return x * torch.sigmoid(x) + self.bias
-
-
-def get_inputs():
-    return [torch.randn(32, 256)]
-
-
-def get_init_inputs():
-    return [256]
-'''
+TASK_FILE = SWISH_TASK_FILE
 
 SIGNATURE = ('extern "C" int forge_launch(const float* x, const float* bias, float* out, int64_t x_d0, '
              'int64_t x_d1, int64_t bias_d0, int64_t out_d0, int64_t out_d1)')

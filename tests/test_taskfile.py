@@ -14,31 +14,9 @@ import torch
 
 from kernels.registry import TaskError
 from kernels.taskfile import load_task_file, layout_of
-from tests.conftest import ROOT, cli_cmd
+from tests.conftest import ROOT, SWISH_TASK_FILE, cli_cmd
 
-SWISH = '''
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    """x * sigmoid(x) + bias over the last dim."""
-
-    def __init__(self, features):
-        super().__init__()
-        self.bias = nn.Parameter(torch.randn(features) * 0.1)
-
-    def forward(self, x):
-        return x * torch.sigmoid(x) + self.bias
-
-
-def get_inputs():
-    return [torch.randn(32, 256)]
-
-
-def get_init_inputs():
-    return [256]
-'''
+SWISH = SWISH_TASK_FILE
 
 GATHER = '''
 import torch
