@@ -2,9 +2,7 @@
 # Second short device call: the transformer block's model loop (GPU 0) and the cuda
 # adversarial corpus after the timer change (GPU 1). Writes under $OUT.
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 FORGE_CACHE=/tmp/forge-cache
+. "$(dirname "$0")/gpu_env.sh"
 M="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1), $(nproc) CPU cores"
 NGPU=$(nvidia-smi -L | wc -l); G1=$(( NGPU > 1 ? 1 : 0 ))
 ( CUDA_VISIBLE_DEVICES=0 timeout -s TERM ${LOOP_S:-200} python3 benchmarks/model_loop.py --backend cuda --models block \

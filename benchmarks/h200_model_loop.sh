@@ -7,9 +7,7 @@
 # Usage (repo root, .whl carried): benchmarks/h200_model_loop.sh [extra args for benchmarks/model_loop.py]
 # Writes $OUT/model_loop.md, model_loop.json, model_loop.log and forge.db.gz.
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 FORGE_CACHE=/tmp/forge-cache
+. "$(dirname "$0")/gpu_env.sh"
 MACHINE="$(nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader | head -1), $(nproc) CPU cores"
 echo "$MACHINE"
 python3 benchmarks/model_loop.py --backend cuda --out "$OUT" --work /tmp/forge-model-loop --machine "nvidia-smi: $MACHINE" "$@"

@@ -5,10 +5,9 @@
 # Writes $OUT/forge.db.gz, $OUT/report.md and one log per queue. A search cut by its time
 # limit gets SIGTERM, ends `interrupted`, and resumes in a later call (.gpu-in/forge.db).
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 LIMIT=$1; SPECS=$2; RESUME=${3:-}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 FORGE_DB=/tmp/forge.db FORGE_CACHE=/tmp/forge-cache
+. "$(dirname "$0")/gpu_env.sh"
+export FORGE_DB=/tmp/forge.db
 [ -f .gpu-in/forge.db ] && cp .gpu-in/forge.db /tmp/forge.db
 NGPU=$(nvidia-smi -L | wc -l)
 python3 -m forge_tui.cli ls >/dev/null  # create the database before the queues race to

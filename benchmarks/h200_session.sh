@@ -2,9 +2,8 @@
 # One device call: every catalog seed on cuda, the cuda adversarial corpus, and tune searches.
 # Usage: benchmarks/h200_session.sh "TASK:ITERS TASK:ITERS ..."   (writes under $OUT)
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 FORGE_DB=$OUT/forge.db FORGE_CACHE=/tmp/forge-cache
+. "$(dirname "$0")/gpu_env.sh"
+export FORGE_DB=$OUT/forge.db
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
 echo "== seeds on cuda"
 python3 - <<'PY' 2>&1 | tee "$OUT/seeds.txt"

@@ -3,15 +3,8 @@
 # --seed-kernel, export both (one with --build), check the exported modules on the GPU.
 # Usage: benchmarks/export/h200_export.sh  (wheels from .whl are installed when present)
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
-export PYTHONUNBUFFERED=1 FORGE_DB=$OUT/export.db FORGE_CACHE=/tmp/forge-cache
+. "$(dirname "$0")/../gpu_env.sh"
+export FORGE_DB=$OUT/export.db
 F="python3 -m forge_tui.cli"
 run_id() { sed -n 's/^run \([0-9]*\)$/\1/p' | head -1; }
 A=$($F run softmax --backend cuda --proposer tune --iterations 2 --headless | tee "$OUT/softmax.log" | run_id)
