@@ -381,7 +381,7 @@ def test_disk_full_mid_search_stops_then_resume_continues(tmp_path, searched_db)
     before = _committed(db)
     # room for a few pages only: the search starts, then a write of a node's results fails
     res = run_cli("--db", str(db), "resume", str(run_id), "--headless", "--iterations", "2",
-                  env={"FORGE_FAULT_MAX_PAGE_COUNT": str(_page_count(db) + 8)}, timeout=180)
+                  env={"FORGE_FAULT_MAX_PAGE_COUNT": str(_page_count(db) + 3)}, timeout=180)
     line = _one_line_error(res, "disk full", f"resume with forge-tui resume {run_id}")
     assert "device:" in res.stdout, "the search had started"
     s = Store(db, readonly=True)
