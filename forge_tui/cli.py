@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from forge_tui.app.format import (CONFIRM_FAILED, CONFIRMED, SEARCH, confirmation, legends, run_best, shown_speedup,
+                                  speedup_mark)
 from forge_tui.app.spawn import spawn_search
 from store import Store, StoreError, default_db_path
 
@@ -32,9 +34,18 @@ def _load_task(name: str):
     return get_task(name)
 
 
-def _run_summary(r) -> dict:
+#: ``best_confirmation`` in ls/show --json, by the kind of the run's best figure (format.run_best).
+_CONFIRMATION = {CONFIRMED: "confirmed", CONFIRM_FAILED: "failed", SEARCH: None}
+
+
+def _run_summary(r, best=None) -> dict:
+    """A run as ls/show give it; ``best`` is its best node when known (see ``Store.best_node_summaries``):
+    ``best_confirmation`` then says whether ``best_speedup`` is confirmed ("confirmed"), a
+    search-time figure whose re-measurement failed ("failed") or a search-time one (null)."""
+    value, kind = run_best(r, best)
     return {"id": r.id, "task": r.task_name, "status": r.status, "backend": r.backend, "proposer": r.proposer,
-            "nodes": r.iterations_done, "best_speedup": r.best_speedup, "created_at": r.created_at,
+            "nodes": r.iterations_done, "best_speedup": value, "best_confirmation": _CONFIRMATION[kind],
+            "created_at": r.created_at,
             "iterations": r.iterations_target, "status_reason": r.status_reason,
             "device": json.loads(r.device_json or "{}").get("gpu") or json.loads(r.device_json or "{}").get("cpu") or ""}
 
@@ -222,7 +233,8 @@ def cmd_stop(args, store: Store) -> int:
 
 
 def cmd_ls(args, store: Store) -> int:
-    runs = [_run_summary(r) for r in store.list_runs()]
+    best, rows = store.best_node_summaries(), store.list_runs()
+    runs = [_run_summary(r, best.get(r.id)) for r in rows]
     if args.json:
         print(json.dumps(runs, indent=1))
         return 0
@@ -230,12 +242,16 @@ def cmd_ls(args, store: Store) -> int:
         print(f"no runs in {store.path}; start one with: forge-tui run softmax")
         return 0
     w = max(4, *(len(r["task"]) for r in runs))
-    print(f"{'id':>4}  {'task':{w}} {'status':12} {'backend':7} {'proposer':8} {'iterations':>10} {'best':>8}  created")
-    for r in runs:
-        best = f"{r['best_speedup']:.3f}x" if r["best_speedup"] else "-"
+    print(f"{'id':>4}  {'task':{w}} {'status':12} {'backend':7} {'proposer':8} {'iterations':>10} {'best':>8}"
+          "    created")  # after the best column, its mark's slot
+    for r, row in zip(runs, rows):
+        shown = f"{r['best_speedup']:.3f}x" if r["best_speedup"] else "-"
+        mark = speedup_mark(run_best(row, best.get(row.id))[1])
         its = f"{r['nodes']}/{r['iterations']}"
         print(f"{r['id']:>4}  {r['task']:{w}} {r['status']:12} {r['backend']:7} {r['proposer']:8} "
-              f"{its:>10} {best:>8}  {r['created_at']}")
+              f"{its:>10} {shown:>8} {mark or ' '}  {r['created_at']}")
+    if any(r["best_speedup"] for r in runs):
+        print(f"best: {legends()[0]}")
     return 0
 
 
@@ -249,24 +265,31 @@ def cmd_show(args, store: Store) -> int:
                                "completion_tokens": ex.completion_tokens, "latency_s": ex.latency_s}
     out_nodes = [{"id": n.id, "parent": n.parent_id, "status": n.status, "speedup": n.speedup,
                   "median_ms": n.median_ms, "description": n.description, "kind": n.kind, "depth": n.depth,
-                  "speedup_compile": n.speedup_compile, "confirmed_speedup": n.confirmed_speedup, "error": n.error.splitlines()[0] if n.error else "",
+                  "speedup_compile": n.speedup_compile,
+                  # a failed re-measurement is stored as 0: never a confirmed figure
+                  "confirmed_speedup": n.confirmed_speedup if confirmation(n) == "confirmed" else None,
+                  "confirmation": confirmation(n), "error": n.error.splitlines()[0] if n.error else "",
                   "shapes": json.loads(n.shapes_json or "{}"), "llm": llm.get(n.id),
                   "timings": json.loads(n.timings_json or "{}")} for n in nodes]
+    best = next((n for n in nodes if n.id == run.best_node_id), None)
     if args.json:
-        summary = _run_summary(run)
+        summary = _run_summary(run, best)
         summary["baseline"] = json.loads(run.baseline_json or "{}")
         summary["device_facts"] = json.loads(run.device_json or "{}")
         print(json.dumps({"run": summary, "nodes": out_nodes}, indent=1))
         return 0
-    s = _run_summary(run)
+    s = _run_summary(run, best)
     print(f"run {run.id}: {run.task_name} on {s['device'] or run.backend} ({run.backend}, {run.proposer}) "
           f"{run.status}{' - ' + run.status_reason if run.status_reason else ''}")
     base = json.loads(run.baseline_json or "{}")
     for shape, ms in (base.get("eager") or {}).items():
         comp = (base.get("compile") or {}).get(shape)
         print(f"  eager {shape}: {ms * 1e3:.1f} us" + (f"   torch.compile: {comp * 1e3:.1f} us" if comp else ""))
-    print(f"  iterations {run.iterations_done}/{run.iterations_target}, best "
-          f"{(run.best_speedup or 0):.3f}x (node {run.best_node_id})")
+    value, kind = run_best(run, best)
+    mark = f" {speedup_mark(kind)}" if speedup_mark(kind) else ""
+    shown = f"{value:.3f}x{mark} {kind} (node {run.best_node_id})" if value else "-"
+    print(f"  iterations {run.iterations_done}/{run.iterations_target}, best {shown}")
+    by_id = {n.id: n for n in nodes}
     children: dict = {}
     for n in out_nodes:
         children.setdefault(n["parent"], []).append(n)
@@ -276,9 +299,13 @@ def cmd_show(args, store: Store) -> int:
         ordered.append(n)
         stack.extend(reversed(children.get(n["id"], [])))
     for n in ordered:
-        sp = f"{n['speedup']:.3f}x" if n["speedup"] else "-"
-        print(f"  {'  ' * n['depth']}#{n['id']} {n['status']:13} {sp:>8}  {n['description'][:70]}"
+        value, kind = shown_speedup(by_id[n["id"]])
+        sp = f"{value:.3f}x" if value else "-"
+        print(f"  {'  ' * n['depth']}#{n['id']} {n['status']:13} {sp:>8}{speedup_mark(kind) or ' '} "
+              f"{n['description'][:70]}"
               + (f"  [{n['error'][:80]}]" if n["error"] else ""))
+    if any(n.confirmed_speedup is not None for n in nodes):
+        print(f"  speedups: {legends()[0]}")
     return 0
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Optional
 
 from store import Store
+from store.models import confirmation
 
 #: Files an export writes (and replaces) in its directory.
 KERNEL_FILES = {"cuda": "kernel.cu", "host": "kernel.cpp"}
@@ -69,7 +70,9 @@ def pick_node(store: Store, run, node_id: Optional[int] = None):
 
     Preference without ``node_id``: the correct node with the highest confirmed speedup
     (re-measured at the end of the run), else the run's best node, else the correct node
-    with the highest search-time speedup.
+    with the highest search-time speedup. A node whose re-measurement failed (stored as a
+    confirmed speedup of 0: it crashed or came out incorrect with fresh inputs) is chosen
+    only when every correct node failed it.
 
     Raises:
         ExportError: the node is not in the run or not correct, or the run has no correct node.
@@ -87,9 +90,10 @@ def pick_node(store: Store, run, node_id: Optional[int] = None):
     nodes = [n for n in store.nodes(run.id) if n.status == "ok" and n.source]
     if not nodes:
         raise ExportError(f"run {run.id} has no correct kernel to export yet (see forge-tui show {run.id})")
-    confirmed = [n for n in nodes if n.confirmed_speedup]
+    confirmed = [n for n in nodes if confirmation(n) == "confirmed"]
     if confirmed:
         return max(confirmed, key=lambda n: n.confirmed_speedup)
+    nodes = [n for n in nodes if confirmation(n) != "failed"] or nodes
     by_id = {n.id: n for n in nodes}
     if run.best_node_id in by_id:
         return by_id[run.best_node_id]
@@ -127,7 +131,9 @@ def export_run(store: Store, run_id: int, out_dir, *, node_id: Optional[int] = N
                           f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     backend = run.backend
     out = Path(out_dir).expanduser()
-    speedup, kind = (node.confirmed_speedup, "confirmed") if node.confirmed_speedup else (node.speedup, "search")
+    speedup, kind = {"confirmed": (node.confirmed_speedup, "confirmed"),
+                     "failed": (node.speedup, "search; its confirmation failed")}.get(
+        confirmation(node), (node.speedup, "search"))
     device = json.loads(run.device_json or "{}")
     module = render_module(task, backend, run_id=run.id, node_id=node.id, speedup=speedup)
     manifest = {

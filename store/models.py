@@ -115,6 +115,17 @@ class NodeBase(SQLModel):
     finished_at: Optional[str] = None
 
 
+def confirmation(node) -> Optional[str]:
+    """What a node's (a ``NodeRead``'s or a ``NodeSummary``'s) ``confirmed_speedup`` says:
+    ``None`` when the run did not re-measure it, ``"confirmed"`` for a confirmed figure,
+    ``"failed"`` when the re-measurement failed (the kernel crashed or came out incorrect with
+    fresh inputs): the search stores that as 0, which is never a confirmed speedup."""
+    c = getattr(node, "confirmed_speedup", None)
+    if c is None:
+        return None
+    return "confirmed" if c > 0 else "failed"  # NaN compares false: failed too
+
+
 class Node(NodeBase, table=True):
     id: Optional[int] = Field(default=None, primary_key=True)
 

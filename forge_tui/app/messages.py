@@ -54,11 +54,12 @@ class NodeDetailLoaded(Message):
 
 
 class RunsLoaded(Message):
-    """The runs browser's list was (re)read."""
+    """The runs browser's list was (re)read, with each run's best node (``{run id: summary}``)."""
 
-    def __init__(self, runs: list[RunRead]) -> None:
+    def __init__(self, runs: list[RunRead], best: Optional[dict[int, NodeSummary]] = None) -> None:
         super().__init__()
         self.runs = runs
+        self.best = best or {}
 
 
 class TelemetryRead(Message):

@@ -422,6 +422,92 @@ async def test_confirmed_figures_shown_consistently(make_app, db):
         assert f"best 1.350x {mark}" in header and len(header) <= 80
 
 
+def fail_confirmation_of_4(db, *, best_moves: bool) -> None:
+    """Run 1's best search-time node #4 (1.5x) crashes on its end-of-run re-measurement (the
+    search stores that as a confirmed speedup of 0) and #2 confirms at 1.35x. ``best_moves``:
+    the confirmation finished, so the run's best is #2; otherwise the run was interrupted
+    before its best moved and it still names #4."""
+    store = Store(db)
+    store.confirm_node(4, 0.0, [], note="confirmation crashed: the worker died (signal 11)")
+    store.confirm_node(2, 1.35, [])
+    if best_moves:
+        store.update_run(1, best_node_id=2, best_speedup=1.35)
+    store.close()
+
+
+async def test_failed_confirmation_is_never_a_confirmed_zero(make_app, db):
+    """A node whose re-measurement failed shows its search-time figure marked as a failed
+    confirmation (tree and measurements), never 0.000x marked confirmed; the confirmed best
+    is the node that passed."""
+    from forge_tui.app.format import confirmed_mark, failed_mark
+    from forge_tui.app.widgets.measurements import MeasurementsPane
+
+    fail_confirmation_of_4(db, best_moves=True)
+    ok, bad = confirmed_mark(), failed_mark()
+    app = make_app(run_id=1)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot, run_screen_ready(app, 2))
+        tree = app.screen.query_one(NodeTree)
+        label = tree.tree_nodes[4].label.plain
+        assert f"1.500x{bad} #4" in label and "[confirm failed]" in label, label
+        assert "0.000x" not in label and ok not in label
+        assert f"1.350x{ok} #2" in tree.tree_nodes[2].label.plain
+        header = plain(app.screen.query_one("#run-header").render())
+        assert f"best 1.350x {ok} confirmed #2" in header and bad not in header
+        tree.select_id(4)
+        await settle(pilot, run_screen_ready(app, 4))
+        text = plain(app.screen.query_one(MeasurementsPane).query_one("#meas-table").content.renderables[0])
+        assert f"1.500x {bad} confirm failed" in text and "confirmation crashed" in text, text
+        assert "0.000x" not in text and ok not in text
+
+
+def test_header_names_a_best_whose_confirmation_failed(db):
+    """A run interrupted between its best's failed re-measurement and the choice of the
+    confirmed best: the header keeps the search-time figure, marked failed (never 0.000x
+    confirmed), at every width from 50 columns."""
+    from forge_tui.app.format import confirmed_mark, failed_mark
+    from forge_tui.app.screens.run import header_text
+
+    fail_confirmation_of_4(db, best_moves=False)
+    store = Store(db)
+    run, best = store.get_run(1), store.node_summaries(1, ids=[4])[0]
+    store.close()
+    assert f"best 1.500x {failed_mark()} confirm failed #4" in header_text(run, 0.0, None, best).plain
+    for width in range(50, 130, 5):
+        text = header_text(run, 0.0, width, best).plain
+        assert len(text) <= width and f"best 1.500x {failed_mark()}" in text, (width, text)
+        assert "0.000x" not in text and confirmed_mark() not in text and " confirmed" not in text
+
+
+def best_cells(app) -> dict[int, str]:
+    table = app.screen.query_one(RunsTable)
+    return {rid: table.get_cell(str(rid), "best").plain for rid in visible_ids(app)}
+
+
+async def test_runs_browser_marks_confirmed_and_failed_bests(make_app, db):
+    """The best column marks a confirmed figure and a best whose confirmation failed (the
+    search-time figure, never 0.000x); an unmarked one is search-time; the status line says so."""
+    from forge_tui.app.format import confirmed_mark, failed_mark
+
+    fail_confirmation_of_4(db, best_moves=True)
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(pilot, runs_ready(app))
+        cells = best_cells(app)
+        assert cells[1] == f"1.350x {confirmed_mark()}" and cells[2] == "2.100x" and cells[3] == "-", cells
+        status = plain(app.screen.query_one("#runs-status").render())
+        assert f"best: {confirmed_mark()} confirmed" in status and "else search-time" in status, status
+    store = Store(db)
+    store.update_run(1, best_node_id=4, best_speedup=1.5)  # as if interrupted before the best moved
+    store.close()
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, runs_ready(app))
+        assert best_cells(app)[1] == f"1.500x {failed_mark()}"
+        status = plain(app.screen.query_one("#runs-status").render())
+        assert f"{failed_mark()} confirm failed" in status and len(status.rstrip()) <= 80, status
+
+
 def test_header_gives_way_at_narrow_widths(db):
     """The run header fits any width from 50 columns; the best speedup always stays."""
     from forge_tui.app.screens.run import header_text

@@ -69,7 +69,7 @@ class Tmux:
 
 def tree_ids(screen: str) -> set[int]:
     """Node ids on the tree's lines (``#12`` after a speedup column and its confirmed-mark slot)."""
-    return {int(m) for m in re.findall(r"(?:x|-)[ ✓c] #(\d+) ", screen)}
+    return {int(m) for m in re.findall(r"(?:x|-)[ ✓✗c!] #(\d+) ", screen)}
 
 
 def test_watch_a_headless_search_in_tmux_and_stop_it(tmp_path):

@@ -16,7 +16,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from forge_tui.app.format import ASCII
+from forge_tui.app.format import ASCII, confirmed_mark, failed_mark
 
 OURS = "forge_tui."
 
@@ -94,4 +94,8 @@ class HelpScreen(ModalScreen[None]):
             yield Static(bindings_table(self.under), id="help-table")
             yield Static("Tree glyphs: ✔ ok  ✖ compile error  ≠ incorrect  ⏱ timeout  ☠ crashed  · in flight;"
                          " ★ best node, | on the best path; … N more: enter loads the next chunk."
-                         " Speedups are the geometric mean over shapes vs eager; green > 1, red < 1.")
+                         " Speedups are the geometric mean over shapes vs eager; green > 1, red < 1."
+                         f" {confirmed_mark()} after a speedup (tree, header, runs list): confirmed, re-measured"
+                         " with fresh inputs at the end of the run; unmarked: a search-time estimate;"
+                         f" {failed_mark()}: the re-measurement failed (crashed, incorrect), so the figure"
+                         " is only the search-time one.")

@@ -22,8 +22,8 @@ from textual.screen import Screen
 from textual.widgets import Static, Tab, Tabs, Tree
 
 from forge_tui.app import telemetry
-from forge_tui.app.format import (RUN_STYLE, confirmed_mark, fmt_duration, short, shown_speedup, speedup_style,
-                                  speedup_text)
+from forge_tui.app.format import (CONFIRM_FAILED, CONFIRMED, MARK_STYLE, RUN_STYLE, fmt_duration, run_best, short,
+                                  speedup_mark, speedup_style, speedup_text)
 from forge_tui.app.messages import (NodeDetail, NodeDetailLoaded, NodesAdded, NodesChanged, PollFailed, RunChanged,
                                     TelemetryRead)
 from forge_tui.app.widgets.code_view import CodeView
@@ -64,7 +64,8 @@ def header_text(run: RunRead, now: float, width: Optional[int] = None, best: Opt
     ``best`` is the best node (a summary) when known: the header then shows its confirmed
     figure (re-measured at the end of the run) when there is one, marked and named as such,
     with the search-time figure beside it where there is room; otherwise it says the
-    figure is the search-time one."""
+    figure is the search-time one, marked as a failed confirmation when that node's
+    re-measurement failed (see ``format.run_best``)."""
     fields: dict[str, list[Text]] = {}
 
     def field(key: str, *forms, style: str = "") -> None:
@@ -86,20 +87,17 @@ def header_text(run: RunRead, now: float, width: Optional[int] = None, best: Opt
         except ValueError:
             pass
     field("elapsed", f"  elapsed {fmt_duration(elapsed)}", f"  {fmt_duration(elapsed)}", "")
-    value, confirmed = run.best_speedup, False
-    if best is not None and getattr(best, "id", None) == run.best_node_id:
-        shown, confirmed = shown_speedup(best)
-        value = shown if shown is not None else value
+    value, kind = run_best(run, best)
     b = Text("  best ")
     b.append(speedup_text(value), style=speedup_style(value))
-    if confirmed:
-        b.append(f" {confirmed_mark()}", style="bold")
+    if speedup_mark(kind):  # stays when the header gives way: the kind's words may not
+        b.append(f" {speedup_mark(kind)}", style=MARK_STYLE[kind])
     field("best", b)
     if best is not None and value is not None:
-        field("kind", " confirmed" if confirmed else " search-time", "", style="dim")
+        field("kind", f" {kind}", "", style="bold red" if kind == CONFIRM_FAILED else "dim")
     if run.best_node_id:
         field("node", f" #{run.best_node_id}", "", style="dim")
-    if confirmed and best.speedup is not None and speedup_text(best.speedup) != speedup_text(value):
+    if kind == CONFIRMED and best.speedup is not None and speedup_text(best.speedup) != speedup_text(value):
         field("search", f" (search {speedup_text(best.speedup)})", "", style="dim")
     field("where", f"  {run.backend}/{run.proposer}", "", style="dim")
     form = dict.fromkeys(fields, 0)

@@ -10,12 +10,13 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
-from forge_tui.app.format import RUN_STYLE, device_name, fmt_created, speedup_style, speedup_text
+from forge_tui.app.format import (MARK_STYLE, RUN_STYLE, device_name, fmt_created, legends, run_best, speedup_mark,
+                                  speedup_style, speedup_text)
 from forge_tui.app.messages import PollFailed, RunsLoaded
 from forge_tui.app.screens.dialogs import ConfirmScreen, NewSearch, NewSearchScreen
 from forge_tui.app.widgets.footer import ForgeFooter
 from store import StoreError
-from store.models import RunRead
+from store.models import NodeSummary, RunRead
 
 COLUMNS = (("id", "id"), ("task", "task"), ("status", "status"), ("backend", "backend"), ("proposer", "proposer"),
            ("iter", "iterations"), ("best", "best"), ("device", "device"), ("created", "created"))
@@ -65,6 +66,8 @@ class RunsScreen(Screen):
     def __init__(self) -> None:
         super().__init__()
         self.runs: list[RunRead] = []
+        self.best: dict[int, NodeSummary] = {}  # run id -> its best node: is the best figure confirmed?
+        self._status = ""
         self.sort = "id"
         self.filter_text = ""
         self._version: Optional[int] = None
@@ -92,6 +95,7 @@ class RunsScreen(Screen):
 
     def on_resize(self, event) -> None:
         self._apply_width(event.size.width)
+        self._show_status()
 
     def _apply_width(self, width: int) -> None:
         narrow = width < NARROW_WIDTH
@@ -118,7 +122,8 @@ class RunsScreen(Screen):
             version = self.app.store.data_version()
             if version != self._version:
                 self._version = version
-                self.post_message(RunsLoaded(self.app.store.list_runs()))
+                runs = self.app.store.list_runs()
+                self.post_message(RunsLoaded(runs, self.app.store.best_node_summaries()))
         except StoreError as exc:
             self.post_message(PollFailed(str(exc)))
         finally:
@@ -151,13 +156,14 @@ class RunsScreen(Screen):
         """Re-read the runs now (after a user action; a quick query)."""
         try:
             self.runs = self.store.list_runs()
+            self.best = self.store.best_node_summaries()
         except StoreError as exc:
             self.notify(str(exc), severity="error")
             return
         self.refresh_table()
 
     def on_runs_loaded(self, message: RunsLoaded) -> None:
-        self.runs = message.runs
+        self.runs, self.best = message.runs, message.best
         self.refresh_table()
 
     def on_poll_failed(self, message: PollFailed) -> None:
@@ -180,7 +186,10 @@ class RunsScreen(Screen):
         runs = self.visible_runs()
         for r in runs:
             status = Text(r.status, style=RUN_STYLE.get(r.status, ""))
-            best = Text(speedup_text(r.best_speedup), style=speedup_style(r.best_speedup))
+            value, kind = run_best(r, self.best.get(r.id))
+            best = Text(speedup_text(value), style=speedup_style(value))
+            if speedup_mark(kind):
+                best.append(f" {speedup_mark(kind)}", style=MARK_STYLE[kind])
             done = f"{r.iterations_done}/{r.iterations_target}"
             if self.narrow:
                 created = fmt_created(r.created_at)
@@ -196,6 +205,19 @@ class RunsScreen(Screen):
             status += f"  filter: {self.filter_text!r}"
         if not self.runs:
             status = " no runs yet: press n to start a search"
+        self._status = status
+        self._show_status()
+
+    def _show_status(self) -> None:
+        """The status line, with the best column's legend where the width leaves room for it."""
+        if not self.is_mounted:
+            return
+        status = self._status
+        for form in legends():
+            key = f"  best: {form}"
+            if self.runs and len(status) + len(key) <= self.app.size.width:
+                status += key
+                break
         self.query_one("#runs-status", Static).update(status)
 
     def selected_run_id(self) -> Optional[int]:

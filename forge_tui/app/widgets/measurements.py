@@ -11,7 +11,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Sparkline, Static
 
-from forge_tui.app.format import cap, confirmed_mark, fmt_ms, loads, speedup_style, speedup_text
+from forge_tui.app.format import (CONFIRM_FAILED, CONFIRMED, MARK_STYLE, cap, confirmation, confirmed_mark, failed_mark,
+                                  fmt_ms, loads, shown_speedup, speedup_style, speedup_text)
 from forge_tui.app.messages import NodeDetail
 from store.models import MeasurementRead, NodeRead, RunRead
 
@@ -119,16 +120,21 @@ class MeasurementsPane(VerticalScroll):
         header = Text()
         if node is not None:
             header.append(f"node #{node.id} {node.status}  ", style="bold")
-            c = node.confirmed_speedup
-            if c is not None:
+            c, kind = shown_speedup(node)
+            if kind == CONFIRMED:
                 header.append(speedup_text(c), style=speedup_style(c))
-                header.append(f" {confirmed_mark()} confirmed", style="bold")
+                header.append(f" {confirmed_mark()} confirmed", style=MARK_STYLE[kind])
                 header.append(" geomean vs eager, re-measured with fresh inputs at the end of the run; search-time ")
                 header.append(speedup_text(node.speedup), style=speedup_style(node.speedup))
+            elif kind == CONFIRM_FAILED:
+                header.append(speedup_text(c), style=speedup_style(c))
+                header.append(f" {failed_mark()} {CONFIRM_FAILED}", style=MARK_STYLE[kind])
+                header.append(": search-time geomean vs eager; the re-measurement with fresh inputs at the end "
+                              "of the run did not pass (no confirmed figure)")
             else:
                 header.append(speedup_text(node.speedup), style=speedup_style(node.speedup))
                 header.append(" search-time geomean vs eager")
-                if best is not None and best.confirmed_speedup is not None and node.speedup is not None:
+                if best is not None and confirmation(best) is not None and node.speedup is not None:
                     header.append(" (not re-measured: the run re-measures its best nodes)", style="dim")
             if node.speedup_compile is not None:
                 header.append(f", {speedup_text(node.speedup_compile)} vs torch.compile")
@@ -171,7 +177,8 @@ class MeasurementsPane(VerticalScroll):
             if node is not None and cm is not None:
                 ref = ce.median_ms if ce is not None else (m.median_ms if m is not None else eager.get(shape))
                 sp = ref / cm.median_ms if ref and cm.median_ms else None
-                rows.append((f"{confirmed_mark()} #{node.id}", cm.median_ms, cm.p10_ms, cm.p90_ms, cm.cv, cm.gbps,
+                mark = failed_mark() if kind == CONFIRM_FAILED else confirmed_mark()  # the re-measurement's row
+                rows.append((f"{mark} #{node.id}", cm.median_ms, cm.p10_ms, cm.p90_ms, cm.cv, cm.gbps,
                              cm.sol_pct, cm.n, sp))
             meds = [r[1] for r in rows if r[1] is not None]
             unit, scale = ("us", 1e3) if meds and max(meds) < 1.0 else ("ms", 1.0)

@@ -2,6 +2,8 @@
 
 A node the run re-measured at its end shows the confirmed speedup, marked (the figure the
 run's best is chosen by), and its search-time speedup after the description when that differs.
+A node whose re-measurement failed (it crashed or came out incorrect with fresh inputs) keeps
+its search-time speedup, marked as a failed confirmation and named so after the description.
 
 Lazy, so a run of thousands of nodes stays responsive (STYLE.md 5). Every node's summary
 is held as plain data (``nodes``, ``children_of``); TreeNodes are materialised only under
@@ -22,8 +24,8 @@ from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from forge_tui.app.format import (ASCII, FAILED, confirmed_mark, glyph, short, shown_speedup, speedup_style,
-                                  speedup_text, star, status_style)
+from forge_tui.app.format import (ASCII, CONFIRM_FAILED, CONFIRMED, FAILED, MARK_STYLE, glyph, short, shown_speedup,
+                                  speedup_mark, speedup_style, speedup_text, star, status_style)
 from store.models import NodeSummary
 
 FILTERS = ("all", "ok", "failed")
@@ -81,15 +83,17 @@ class NodeTree(Tree[int]):
         t.append(mark, style="bold yellow")
         t.append(glyph(n.status), style=status_style(n.status))
         t.append(" ")
-        value, confirmed = shown_speedup(n)
+        value, kind = shown_speedup(n)
         t.append(f"{speedup_text(value):>7}", style=speedup_style(value))
-        t.append(confirmed_mark() if confirmed else " ", style="bold")
+        t.append(speedup_mark(kind) or " ", style=MARK_STYLE[kind])
         t.append(f" #{n.id} ", style="dim")
         desc = n.description or n.kind
         if n.status in FAILED:
             desc = f"{desc} [{n.status}]"
         t.append(short(desc, 60), style="bold" if n.id in self.best_path else "")
-        if confirmed and n.speedup is not None and speedup_text(n.speedup) != speedup_text(value):
+        if kind == CONFIRM_FAILED:
+            t.append(f" [{CONFIRM_FAILED}]", style=MARK_STYLE[kind])
+        if kind == CONFIRMED and n.speedup is not None and speedup_text(n.speedup) != speedup_text(value):
             t.append(f"  search {speedup_text(n.speedup)}", style="dim")  # where the pane has room
         if not self._matches(n):
             t.stylize("dim")
