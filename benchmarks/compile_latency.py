@@ -84,29 +84,33 @@ def main() -> None:
             mod = load_inline(name=f"forge_bench_{i}_{time.time_ns()}", cpp_sources=cpp, functions=["run"],
                               build_directory=str(bdir), verbose=False, **kw)
             ext.append(time.perf_counter() - t0)
-        # same answer from both builds on one input
-        from forge_tui.evaluate.trials import Launcher, alloc_outputs
+        same = None  # no extension built: nothing to compare
+        if a.ext:
+            # same answer from both builds on one input
+            from forge_tui.evaluate.trials import Launcher, alloc_outputs
 
-        dims = next(iter(task.shapes_for(backend).values()))
-        device = "cuda" if backend == "cuda" else "cpu"
-        ins = task.make_inputs(dims, torch.Generator().manual_seed(0), device, "normal")
-        o1, o2 = alloc_outputs(task, dims, device), alloc_outputs(task, dims, device)
-        lau = Launcher(libs[0], task, backend)
-        assert lau(lau.args(ins, o1, dims)) == 0
-        assert mod.run(*ins, *o2, *task.sizes(dims)) == 0
-        if backend == "cuda":
-            torch.cuda.synchronize()
-        same = all(torch.equal(x, y) for x, y in zip(o1, o2))
+            dims = next(iter(task.shapes_for(backend).values()))
+            device = "cuda" if backend == "cuda" else "cpu"
+            ins = task.make_inputs(dims, torch.Generator().manual_seed(0), device, "normal")
+            o1, o2 = alloc_outputs(task, dims, device), alloc_outputs(task, dims, device)
+            lau = Launcher(libs[0], task, backend)
+            assert lau(lau.args(ins, o1, dims)) == 0
+            assert mod.run(*ins, *o2, *task.sizes(dims)) == 0
+            if backend == "cuda":
+                torch.cuda.synchronize()
+            same = all(torch.equal(x, y) for x, y in zip(o1, o2))
 
     def row(name, xs):
         return (f"| {name} | {len(xs)} | {statistics.median(xs):.2f} | {statistics.mean(xs):.2f} | "
                 f"{min(xs):.2f} | {max(xs):.2f} |")
 
     print(f"Compile latency, task `{task.name}` seed, backend {backend}{f' ({arch})' if arch else ''}, "
-          f"{compiler.compiler_version(compiler.compiler_for(backend))}; outputs identical: {same}.\n")
+          f"{compiler.compiler_version(compiler.compiler_for(backend))}"
+          + (f"; outputs identical: {same}.\n" if same is not None else ".\n"))
     print("| build | n | median s | mean s | min s | max s |\n|---|---|---|---|---|---|")
     print(row("forge-tui contract (nvcc/g++, no torch headers)", ours))
-    print(row("torch extension (load_inline, same kernel)", ext))
+    if ext:
+        print(row("torch extension (load_inline, same kernel)", ext))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ Usage: python benchmarks/timing_agreement.py [TASK ...] [--repeat N]   (cuda onl
 For each task's seed kernel and for eager PyTorch on every timed shape, compares the median
 of forge-tui's interleaved timing (``Evaluator.evaluate``: L2 flush, CUDA events, whole-device
 sync) with ``triton.testing.do_bench(fn, return_mode="median")`` (which also clears the L2
-before each rep) on the same inputs, ``N`` times. Prints Markdown.
+before each rep) on the same inputs, ``N`` times. Also gives the timing precision: the CV
+(standard deviation / mean, %) of the candidate's ``N`` medians, each from a separate
+evaluation with fresh inputs, and the range of those medians. Prints Markdown.
 """
 from __future__ import annotations
 
@@ -26,8 +28,9 @@ def main() -> None:
     a = ap.parse_args()
     from triton.testing import do_bench
 
-    print("| task | shape | forge cand us | do_bench cand us | diff | forge eager us | do_bench eager us | diff |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"| task | shape | forge cand us | do_bench cand us | diff | forge eager us | do_bench eager us | diff "
+          f"| CV of {a.repeat} forge cand medians | min-max us |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in a.tasks:
         task = get_task(name)
         ev = Evaluator(task, "cuda", task_ref=task_ref(task))
@@ -49,8 +52,11 @@ def main() -> None:
             de = statistics.median(do_bench(lambda: task.reference(*ins), return_mode="median") for _ in range(a.repeat))
             fc = statistics.median(x[0] for x in ours[s])
             fe = statistics.median(x[1] for x in ours[s])
+            meds = [x[0] for x in ours[s]]
+            cv = 100 * statistics.stdev(meds) / statistics.mean(meds) if len(meds) > 1 else float("nan")
             print(f"| {name} | {s} | {fc * 1e3:.1f} | {dc * 1e3:.1f} | {100 * (fc - dc) / dc:+.1f}% | "
-                  f"{fe * 1e3:.1f} | {de * 1e3:.1f} | {100 * (fe - de) / de:+.1f}% |", flush=True)
+                  f"{fe * 1e3:.1f} | {de * 1e3:.1f} | {100 * (fe - de) / de:+.1f}% | {cv:.2f}% "
+                  f"| {min(meds) * 1e3:.1f}-{max(meds) * 1e3:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

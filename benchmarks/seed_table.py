@@ -1,0 +1,39 @@
+"""Evaluate every catalog task's seed kernel once and print one line per task.
+
+Usage: python benchmarks/seed_table.py [--backend cuda|host] [TASK ...]
+Each seed goes through the same Evaluator as a search candidate (static checks, compile,
+correctness on every shape, interleaved timing against eager); per shape the line gives
+the candidate's and eager's medians (us), the speedup, achieved GB/s and % of the copy
+bandwidth the worker measured, then the wall time of the evaluation.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+from forge_tui.evaluate.evaluator import Evaluator
+from forge_tui.search.runner import task_ref
+from kernels.registry import catalog
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backend", default="cuda")
+    ap.add_argument("tasks", nargs="*")
+    a = ap.parse_args()
+    for name, t in catalog().items():
+        if a.tasks and name not in a.tasks:
+            continue
+        ev = Evaluator(t, a.backend, task_ref=task_ref(t))
+        ev.start()
+        t0 = time.perf_counter()
+        r = ev.evaluate(t.seed_source(a.backend), seed=3)
+        dt = time.perf_counter() - t0
+        per = "  ".join(f"{s} {v['median_ms'] * 1e3:.1f}us eager {v['baseline_ms'] * 1e3:.1f}us {v['speedup']:.2f}x "
+                        f"{v['gbps']:.0f}GB/s {v['sol_pct'] or 0:.0f}%" for s, v in r.shapes.items())
+        print(f"{name:22} {r.status:8} {r.speedup or 0:.3f}x  {per}  [{dt:.1f}s] {r.error[:200]}", flush=True)
+        ev.close()
+
+
+if __name__ == "__main__":
+    main()
