@@ -1,12 +1,13 @@
 """Does forge-tui's timer agree with ``triton.testing.do_bench``?
 
-Usage: python benchmarks/timing_agreement.py [TASK ...] [--repeat N]   (cuda only)
+Usage: python benchmarks/timing_agreement.py [TASK ...] [--repeat N] [--backend cuda|host]
 For each task's seed kernel and for eager PyTorch on every timed shape, compares the median
 of forge-tui's interleaved timing (``Evaluator.evaluate``: L2 flush, CUDA events, whole-device
 sync) with ``triton.testing.do_bench(fn, return_mode="median")`` (which also clears the L2
 before each rep) on the same inputs, ``N`` times. Also gives the timing precision: the CV
 (standard deviation / mean, %) of the candidate's ``N`` medians, each from a separate
-evaluation with fresh inputs, and the range of those medians. Prints Markdown.
+evaluation with fresh inputs, and the range of those medians. Prints Markdown. On the host
+backend (no do_bench there) it prints only the precision: the candidate's and eager's CV.
 """
 from __future__ import annotations
 
@@ -21,28 +22,58 @@ from forge_tui.search.runner import task_ref
 from kernels.registry import get_task
 
 
+def cv_pct(xs: list) -> float:
+    """Coefficient of variation (sample standard deviation / mean) in %, NaN for one value."""
+    return 100 * statistics.stdev(xs) / statistics.mean(xs) if len(xs) > 1 else float("nan")
+
+
+def repeated(name: str, backend: str, repeat: int):
+    """Evaluate ``name``'s seed ``repeat`` times (fresh inputs each); returns the task, the
+    compiled seed and ``{shape: [(candidate median ms, eager median ms), ...]}``."""
+    task = get_task(name)
+    ev = Evaluator(task, backend, task_ref=task_ref(task))
+    ev.start()
+    src = task.seed_source(backend)
+    comp = ev.compile(src)
+    ours: dict = {}
+    for i in range(repeat):
+        r = ev.evaluate(src, seed=20 + i, compiled=comp)
+        for s, v in r.shapes.items():
+            ours.setdefault(s, []).append((v["median_ms"], v["baseline_ms"]))
+    ev.close()
+    return task, comp, ours
+
+
+def host_precision(tasks: list, repeat: int) -> None:
+    """The host backend's timing precision: CV over ``repeat`` evaluations, Markdown."""
+    print(f"| task | shape | cand us (median of {repeat}) | CV of cand medians | min-max us "
+          f"| eager us | CV of eager medians |")
+    print("|---|---|---|---|---|---|---|")
+    for name in tasks:
+        _, _, ours = repeated(name, "host", repeat)
+        for s, xs in ours.items():
+            c, e = [x[0] for x in xs], [x[1] for x in xs]
+            print(f"| {name} | {s} | {statistics.median(c) * 1e3:.1f} | {cv_pct(c):.2f}% "
+                  f"| {min(c) * 1e3:.1f}-{max(c) * 1e3:.1f} | {statistics.median(e) * 1e3:.1f} | {cv_pct(e):.2f}% |",
+                  flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("tasks", nargs="*", default=["softmax", "rms_norm_bf16", "adaptive_avg_pool2d"])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--backend", choices=("cuda", "host"), default="cuda")
     a = ap.parse_args()
+    if a.backend == "host":
+        host_precision(a.tasks, a.repeat)
+        return
     from triton.testing import do_bench
 
     print(f"| task | shape | forge cand us | do_bench cand us | diff | forge eager us | do_bench eager us | diff "
           f"| CV of {a.repeat} forge cand medians | min-max us |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name in a.tasks:
-        task = get_task(name)
-        ev = Evaluator(task, "cuda", task_ref=task_ref(task))
-        ev.start()
-        src = task.seed_source("cuda")
-        comp = ev.compile(src)
-        ours: dict = {}
-        for i in range(a.repeat):
-            r = ev.evaluate(src, seed=20 + i, compiled=comp)
-            for s, v in r.shapes.items():
-                ours.setdefault(s, []).append((v["median_ms"], v["baseline_ms"]))
-        ev.close()
+        task, comp, ours = repeated(name, "cuda", a.repeat)
         lau = Launcher(comp.library, task, "cuda")
         for s, dims in task.shapes_for("cuda").items():
             ins = task.make_inputs(dims, torch.Generator().manual_seed(5), "cuda", "normal")
@@ -53,7 +84,7 @@ def main() -> None:
             fc = statistics.median(x[0] for x in ours[s])
             fe = statistics.median(x[1] for x in ours[s])
             meds = [x[0] for x in ours[s]]
-            cv = 100 * statistics.stdev(meds) / statistics.mean(meds) if len(meds) > 1 else float("nan")
+            cv = cv_pct(meds)
             print(f"| {name} | {s} | {fc * 1e3:.1f} | {dc * 1e3:.1f} | {100 * (fc - dc) / dc:+.1f}% | "
                   f"{fe * 1e3:.1f} | {de * 1e3:.1f} | {100 * (fe - de) / de:+.1f}% | {cv:.2f}% "
                   f"| {min(meds) * 1e3:.1f}-{max(meds) * 1e3:.1f} |", flush=True)

@@ -34,7 +34,7 @@ _FORBIDDEN = {
 }
 
 _INCLUDE_OK = re.compile(
-    r"^(cuda_runtime\.h|cuda\.h|cuda_fp16\.h|cuda_bf16\.h|cooperative_groups\.h|cooperative_groups/.*|"
+    r"^(cuda_runtime\.h|cuda\.h|cuda_fp16\.h|cuda_bf16\.h|cuda_pipeline\.h|cuda_pipeline_primitives\.h|cooperative_groups\.h|cooperative_groups/.*|"
     r"cub/.*|cuda/.*|mma\.h|math\.h|cmath|stdint\.h|cstdint|cstddef|stddef\.h|float\.h|cfloat|"
     r"limits|climits|type_traits|algorithm|utility|array|cstring|string\.h|immintrin\.h|"
     r"arm_neon\.h|omp\.h|numeric|functional|tuple|initializer_list)$"

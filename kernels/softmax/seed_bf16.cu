@@ -15,6 +15,11 @@
 //    that all its blocks are resident together (no block waits on one that is not running)
 //    and loops over the (row, tile) work items; per-row arrival and departure counters
 //    return to zero at the end of every launch, so the kernel replays in a CUDA graph.
+//    With STAGE, each thread copies its part of the block's next tile into shared memory
+//    asynchronously (cp.async through __pipeline_memcpy_async, sm_80 and later) while it
+//    reduces, waits and stores the current one, so one round's loads overlap the last
+//    round's wait and stores without the registers of a second tile. A thread reads back
+//    only what it copied itself, so the staging needs no block barrier.
 //  ONEPASS 0: when there are fewer rows than BLOCKS_PER_SM * SMs, several blocks share a
 //    row: a first launch writes each chunk's (max, sum), a second combines them and writes
 //    the output (reading x again); with REVERSE the second launch walks the chunks in the
@@ -22,6 +27,7 @@
 //    enough rows, a block streams its row twice (online (max, sum), then the write).
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
+#include <cuda_pipeline_primitives.h>
 #include <stdint.h>
 #include <math.h>
 
@@ -41,6 +47,8 @@ typedef __nv_bfloat16 T;
 #define ONEPASS 1
 // @tune COOP_OCC: 1, 2, 4
 #define COOP_OCC 4
+// @tune STAGE: 0, 1
+#define STAGE 0
 
 #define TILE_U(U) (BLOCK * VEC * (U))
 #define LOG2E 1.4426950408889634f
@@ -231,12 +239,29 @@ __global__ void __launch_bounds__(BLOCK) softmax_finish(const T* __restrict__ x,
 __global__ void __launch_bounds__(BLOCK, COOP_OCC) softmax_coop(const T* __restrict__ x, T* __restrict__ y, MS* __restrict__ part,
                                                       unsigned* __restrict__ arrive, unsigned* __restrict__ depart,
                                                       int64_t rows, int64_t cols, int64_t split, bool vec_ok) {
+    extern __shared__ __align__(16) unsigned char stage_bytes[];
+    T* stage = reinterpret_cast<T*>(stage_bytes);  // STAGE: the next tile, TILE_U(UNROLL) elements
+    // a tile can be staged when it is whole and 16-byte aligned (vectors of 16 bytes)
+    const bool can_stage = STAGE && vec_ok && VEC * sizeof(T) == 16;
     float r[UNROLL][VEC];
     const int64_t items = rows * split;
+    bool have = false;  // r already holds this item's tile (it came through `stage`)
     for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
         const int64_t row = w / split, b = w % split;
         const int64_t begin = b * TILE_U(UNROLL), end = min(begin + (int64_t)TILE_U(UNROLL), cols);
-        tile_load<UNROLL>(x + row * cols, begin, end, vec_ok, r);
+        if (!have) tile_load<UNROLL>(x + row * cols, begin, end, vec_ok, r);
+        const int64_t wn = w + gridDim.x, nrow = wn / split, nbegin = (wn % split) * TILE_U(UNROLL);
+        const bool next_whole = wn < items && nbegin + TILE_U(UNROLL) <= cols;
+        const bool staged = can_stage && next_whole;
+        if (staged) {  // this thread's vectors of the next tile, in tile_load's layout
+            const T* src = x + nrow * cols + nbegin;
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                const int64_t i = ((int64_t)u * BLOCK + threadIdx.x) * VEC;
+                __pipeline_memcpy_async(stage + i, src + i, 16);
+            }
+            __pipeline_commit();
+        }
         const MS mine = tile_stats<UNROLL, true>(r);
         const MS st = block_reduce(mine);
         if (threadIdx.x == 0) {
@@ -264,6 +289,16 @@ __global__ void __launch_bounds__(BLOCK, COOP_OCC) softmax_coop(const T* __restr
             depart[row] = 0;
         }
         tile_store<UNROLL, false>(y + row * cols, begin, end, vec_ok, r, 0.f, rescale(mine.m, all));
+        have = staged;
+        if (staged) {  // read back what this thread copied
+            __pipeline_wait_prior(0);
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                const TV<VEC> t = *reinterpret_cast<const TV<VEC>*>(stage + ((int64_t)u * BLOCK + threadIdx.x) * VEC);
+#pragma unroll
+                for (int j = 0; j < VEC; ++j) r[u][j] = tof(t.v[j]);
+            }
+        }
     }
 }
 
@@ -290,8 +325,14 @@ extern "C" int forge_launch(const T* x, T* y, int64_t rows, int64_t cols, cudaSt
     }
     if (ONEPASS) {
         const int64_t split = (cols + TILE_U(UNROLL) - 1) / TILE_U(UNROLL);
+        const size_t smem = STAGE ? sizeof(T) * TILE_U(UNROLL) : 0;
         static int occ = -1;
-        if (occ < 0 && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, softmax_coop, BLOCK, 0) != cudaSuccess) return 3;
+        if (occ < 0) {
+            if (smem > 48 * 1024 &&
+                cudaFuncSetAttribute(softmax_coop, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+                return 3;
+            if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, softmax_coop, BLOCK, smem) != cudaSuccess) return 3;
+        }
         const int64_t resident = (int64_t)occ * sms / split * split;
         if (resident > 0) {
             static MS* part = nullptr;
@@ -310,7 +351,7 @@ extern "C" int forge_launch(const T* x, T* y, int64_t rows, int64_t cols, cudaSt
                 row_cap = (size_t)rows;
             }
             const int64_t grid = resident < (int64_t)need ? resident : (int64_t)need;
-            softmax_coop<<<(unsigned)grid, BLOCK, 0, stream>>>(x, y, part, counters, counters + row_cap, rows, cols, split, vec_ok);
+            softmax_coop<<<(unsigned)grid, BLOCK, smem, stream>>>(x, y, part, counters, counters + row_cap, rows, cols, split, vec_ok);
             return (int)cudaGetLastError();
         }
     }

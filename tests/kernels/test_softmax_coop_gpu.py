@@ -17,16 +17,20 @@ if not torch.cuda.is_available():
 from forge_tui import hardware  # noqa: E402
 from forge_tui.evaluate import compile as compiler  # noqa: E402
 from forge_tui.evaluate.trials import Launcher  # noqa: E402
+from forge_tui.search.tune import apply_params  # noqa: E402
 from kernels.registry import get_task  # noqa: E402
 
 SHAPES = [(64, 262144), (3, 100003), (200, 9000), (1, 2_000_000)]
 
 
-@pytest.fixture(scope="module", params=["softmax", "softmax_bf16"])
+@pytest.fixture(scope="module", params=[("softmax", {}), ("softmax", {"STAGE": "1"}),
+                                        ("softmax_bf16", {}), ("softmax_bf16", {"STAGE": "1"})],
+                ids=["fp32", "fp32-stage", "bf16", "bf16-stage"])
 def launcher(request):
-    task = get_task(request.param)
+    name, params = request.param
+    task = get_task(name)
     arch = hardware.arch_flag(torch.cuda.get_device_capability())
-    res = compiler.compile_source(task.seed_source("cuda"), "cuda", arch=arch)
+    res = compiler.compile_source(apply_params(task.seed_source("cuda"), params), "cuda", arch=arch)
     assert res.ok, res.log
     return task, Launcher(res.library, task, "cuda")
 
