@@ -122,6 +122,9 @@ def cmd_run(args, store: Store) -> int:
     from forge_tui.llm.config import read_file
 
     read_file()  # a broken config file is an error on every command that may use it (ConfigError)
+    from forge_tui.evaluate import memwatch
+
+    memwatch.floor_mb()  # a bad FORGE_MEM_FLOOR_MB is one line before anything is created
     why = _check_search_flags(args)
     if why:
         return _err(why)
@@ -179,6 +182,9 @@ def cmd_resume(args, store: Store) -> int:
     from forge_tui.llm.config import read_file
 
     read_file()  # ConfigError names the key or line
+    from forge_tui.evaluate import memwatch
+
+    memwatch.floor_mb()  # MemoryFloorError
     why = _check_search_flags(args)
     if why:
         return _err(why)

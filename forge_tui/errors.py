@@ -7,6 +7,7 @@ from typing import Optional
 _USER_FACING = {
     "TaskError", "SearchError", "ToolchainError", "WorkerError", "TuneError", "ProposerError",
     "StoreError", "ConfigError", "TaskFileError", "LLMError", "ExportError", "CaptureError",
+    "MemoryFloorError",
 }
 
 

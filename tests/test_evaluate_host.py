@@ -135,3 +135,18 @@ def test_the_compiler_runs_under_a_cpu_time_cap(tmp_path, monkeypatch):
     monkeypatch.setenv("CXX", str(fake))
     res = compile_source("int x;", "host", timeout_s=5, root=tmp_path / "cache")
     assert not res.ok and "cpu cap 35" in res.log, res.log
+
+
+def test_memory_floor_kills_the_worker_and_the_next_evaluation_works(ev, host_seed):
+    # on a unified-memory GPU (GB10) running out of memory stalls the machine, so below the
+    # floor the evaluator kills the worker instead of waiting for the candidate to finish
+    before = ev.restarts
+    ev.memory_floor_mb = 1e12  # more than any machine has: the watchdog trips at its first look
+    try:
+        res = ev.evaluate(host_seed, seed=9)
+    finally:
+        ev.memory_floor_mb = 0.0
+    assert res.status == "crashed", res.error
+    assert "available memory" in res.error and "out of memory" in res.error and "FORGE_MEM_FLOOR_MB" in res.error
+    assert ev.proc is None and ev.restarts == before + 1
+    assert ev.evaluate(host_seed, seed=10).status == "ok"

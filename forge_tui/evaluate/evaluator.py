@@ -27,6 +27,7 @@ from typing import Callable, Optional
 
 from forge_tui import hardware
 from forge_tui.evaluate import compile as compiler
+from forge_tui.evaluate import memwatch
 from forge_tui.evaluate.static import check_source
 from kernels.base import TaskSpec
 
@@ -138,6 +139,8 @@ class Evaluator:
         self.arch: Optional[str] = None
         self.fingerprint = ""
         self.restarts = 0
+        #: MB of available host memory under which a running request is killed (memwatch).
+        self.memory_floor_mb = memwatch.floor_mb()
         self._kill_lock = threading.Lock()  # the search may close while its GPU thread kills a hung worker
 
     # ------------------------------------------------------------------ worker lifecycle
@@ -238,9 +241,16 @@ class Evaluator:
         while True:
             remaining = deadline - time.monotonic()
             try:
-                ready = self.conn.poll(max(remaining, 0))
+                ready = self.conn.poll(max(min(remaining, memwatch.POLL_S), 0))
             except OSError:
                 ready = True
+            if not ready and time.monotonic() < deadline:
+                low = memwatch.pressure(self.memory_floor_mb)  # unified memory stalls the machine
+                if not low:
+                    continue
+                book(time.perf_counter())
+                self.kill()
+                return "crashed", f"worker killed during {stage}{detail}: {low}"
             if not ready:
                 book(time.perf_counter())
                 self.kill()

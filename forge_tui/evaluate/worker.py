@@ -35,6 +35,8 @@ import time
 import traceback
 from multiprocessing.connection import Connection
 
+from forge_tui.evaluate.memwatch import proc_kb as _proc_kb
+
 
 def load_task(ref: dict):
     """Rebuild a TaskSpec in this process from a ref of :func:`forge_tui.search.runner.task_ref`.
@@ -274,17 +276,6 @@ class Worker:
 #: Text that says an allocation failed (glibc, libstdc++, torch, Python).
 _OOM_TEXT = re.compile(r"bad_alloc|[Cc]annot allocate memory|can't allocate memory|MemoryError|[Oo]ut of memory")
 
-
-def _proc_kb(field: str, path: str = "/proc/self/status") -> int:
-    """A ``kB`` field of a /proc file (``VmSize``, ``VmRSS``, ``MemAvailable``), 0 if absent."""
-    try:
-        with open(path) as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 #: Smallest memory budget of a host worker over its start-up size.

@@ -1,0 +1,73 @@
+"""Host memory pressure, read from the OS (EVALUATION-CHECKS.md 24).
+
+On a unified-memory GPU (DGX Spark's GB10: CPU and GPU share 128 GB of LPDDR5X) a kernel's
+device allocations come out of the same memory as the host's, NVML reports no GPU memory
+figures, and running out stalls the whole machine instead of raising an out-of-memory
+error (GPU-FACTS.md). The cuda worker cannot be capped with RLIMIT_AS (the driver reserves
+large virtual ranges), so the evaluator watches ``MemAvailable`` in ``/proc/meminfo`` while
+a candidate runs and kills the worker when it falls under a floor. The host worker also
+has its RLIMIT_AS cap (``worker.limit_memory``).
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+class MemoryFloorError(ValueError):
+    """``FORGE_MEM_FLOOR_MB`` is set to something that is not a number (a one-line message)."""
+
+
+#: How often the evaluator reads ``MemAvailable`` while it waits on the worker (seconds).
+POLL_S = 0.25
+
+#: Default floor: this share of ``MemTotal``, at most :data:`FLOOR_MAX_MB`.
+FLOOR_SHARE = 0.03
+FLOOR_MAX_MB = 2048
+
+
+def proc_kb(field: str, path: str = "/proc/self/status") -> int:
+    """A ``kB`` field of a /proc file (``VmSize``, ``VmRSS``, ``MemAvailable``), 0 if absent."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def available_mb() -> Optional[float]:
+    """The memory the OS reports available (``MemAvailable``) in MB; None where there is no
+    ``/proc/meminfo`` (not Linux)."""
+    kb = proc_kb("MemAvailable", "/proc/meminfo")
+    return kb / 1024 if kb else None
+
+
+def floor_mb() -> float:
+    """The watchdog's floor in MB: ``FORGE_MEM_FLOOR_MB`` when set (0 turns the watchdog off),
+    else 3% of ``MemTotal`` capped at 2048 MB (737 MB on a 24 GB machine, 2 GB on a GB10).
+
+    Raises:
+        MemoryFloorError: ``FORGE_MEM_FLOOR_MB`` is not a number.
+    """
+    env = os.environ.get("FORGE_MEM_FLOOR_MB")
+    if env is not None:
+        try:
+            return max(float(env), 0.0)
+        except ValueError:
+            raise MemoryFloorError(f"FORGE_MEM_FLOOR_MB={env!r} is not a number of MB") from None
+    total = proc_kb("MemTotal", "/proc/meminfo") / 1024
+    return min(FLOOR_SHARE * total, FLOOR_MAX_MB) if total else 0.0
+
+
+def pressure(floor: float) -> str:
+    """``""`` while available memory is at or above ``floor`` MB (or unknown, or the floor
+    is 0), else a one-line description of the shortfall."""
+    if floor <= 0:
+        return ""
+    avail = available_mb()
+    if avail is None or avail >= floor:
+        return ""
+    return (f"the machine's available memory fell to {avail:,.0f} MB, under the {floor:,.0f} MB floor "
+            f"(FORGE_MEM_FLOOR_MB); out of memory")
