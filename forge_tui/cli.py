@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -89,16 +90,36 @@ def _headless_without_terminal(args) -> None:
         args.headless = True
 
 
+#: Largest ``--iterations`` (a search this long would run for weeks) and ``--parallel``.
+MAX_ITERATIONS = 10_000_000
+MAX_PARALLEL = 64
+#: ``--seed`` range: input and proposer seeds derive from it with offsets, and torch and the
+#: worker's generators take it as a signed 64-bit integer.
+MAX_SEED = 2**31 - 1
+
+
 def _check_search_flags(args) -> Optional[str]:
-    """One line for a search flag out of range (``--c``, ``--repairs``, ``--parallel``), else None."""
+    """One line for a search flag out of range (``--c``, ``--repairs``, ``--parallel``,
+    ``--iterations``, ``--seed``), else None."""
     if getattr(args, "parallel", None) is not None and args.parallel < 1:
         return "--parallel must be 1 or more"
     if getattr(args, "c", None) is not None and args.c < 0:
         return "--c (the UCT exploration constant) must be 0 or more"
     if getattr(args, "repairs", None) is not None and args.repairs < 0:
         return "--repairs must be 0 or more"
-    if getattr(args, "iterations", None) is not None and args.iterations < 0:
-        return "--iterations must be 0 or more"
+    if getattr(args, "iterations", None) is not None and not 0 <= args.iterations <= MAX_ITERATIONS:
+        return f"--iterations must be between 0 and {MAX_ITERATIONS:,}"
+    if getattr(args, "c", None) is not None and not math.isfinite(args.c):
+        return "--c (the UCT exploration constant) must be a finite number"
+    if getattr(args, "parallel", None) is not None and args.parallel > MAX_PARALLEL:
+        return f"--parallel must be at most {MAX_PARALLEL}"
+    return _check_seed(args)
+
+
+def _check_seed(args) -> Optional[str]:
+    """One line for a ``--seed`` out of range, else None."""
+    if getattr(args, "seed", None) is not None and not 0 <= args.seed <= MAX_SEED:
+        return f"--seed must be between 0 and {MAX_SEED}"
     return None
 
 
@@ -150,7 +171,7 @@ def cmd_run(args, store: Store) -> int:
         try:
             final = Search(store, run.id, log=_headless_log).execute()
         except SearchError as exc:
-            return _err(str(exc))
+            return _search_error(store, run.id, exc)
         return _exit_code(final)
     if args.proposer == "llm":
         _pin_endpoint_env(config)
@@ -190,6 +211,9 @@ def cmd_resume(args, store: Store) -> int:
         return _err(why)
     _headless_without_terminal(args)
     run = store.get_run(args.run_id)
+    held = store.lease_holder(run.id)  # before anything is written to the run
+    if held:
+        return _err(held)
     cfg = json.loads(run.config_json or "{}")
     if run.proposer == "llm":
         from forge_tui.llm.config import LLMConfig, endpoint_overrides, missing
@@ -224,14 +248,30 @@ def cmd_resume(args, store: Store) -> int:
     try:
         final = Search(store, run.id, log=_headless_log).execute(extra_iterations=args.iterations)
     except SearchError as exc:
-        return _err(str(exc))
+        return _search_error(store, run.id, exc)
     return _exit_code(final)
+
+
+def _search_error(store: Store, run_id: int, exc: Exception) -> int:
+    """Print a SearchError's line; the exit code follows what became of the run: 1 it failed
+    (e.g. the seed kernel failed), 3 it was interrupted or paused and can be resumed (disk
+    full), 2 it never started (e.g. another process drives it)."""
+    _err(str(exc))
+    try:
+        status = store.get_run(run_id).status
+    except Exception:  # the database itself is what failed
+        return 2
+    return {"failed": 1, "interrupted": 3, "paused": 3}.get(status, 2)
 
 
 def cmd_stop(args, store: Store) -> int:
     run = store.get_run(args.run_id)
     if run.status not in ("running", "paused", "created"):
         print(f"run {run.id} is {run.status}; nothing to stop")
+        return 0
+    if run.status == "paused" and not store.lease_holder(run.id):
+        print(f"run {run.id} is paused and no process drives it; nothing to stop "
+              f"(`forge-tui resume {run.id}` continues it)")
         return 0
     store.request_control(run.id, "stop")
     print(f"asked run {run.id} to stop (it stops once the nodes in flight are evaluated)")
@@ -319,6 +359,9 @@ def cmd_eval(args, store: Optional[Store]) -> int:
     from forge_tui.evaluate.evaluator import Evaluator, WorkerError
     from forge_tui.search.runner import backend_mismatch, resolve_backend, task_ref
 
+    why = _check_seed(args)
+    if why:
+        return _err(why)
     task = _load_task(args.task)
     path = Path(args.source)
     if not path.exists():

@@ -199,7 +199,8 @@ class _FileTask:
         try:
             code = compile(self.text, str(self.path), "exec")
         except SyntaxError as exc:
-            raise self.fail(f"syntax error on line {exc.lineno}: {exc.msg}") from None
+            where = f" on line {exc.lineno}: {exc.msg}" if exc.lineno else f": {exc.msg} (is it a Python file?)"
+            raise self.fail(f"syntax error{where}") from None
         except ValueError as exc:  # null bytes
             raise self.fail(f"cannot compile: {exc}") from None
         name = "forge_taskfile_" + hashlib.sha256(self.text.encode()).hexdigest()[:12]

@@ -449,15 +449,9 @@ class Store:
             row = s.get(Run, run_id)
             if row is None:
                 raise StoreError(f"no run with id {run_id}")
-            if row.lease_token and row.heartbeat_at and now - row.heartbeat_at < stale_after_s:
-                alive = True
-                if row.owner_host == host and row.owner_pid:
-                    alive = _pid_alive(row.owner_pid)
-                if alive and row.owner_pid != pid:
-                    raise StoreError(
-                        f"run {run_id} is driven by pid {row.owner_pid} on {row.owner_host} "
-                        f"(heartbeat {now - row.heartbeat_at:.0f} s ago); stop it first"
-                    )
+            held = _live_holder(row, now, stale_after_s)
+            if held:
+                raise StoreError(held)
             if row.lease_token:
                 age = now - (row.heartbeat_at or 0)
                 message = (f"took over run {run_id} from pid {row.owner_pid} on {row.owner_host} "
@@ -467,6 +461,15 @@ class Store:
             s.add(Event(run_id=run_id, kind="lease", created_at=now_iso(),
                         payload_json=json.dumps({"host": host, "pid": pid, "message": message})))
         return token, message
+
+    def lease_holder(self, run_id: int, *, stale_after_s: float = LEASE_STALE_S) -> str:
+        """``"run N is driven by pid P on HOST ..."`` when another live process holds the run's
+        lease, else ``""``; takes nothing. Raises StoreError for an unknown run."""
+        with self.session() as s:
+            row = s.get(Run, run_id)
+            if row is None:
+                raise StoreError(f"no run with id {run_id}")
+            return _live_holder(row, time.time(), stale_after_s)
 
     def heartbeat(self, run_id: int, token: str) -> bool:
         """Refresh the lease; False when another process has taken it (stop writing then)."""
@@ -744,6 +747,17 @@ class Store:
             if run_id is not None:
                 q = q.where(Event.run_id == run_id)
             return int(s.exec(q).one() or 0)
+
+
+def _live_holder(row: Run, now: float, stale_after_s: float) -> str:
+    """The "driven by" line when a live process other than this one holds ``row``'s lease, else ""."""
+    if not (row.lease_token and row.heartbeat_at and now - row.heartbeat_at < stale_after_s):
+        return ""
+    alive = _pid_alive(row.owner_pid) if row.owner_host == socket.gethostname() and row.owner_pid else True
+    if not alive or row.owner_pid == os.getpid():
+        return ""
+    return (f"run {row.id} is driven by pid {row.owner_pid} on {row.owner_host} "
+            f"(heartbeat {now - row.heartbeat_at:.0f} s ago); stop it first")
 
 
 def _pid_alive(pid: int) -> bool:

@@ -110,6 +110,14 @@ def test_tasks():
     (["eval", "softmax", "/nonexistent/k.cpp", "--backend", "host"], ["no such file"]),
     (["resume", "42", "--headless"], ["no run with id 42"]),
     (["stop", "42"], ["no run with id 42"]),
+    # out-of-range numbers: one line before anything is created, not an SQLite or worker overflow
+    (["run", "softmax", "--headless", "--backend", "host", "--iterations", "99999999999999999999"], ["--iterations"]),
+    (["run", "softmax", "--headless", "--backend", "host", "--seed", "9223372036854775807"], ["--seed"]),
+    (["run", "softmax", "--headless", "--backend", "host", "--c", "nan"], ["finite"]),
+    (["run", "softmax", "--headless", "--backend", "host", "--parallel", "100000"], ["--parallel"]),
+    (["eval", "softmax", "kernels/softmax/seed.cpp", "--backend", "host", "--seed", "-1"], ["--seed"]),
+    (["run", "softmax", "--headless", "--backend", "host", "--proposer", "llm", "--base-url", "not-a-url",
+      "--model", "m"], ["not an http(s) URL"]),
 ])
 def test_user_errors_are_one_line_with_exit_2(tmp_path, args, words):
     _one_line_error(run_cli("--db", str(tmp_path / "u.db"), *args), *words)
@@ -386,3 +394,28 @@ def test_headless_exit_codes():
     from types import SimpleNamespace as NS
 
     assert [cli._exit_code(NS(status=s)) for s in ("finished", "paused", "interrupted", "failed")] == [0, 3, 3, 1]
+
+
+def test_bad_numbers_create_no_run(tmp_path):
+    db = str(tmp_path / "n.db")
+    run_cli("--db", db, "run", "softmax", "--headless", "--backend", "host", "--iterations", "10000000000")
+    run_cli("--db", db, "run", "softmax", "--headless", "--backend", "host", "--proposer", "llm",
+            "--base-url", "not-a-url", "--model", "m", env={"OPENAI_API_KEY": "x"})
+    assert run_cli("--db", db, "ls").stdout.startswith("no runs")
+
+
+def test_a_failed_seed_exits_1_not_2(tmp_path):
+    # README: run --headless exits 1 when the search failed (here its seed crashed), 2 only for usage errors
+    import re
+
+    from tests.conftest import ROOT
+
+    seed = (ROOT / "kernels" / "softmax" / "seed.cpp").read_text()
+    crash, n = re.subn(r'(extern "C" int forge_launch\([^)]*\)\s*\{)', r"\1 volatile float* p0 = nullptr; *p0 = 1.f;", seed)
+    assert n == 1
+    kernel = tmp_path / "crash.cpp"
+    kernel.write_text(crash)
+    res = run_cli("--db", str(tmp_path / "s.db"), "run", "softmax", "--headless", "--backend", "host",
+                  "--iterations", "1", "--seed-kernel", str(kernel), timeout=180)
+    assert res.returncode == 1, (res.returncode, res.stderr[-500:])
+    assert "seed kernel failed" in res.stderr and "Traceback" not in res.stderr

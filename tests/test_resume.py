@@ -129,3 +129,38 @@ def test_stop_ends_a_running_search_as_interrupted(tmp_path):
     # a stopped run is not running any more: stop again is a no-op
     again = run_cli("--db", str(db), "stop", str(run_id))
     assert again.returncode == 0 and "nothing to stop" in again.stdout
+
+
+def test_stop_and_resume_respect_who_drives_a_run(tmp_path):
+    """stop on a paused run that no process drives says so; resume of a run another live
+    process drives is refused before anything is written to the run (its iteration target
+    and config stay as they were)."""
+    from store.models import Run
+
+    db = tmp_path / "lease.db"
+    s = Store(db)
+    t = s.add_task(name="softmax", origin="catalog", reference_source="", spec={}, signature="", content_hash="x")
+    paused = s.create_run(task_id=t.id, task_name="softmax", backend="host", proposer="tune", iterations_target=3)
+    s.update_run(paused.id, status="paused")
+    out = run_cli("--db", str(db), "stop", str(paused.id))
+    assert out.returncode == 0 and "no process drives it" in out.stdout
+    assert s.get_run(paused.id).control in ("", None)
+
+    driven = s.create_run(task_id=t.id, task_name="softmax", backend="host", proposer="tune", iterations_target=3)
+    holder = subprocess.Popen(["sleep", "60"])  # a live process on this host holds the lease
+    try:
+        s.update_run(driven.id, status="running")
+        s.acquire_lease(driven.id)
+        with s.session() as sess:  # the lease as that process would have taken it
+            row = sess.get(Run, driven.id)
+            row.owner_pid = holder.pid
+            sess.add(row)
+        assert s.lease_holder(driven.id).startswith(f"run {driven.id} is driven by pid {holder.pid}")
+        res = run_cli("--db", str(db), "resume", str(driven.id), "--headless", "--iterations", "7", "--parallel", "3")
+        assert res.returncode == 2 and "is driven by pid" in res.stderr and "Traceback" not in res.stderr
+        after = s.get_run(driven.id)
+        assert after.iterations_target == 3 and "parallel" not in (after.config_json or "")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert s.lease_holder(driven.id) == ""  # the holder is gone: the lease is free again

@@ -9,6 +9,8 @@ client is built (:func:`api_key`), and never stored in a run, a transcript or a 
 """
 from __future__ import annotations
 
+from urllib.parse import urlparse
+
 import ipaddress
 import os
 import socket
@@ -252,6 +254,10 @@ def missing(cfg: LLMConfig, env: Optional[dict] = None, *, path: Optional[Path] 
     env = os.environ if env is None else env
     where = path or config_path()
     key = env.get("OPENAI_API_KEY")
+    if cfg.base_url:
+        parts = urlparse(cfg.base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            return f"the base URL {cfg.base_url!r} is not an http(s) URL (e.g. http://localhost:8000/v1)"
     if not cfg.base_url and not key:
         return (f"{who} needs an endpoint: pass --base-url URL (e.g. http://localhost:8000/v1), "
                 f"set OPENAI_BASE_URL, or set base_url in the [llm] table of {where}; "
