@@ -171,7 +171,7 @@ def cmd_run(args, store: Store) -> int:
         try:
             final = Search(store, run.id, log=_headless_log).execute()
         except SearchError as exc:
-            return _search_error(store, run.id, exc)
+            return _search_error(exc)
         return _exit_code(final)
     if args.proposer == "llm":
         _pin_endpoint_env(config)
@@ -248,20 +248,16 @@ def cmd_resume(args, store: Store) -> int:
     try:
         final = Search(store, run.id, log=_headless_log).execute(extra_iterations=args.iterations)
     except SearchError as exc:
-        return _search_error(store, run.id, exc)
+        return _search_error(exc)
     return _exit_code(final)
 
 
-def _search_error(store: Store, run_id: int, exc: Exception) -> int:
-    """Print a SearchError's line; the exit code follows what became of the run: 1 it failed
-    (e.g. the seed kernel failed), 3 it was interrupted or paused and can be resumed (disk
-    full), 2 it never started (e.g. another process drives it)."""
+def _search_error(exc) -> int:
+    """Print a SearchError's line; exit with its code: 1 the run failed (e.g. the seed kernel
+    failed), 3 it was interrupted and can be resumed (disk full), 2 it was refused and is as
+    it was (another process drives it, another environment)."""
     _err(str(exc))
-    try:
-        status = store.get_run(run_id).status
-    except Exception:  # the database itself is what failed
-        return 2
-    return {"failed": 1, "interrupted": 3, "paused": 3}.get(status, 2)
+    return getattr(exc, "exit_code", 2)
 
 
 def cmd_stop(args, store: Store) -> int:

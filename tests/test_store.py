@@ -331,10 +331,10 @@ def _page_count(db) -> int:
         con.close()
 
 
-def _one_line_error(res, *words) -> str:
-    """The CLI failed with exit 2 and one ``forge-tui: ...`` line naming ``words``, no traceback."""
+def _one_line_error(res, *words, code: int = 2) -> str:
+    """The CLI failed with exit ``code`` and one ``forge-tui: ...`` line naming ``words``, no traceback."""
     out = res.stdout + res.stderr
-    assert res.returncode == 2, out
+    assert res.returncode == code, out
     assert "Traceback" not in out, out
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("forge-tui: "), res.stderr
@@ -382,7 +382,8 @@ def test_disk_full_mid_search_stops_then_resume_continues(tmp_path, searched_db)
     # room for a few pages only: the search starts, then a write of a node's results fails
     res = run_cli("--db", str(db), "resume", str(run_id), "--headless", "--iterations", "2",
                   env={"FORGE_FAULT_MAX_PAGE_COUNT": str(_page_count(db) + 3)}, timeout=180)
-    line = _one_line_error(res, "disk full", f"resume with forge-tui resume {run_id}")
+    # exit 3: interrupted, resumable (README), not 2 (a usage error)
+    line = _one_line_error(res, "disk full", f"resume with forge-tui resume {run_id}", code=3)
     assert "device:" in res.stdout, "the search had started"
     s = Store(db, readonly=True)
     run = s.get_run(run_id)
@@ -518,6 +519,8 @@ def test_resume_refuses_to_mix_environments(tmp_path, searched_db):
     res = run_cli("--db", str(db), "resume", str(run.id), "--headless", "--iterations", "1")
     _one_line_error(res, "another environment", "start a new run")
     assert _committed(db) == before
+    after = Store(db, readonly=True).get_run(run.id)
+    assert (after.status, after.status_reason) == (run.status, run.status_reason)  # refused, not failed
 
 
 def test_many_processes_create_one_new_database_at_once(tmp_path):

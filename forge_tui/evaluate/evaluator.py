@@ -238,19 +238,22 @@ class Evaluator:
             if stage_s is not None:
                 stage_s[stage] = stage_s.get(stage, 0.0) + (now - since)
 
+        next_look = time.monotonic()
         while True:
+            if time.monotonic() >= next_look:  # unified memory stalls the machine: look every POLL_S
+                next_look = time.monotonic() + memwatch.POLL_S
+                low = memwatch.pressure(self.memory_floor_mb)
+                if low:
+                    book(time.perf_counter())
+                    self.kill()
+                    return "crashed", f"worker killed during {stage}{detail}: {low}"
             remaining = deadline - time.monotonic()
             try:
                 ready = self.conn.poll(max(min(remaining, memwatch.POLL_S), 0))
             except OSError:
                 ready = True
             if not ready and time.monotonic() < deadline:
-                low = memwatch.pressure(self.memory_floor_mb)  # unified memory stalls the machine
-                if not low:
-                    continue
-                book(time.perf_counter())
-                self.kill()
-                return "crashed", f"worker killed during {stage}{detail}: {low}"
+                continue
             if not ready:
                 book(time.perf_counter())
                 self.kill()

@@ -44,7 +44,17 @@ class ProposerUnavailable(RuntimeError):
 
 
 class SearchError(RuntimeError):
-    """The search cannot start or go on; the message is for the user, one line."""
+    """The search cannot start or go on; the message is for the user, one line.
+
+    ``exit_code`` is what ``run``/``resume --headless`` exit with: 2 the search was refused
+    and the run is as it was (a lease held elsewhere, another environment), 1 the run failed
+    (e.g. its seed kernel), 3 it was interrupted and can be resumed (the database could not
+    be written: disk full, locked, read-only).
+    """
+
+    def __init__(self, message: str, exit_code: int = 2):
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 def has_gpu() -> bool:
@@ -246,21 +256,27 @@ class Search:
         if old_term is not None:
             signal.signal(signal.SIGTERM, lambda *_: self.stop_signal.set())
         status, reason = "failed", ""
+        before = (self.run.status, self.run.status_reason or "")
         try:
             if extra_iterations is not None:
                 done = self.run.iterations_done  # the tree is not loaded yet: use the stored count
                 self.run = self.store.update_run(self.run_id, iterations_target=done + extra_iterations)
             self.store.update_run(self.run_id, status="running", status_reason="", control="", event_kind="status")
             status, reason = self._drive()
-        except (SearchError, ProposerError, ToolchainError, WorkerError) as exc:
+        except SearchError as exc:
             status, reason = "failed", str(exc).splitlines()[0]
-            raise SearchError(reason) from exc
+            if exc.exit_code == 2:  # refused: the run keeps the status it had
+                status, reason = before
+            raise SearchError(str(exc).splitlines()[0], exit_code=exc.exit_code) from exc
+        except (ProposerError, ToolchainError, WorkerError) as exc:
+            status, reason = "failed", str(exc).splitlines()[0]
+            raise SearchError(reason, exit_code=1) from exc
         except KeyboardInterrupt:
             status, reason = "interrupted", f"interrupted (Ctrl-C); resume with forge-tui resume {self.run_id}"
             raise
         except StoreError as exc:  # disk full, database locked or read-only: resumable once fixed
             status, reason = "interrupted", f"{str(exc).splitlines()[0]}; then resume with forge-tui resume {self.run_id}"
-            raise SearchError(reason) from exc
+            raise SearchError(reason, exit_code=3) from exc
         finally:
             self._hb_stop.set()
             if self.evaluator is not None:
@@ -338,7 +354,7 @@ class Search:
             root = self._seed_root(ctx)
         if self.tree.nodes[root].status != "ok" and not self._maybe_repair(ctx, root):
             node = self.store.get_node(root)
-            raise SearchError(f"the seed kernel failed ({node.status}): {node.error}")
+            raise SearchError(f"the seed kernel failed ({node.status}): {node.error}", exit_code=1)
         cfg = self._config()
         parallel = max(1, int(cfg.get("parallel", 1)))
         workers = int(cfg.get("compile_workers") or default_compile_workers(parallel))
@@ -497,7 +513,7 @@ class Search:
         if seed is None:
             proposal = self.proposer.propose(ctx, None)
             if proposal is None:
-                raise SearchError("the proposer produced no first kernel for a task without a seed")
+                raise SearchError("the proposer produced no first kernel for a task without a seed", exit_code=1)
             proposal.kind = "seed"
         else:
             from forge_tui.search.tune import config_of
