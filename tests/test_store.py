@@ -461,7 +461,7 @@ def test_locked_database_is_one_line_and_retry_works(tmp_path, searched_db):
             release(holder)
     assert holder is not None, "the search stored no node"
     res = subprocess.CompletedProcess(search.args, search.returncode, out, err)
-    _one_line_error(res, "locked by another process", f"resume with forge-tui resume {run_id}")
+    _one_line_error(res, "locked by another process", f"resume with forge-tui resume {run_id}", code=3)
     mid = _committed(db)
     assert {k: v for k, v in mid.items() if k[0] == "node" and k in before} == \
         {k: v for k, v in before.items() if k[0] == "node"}
