@@ -9,11 +9,11 @@ bandwidth the worker measured, then the wall time of the evaluation.
 from __future__ import annotations
 
 import argparse
-import time
 
 from forge_tui.evaluate.evaluator import Evaluator
 from forge_tui.search.runner import task_ref
 from kernels.registry import catalog
+from sweep import evaluate_line  # benchmarks/sweep.py, beside this script
 
 
 def main() -> None:
@@ -26,12 +26,7 @@ def main() -> None:
             continue
         ev = Evaluator(t, a.backend, task_ref=task_ref(t))
         ev.start()
-        t0 = time.perf_counter()
-        r = ev.evaluate(t.seed_source(a.backend), seed=3)
-        dt = time.perf_counter() - t0
-        per = "  ".join(f"{s} {v['median_ms'] * 1e3:.1f}us eager {v['baseline_ms'] * 1e3:.1f}us {v['speedup']:.2f}x "
-                        f"{v['gbps']:.0f}GB/s {v['sol_pct'] or 0:.0f}%" for s, v in r.shapes.items())
-        print(f"{name:22} {r.status:8} {r.speedup or 0:.3f}x  {per}  [{dt:.1f}s] {r.error[:200]}", flush=True)
+        print(evaluate_line(ev, t.seed_source(a.backend), 3, f"{name:22}"), flush=True)
         ev.close()
 
 

@@ -16,6 +16,18 @@ from forge_tui.search.tune import apply_params
 from kernels.registry import get_task
 
 
+def evaluate_line(ev: Evaluator, source: str, seed: int, label: str) -> str:
+    """Evaluate ``source`` once with ``ev``; one line: ``label``, status, speedup, then per shape
+    the candidate's and eager's medians (us), speedup, GB/s and % of the copy bandwidth, the
+    evaluation's wall time (s) and the start of any error."""
+    t0 = time.perf_counter()
+    r = ev.evaluate(source, seed=seed)
+    dt = time.perf_counter() - t0
+    per = "  ".join(f"{s}: {v['median_ms'] * 1e3:.1f}us/{v['baseline_ms'] * 1e3:.1f}us {v['speedup']:.2f}x "
+                    f"{v['gbps']:.0f}GB/s {v['sol_pct'] or 0:.0f}%SOL" for s, v in r.shapes.items())
+    return f"{label} {r.status} {r.speedup or 0:.3f}x  {per}  ({dt:.1f}s) {r.error[:200]}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("task")
@@ -33,12 +45,7 @@ def main() -> None:
     for combo in itertools.product(*values) if values else [()]:
         cfg = dict(zip(names, combo))
         src = apply_params(seed, cfg) if cfg else seed
-        t0 = time.perf_counter()
-        r = ev.evaluate(src, seed=1)
-        dt = time.perf_counter() - t0
-        per = "  ".join(f"{s}: {v['median_ms'] * 1e3:.1f}us/{v['baseline_ms'] * 1e3:.1f}us {v['speedup']:.2f}x "
-                        f"{v['sol_pct'] or 0:.0f}%SOL" for s, v in r.shapes.items())
-        print(f"{cfg} {r.status} {r.speedup or 0:.3f}x  {per}  ({dt:.1f}s) {r.error[:150]}", flush=True)
+        print(evaluate_line(ev, src, 1, str(cfg)), flush=True)
     ev.close()
 
 
