@@ -101,18 +101,14 @@ MAX_SEED = 2**31 - 1
 def _check_search_flags(args) -> Optional[str]:
     """One line for a search flag out of range (``--c``, ``--repairs``, ``--parallel``,
     ``--iterations``, ``--seed``), else None."""
-    if getattr(args, "parallel", None) is not None and args.parallel < 1:
-        return "--parallel must be 1 or more"
-    if getattr(args, "c", None) is not None and args.c < 0:
-        return "--c (the UCT exploration constant) must be 0 or more"
+    if getattr(args, "parallel", None) is not None and not 1 <= args.parallel <= MAX_PARALLEL:
+        return f"--parallel must be between 1 and {MAX_PARALLEL}"
+    if getattr(args, "c", None) is not None and not (math.isfinite(args.c) and args.c >= 0):
+        return "--c (the UCT exploration constant) must be a finite number, 0 or more"
     if getattr(args, "repairs", None) is not None and args.repairs < 0:
         return "--repairs must be 0 or more"
     if getattr(args, "iterations", None) is not None and not 0 <= args.iterations <= MAX_ITERATIONS:
         return f"--iterations must be between 0 and {MAX_ITERATIONS:,}"
-    if getattr(args, "c", None) is not None and not math.isfinite(args.c):
-        return "--c (the UCT exploration constant) must be a finite number"
-    if getattr(args, "parallel", None) is not None and args.parallel > MAX_PARALLEL:
-        return f"--parallel must be at most {MAX_PARALLEL}"
     return _check_seed(args)
 
 
@@ -253,11 +249,11 @@ def cmd_resume(args, store: Store) -> int:
 
 
 def _search_error(exc) -> int:
-    """Print a SearchError's line; exit with its code: 1 the run failed (e.g. the seed kernel
-    failed), 3 it was interrupted and can be resumed (disk full), 2 it was refused and is as
-    it was (another process drives it, another environment)."""
+    """Print a SearchError's line; exit with its ``exit_code``: 1 the run failed (e.g. the seed
+    kernel failed), 3 it was interrupted and can be resumed (disk full), 2 it was refused and
+    is as it was (another process drives it, another environment)."""
     _err(str(exc))
-    return getattr(exc, "exit_code", 2)
+    return exc.exit_code
 
 
 def cmd_stop(args, store: Store) -> int:
