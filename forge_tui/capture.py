@@ -20,6 +20,7 @@ loading and the call descriptions from here.
 """
 from __future__ import annotations
 
+from forge_tui.core.errors import ForgeError
 import importlib.util
 import json
 import math
@@ -44,7 +45,7 @@ _INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "
 LAYOUT_HINT = "a model file defines Model(nn.Module), get_inputs() and get_init_inputs()"
 
 
-class CaptureError(RuntimeError):
+class CaptureError(ForgeError, RuntimeError):
     """A model file or selection that cannot be used; the message is one line for the user."""
 
 

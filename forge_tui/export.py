@@ -24,6 +24,7 @@ binds those from ``Model(*get_init_inputs())`` built with the search's seed
 """
 from __future__ import annotations
 
+from forge_tui.core.errors import ForgeError
 import ast
 import hashlib
 import inspect
@@ -43,7 +44,7 @@ KERNEL_FILES = {"cuda": "kernel.cu", "host": "kernel.cpp"}
 MODULE_FILE = "forge_kernel.py"
 
 
-class ExportError(RuntimeError):
+class ExportError(ForgeError, RuntimeError):
     """The run or node cannot be exported; the message is for the user, one line."""
 
 

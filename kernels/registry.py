@@ -4,6 +4,7 @@ Importing the catalog never imports torch. Errors: :class:`TaskError` with one l
 """
 from __future__ import annotations
 
+from forge_tui.core.errors import ForgeError
 import importlib
 import pkgutil
 from pathlib import Path
@@ -13,7 +14,7 @@ from kernels.base import TaskSpec
 _ROOT = Path(__file__).parent
 
 
-class TaskError(ValueError):
+class TaskError(ForgeError, ValueError):
     """A task name or task file that cannot be used, explained in one line."""
 
 

@@ -27,6 +27,7 @@ stderr names the commit and the Store method that made it.
 """
 from __future__ import annotations
 
+from forge_tui.core.errors import ForgeError
 import fcntl
 import json
 import os
@@ -159,7 +160,7 @@ def _faults() -> Optional[_Faults]:
     return _FAULTS
 
 
-class StoreError(RuntimeError):
+class StoreError(ForgeError, RuntimeError):
     """A database problem explained in one line (locked, read-only, disk full, corrupt)."""
 
 

@@ -15,12 +15,8 @@ from sqlmodel import Field, SQLModel
 
 SCHEMA_VERSION = 3
 
-#: Node statuses. ``pending``..``timing`` are in flight; the rest are final.
-IN_FLIGHT = ("pending", "compiling", "verifying", "timing")
-FINAL = ("ok", "compile_error", "incorrect", "timeout", "crashed", "rejected", "suspect")
-NODE_STATUSES = IN_FLIGHT + FINAL
-#: Run statuses.
-RUN_STATUSES = ("created", "running", "paused", "interrupted", "finished", "failed")
+# Node and run statuses live in the shared vocabulary (re-exported here for store callers).
+from forge_tui.core.status import FINAL, IN_FLIGHT, NODE_STATUSES, RUN_STATUSES  # noqa: E402,F401
 
 
 class _Frozen(SQLModel):

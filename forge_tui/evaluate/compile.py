@@ -12,6 +12,7 @@ by a killed search (a template bomb) ends by itself.
 """
 from __future__ import annotations
 
+from forge_tui.core.errors import ForgeError
 import functools
 import hashlib
 import os
@@ -38,7 +39,7 @@ NVCC_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo"
 GXX_FLAGS = ("-O3", "-std=c++17", "-march=native", "-shared", "-fPIC")
 
 
-class ToolchainError(RuntimeError):
+class ToolchainError(ForgeError, RuntimeError):
     """The compiler for a backend is missing; the message says what to install."""
 
 

@@ -8,6 +8,7 @@ seen; it goes into the store and, on the next expansion, into the LLM's prompt.
 """
 from __future__ import annotations
 
+from forge_tui.core.errors import ForgeError
 import hashlib
 import json
 import math
@@ -44,7 +45,7 @@ SOL_MARGIN = 0.97
 HOST_SOL_FACTOR = 8.0
 
 
-class WorkerError(RuntimeError):
+class WorkerError(ForgeError, RuntimeError):
     """The worker could not be started or answered with an error outside any candidate."""
 
 

@@ -10,10 +10,11 @@ has its RLIMIT_AS cap (``worker.limit_memory``).
 """
 from __future__ import annotations
 
+from forge_tui.core.errors import ForgeError
 import os
 from typing import Optional
 
-class MemoryFloorError(ValueError):
+class MemoryFloorError(ForgeError, ValueError):
     """``FORGE_MEM_FLOOR_MB`` is set to something that is not a number (a one-line message)."""
 
 

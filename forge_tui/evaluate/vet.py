@@ -14,6 +14,7 @@ Only the worker imports this module (it imports torch).
 """
 from __future__ import annotations
 
+from forge_tui.core.errors import ForgeError
 from typing import Optional
 
 import torch
@@ -21,7 +22,7 @@ import torch
 from kernels.base import TaskSpec, tolerance_for
 
 
-class TaskVetError(ValueError):
+class TaskVetError(ForgeError, ValueError):
     """The task cannot tell a correct kernel from one that skips work; the message says why."""
 
 

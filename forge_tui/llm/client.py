@@ -11,6 +11,7 @@ every message.
 """
 from __future__ import annotations
 
+from forge_tui.core.errors import ForgeError
 import email.utils
 import math
 import time
@@ -25,7 +26,7 @@ from tenacity.stop import stop_base
 from forge_tui.llm.config import LLMConfig, api_key as env_api_key
 
 
-class LLMError(RuntimeError):
+class LLMError(ForgeError, RuntimeError):
     """The endpoint could not answer; the message is one line for a person.
 
     retry_after_s: the wait the server asked for (``Retry-After``), in seconds, if it did.

@@ -9,6 +9,7 @@ client is built (:func:`api_key`), and never stored in a run, a transcript or a 
 """
 from __future__ import annotations
 
+from forge_tui.core.errors import ForgeError
 from urllib.parse import urlparse
 
 import ipaddress
@@ -22,7 +23,7 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 
-class ConfigError(ValueError):
+class ConfigError(ForgeError, ValueError):
     """A configuration problem, explained in one line."""
 
 

@@ -5,6 +5,7 @@ node into a fixed one (``repair``). It sees the run through :class:`SearchContex
 """
 from __future__ import annotations
 
+from forge_tui.core.errors import ForgeError
 import hashlib
 import random
 from dataclasses import dataclass, field
@@ -65,7 +66,7 @@ class Proposer(Protocol):
         """A fixed version of a failed node, or None when this proposer does not repair."""
 
 
-class ProposerError(RuntimeError):
+class ProposerError(ForgeError, RuntimeError):
     """A proposer cannot work for this run at all (e.g. the tuner without ``@tune`` knobs)."""
 
 

@@ -13,6 +13,7 @@ store by the UI or ``forge-tui stop`` (pause, stop) are obeyed as they arrive: n
 expansion starts, the stored ones in flight finish.
 """
 from __future__ import annotations
+from forge_tui.core.errors import ForgeError
 
 import contextlib
 import json
@@ -43,7 +44,7 @@ class ProposerUnavailable(RuntimeError):
     """The proposer cannot work right now (LLM endpoint down): the run pauses with this reason."""
 
 
-class SearchError(RuntimeError):
+class SearchError(ForgeError, RuntimeError):
     """The search cannot start or go on; the message is for the user, one line.
 
     ``exit_code`` is what ``run``/``resume --headless`` exit with: 2 the search was refused
@@ -52,9 +53,10 @@ class SearchError(RuntimeError):
     be written: disk full, locked, read-only).
     """
 
+    exit_code = 2
+
     def __init__(self, message: str, exit_code: int = 2):
-        super().__init__(message)
-        self.exit_code = exit_code
+        super().__init__(message, exit_code=exit_code)
 
 
 def has_gpu() -> bool:

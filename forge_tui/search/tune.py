@@ -11,6 +11,7 @@ value (a step to an adjacent value first), never a configuration already in the 
 """
 from __future__ import annotations
 
+from forge_tui.core.errors import ForgeError
 import random
 import re
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ class TuneParam:
     current: str
 
 
-class TuneError(ValueError):
+class TuneError(ForgeError, ValueError):
     """A malformed ``@tune`` declaration (no matching ``#define``, value not allowed)."""
 
 

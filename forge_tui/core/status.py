@@ -1,0 +1,104 @@
+"""Typed names for node and run statuses, node kinds, backends, proposers and timing modes.
+
+Each is a ``str`` enum, so a member compares equal to its value (``NodeStatus.OK == "ok"``),
+is stored in SQLite as the plain string and serialises to JSON unchanged; code reads and
+writes members, the database and ``--json`` output keep the strings they always had.
+"""
+from __future__ import annotations
+
+import enum
+import sys
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # Python 3.10: the same behaviour, spelled out
+    class StrEnum(str, enum.Enum):
+        """``enum.StrEnum`` for Python 3.10: members are strings and print as their value."""
+
+        def __str__(self) -> str:
+            return str(self.value)
+
+
+class NodeStatus(StrEnum):
+    """Where one candidate kernel is in the pipeline, or how it ended.
+
+    In flight: pending -> compiling -> verifying -> timing. Final: ok, or the failure that
+    ended it (``suspect``: faster than the speed-of-light floor allows, EVALUATION-CHECKS 13).
+    """
+
+    PENDING = "pending"
+    COMPILING = "compiling"
+    VERIFYING = "verifying"
+    TIMING = "timing"
+    OK = "ok"
+    COMPILE_ERROR = "compile_error"
+    INCORRECT = "incorrect"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    REJECTED = "rejected"
+    SUSPECT = "suspect"
+
+
+class RunStatus(StrEnum):
+    """The life of one search run (a run is resumable unless ``finished``)."""
+
+    CREATED = "created"
+    RUNNING = "running"
+    PAUSED = "paused"
+    INTERRUPTED = "interrupted"
+    FINISHED = "finished"
+    FAILED = "failed"
+
+
+class NodeKind(StrEnum):
+    """How a node came to be: the task's seed, a proposer's new variant, or a repair of a failure."""
+
+    SEED = "seed"
+    PROPOSAL = "proposal"
+    REPAIR = "repair"
+
+
+class BackendName(StrEnum):
+    """Where candidates compile and run: ``cuda`` (nvcc, a GPU) or ``host`` (g++, the CPU)."""
+
+    CUDA = "cuda"
+    HOST = "host"
+
+
+class ProposerName(StrEnum):
+    """What writes new candidates: ``tune`` (mutates a seed's ``@tune`` knobs) or ``llm``."""
+
+    TUNE = "tune"
+    LLM = "llm"
+
+
+class TimingMode(StrEnum):
+    """Cache state a measurement represents (EVALUATION-CHECKS 15).
+
+    ``cold``: the working set is evicted from L2 before each timed launch. ``warm``: inputs
+    L2-resident, as inside a model's forward where the producer just wrote them.
+    """
+
+    COLD = "cold"
+    WARM = "warm"
+
+
+#: Statuses of a node still moving through the pipeline (a resumed run re-evaluates these).
+IN_FLIGHT: tuple[NodeStatus, ...] = (
+    NodeStatus.PENDING, NodeStatus.COMPILING, NodeStatus.VERIFYING, NodeStatus.TIMING)
+#: Statuses a node ends in.
+FINAL: tuple[NodeStatus, ...] = (
+    NodeStatus.OK, NodeStatus.COMPILE_ERROR, NodeStatus.INCORRECT, NodeStatus.TIMEOUT,
+    NodeStatus.CRASHED, NodeStatus.REJECTED, NodeStatus.SUSPECT)
+#: Every node status, in pipeline order.
+NODE_STATUSES: tuple[NodeStatus, ...] = IN_FLIGHT + FINAL
+#: Final statuses that are a failure (every final status but ``ok``).
+FAILED: tuple[NodeStatus, ...] = tuple(s for s in FINAL if s is not NodeStatus.OK)
+#: Failures a proposer may be asked to repair (the kernel ran or compiled far enough to say why).
+REPAIRABLE: tuple[NodeStatus, ...] = (
+    NodeStatus.COMPILE_ERROR, NodeStatus.INCORRECT, NodeStatus.CRASHED, NodeStatus.TIMEOUT)
+#: Every run status.
+RUN_STATUSES: tuple[RunStatus, ...] = tuple(RunStatus)
+#: Run statuses no search process drives (the run may still be resumed unless ``finished``).
+RUN_FINAL: tuple[RunStatus, ...] = (
+    RunStatus.PAUSED, RunStatus.INTERRUPTED, RunStatus.FINISHED, RunStatus.FAILED)
