@@ -71,7 +71,10 @@ class TaskSpec:
         bytes_moved: ``dims -> int``: inputs read once plus outputs written once (bytes);
             the roofline's memory floor is ``bytes_moved / peak_bandwidth``.
         flops: ``dims -> int``: floating-point operations (for the compute floor).
-        seeds: ``{backend: filename}`` of seed kernels beside the task module.
+        seeds: ``{backend: filename}`` of seed kernels beside the task module; one file serves
+            every dtype and variant of an operator (see :mod:`kernels.seedfile`).
+        seed_macros: ``{FORGE_NAME: int}`` selecting this task's variant of its seed files
+            (e.g. ``{"FORGE_DTYPE_BF16": 1}``); :meth:`seed_source` resolves them into the text.
         deterministic: the op's output is a pure function of its input (check 9).
         module: dotted module path the worker imports to rebuild this spec.
         origin: ``catalog``, ``file`` (a KernelBench-layout task file, see
@@ -104,6 +107,7 @@ class TaskSpec:
     check_shapes: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     seeds: Mapping[str, str] = field(default_factory=dict)
     seed_dir: Optional[Path] = None
+    seed_macros: Mapping[str, int] = field(default_factory=dict)
     distributions: tuple[str, ...] = ("normal", "uniform", "large", "negative")
     deterministic: bool = True
     dtype: str = "float32"
@@ -135,11 +139,15 @@ class TaskSpec:
         return self.shapes if backend == "cuda" else self.host_shapes
 
     def seed_source(self, backend: str) -> Optional[str]:
-        """The seed kernel's source on ``backend``, or None when the task has none."""
+        """The seed kernel's source on ``backend``, or None when the task has none: the seed
+        file with its ``FORGE_*`` conditionals resolved for :attr:`seed_macros`, so the text
+        is this task's variant alone (what is stored, shown, diffed and tuned)."""
+        from kernels.seedfile import resolve
+
         fname = self.seeds.get(backend)
         if not fname or self.seed_dir is None:
             return None
-        return (self.seed_dir / fname).read_text()
+        return resolve((self.seed_dir / fname).read_text(), self.seed_macros, name=fname)
 
     def source_text(self) -> str:
         """The reference's source, as shown to people and to the LLM."""
