@@ -37,6 +37,19 @@ TOLERANCES = {
 }
 
 
+#: The seed files of a catalog operator: one per backend, for every dtype and variant.
+SEED_FILES = {"cuda": "seed.cu", "host": "seed.cpp"}
+#: The macro that selects a dtype's branches in a seed file (float32 is the default: none).
+DTYPE_MACROS = {"float32": {}, "bfloat16": {"FORGE_DTYPE_BF16": 1}}
+
+
+def seed_macros(dtype: str, **variant: int) -> dict:
+    """``TaskSpec.seed_macros`` for ``dtype`` plus variant macros (``FORGE_GELU_TANH=1``)."""
+    if dtype not in DTYPE_MACROS:
+        raise ValueError(f"no seed macro for dtype {dtype!r}: add it to DTYPE_MACROS and the seeds")
+    return {**DTYPE_MACROS[dtype], **{k: int(v) for k, v in variant.items() if v}}
+
+
 @dataclass(frozen=True)
 class Arg:
     """One argument of ``forge_launch``.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernels.base import Arg, TaskSpec, random_tensor
+from kernels.base import SEED_FILES, Arg, TaskSpec, random_tensor
 
 HERE = Path(__file__).parent
 
@@ -65,7 +65,7 @@ TASKS = [
         sizes_of=sizes_of,
         bytes_moved=bytes_moved,
         flops=flops,
-        seeds={"cuda": "seed.cu", "host": "seed.cpp"},
+        seeds=dict(SEED_FILES),
         seed_dir=HERE,
         dtype="float32",
         module=__name__,

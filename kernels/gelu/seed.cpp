@@ -8,8 +8,16 @@
 #include <cstdint>
 #include <cstring>
 
+#if FORGE_DTYPE_BF16
+typedef uint16_t T;  // bf16 bits
+#else
 typedef float T;
+#endif
+#if FORGE_GELU_TANH
+#define APPROX 1
+#else
 #define APPROX 0
+#endif
 
 // @tune POLY: 0, 1
 #define POLY 1

@@ -1,7 +1,10 @@
 // GELU, elementwise over a flat tensor of n elements, fp32 math.
 // APPROX 0: exact, 0.5 x (1 + erf(x / sqrt 2)); APPROX 1: the tanh approximation
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). FAST computes tanh as
-// 1 - 2 / (exp(2u) + 1) with the hardware exp (tanh approximation only).
+// 1 - 2 / (exp(2u) + 1) with the hardware exp; for the exact form, FAST takes
+// 1 + erf(z) from Abramowitz & Stegun 7.1.26 (|error of erf| <= 1.5e-7; one hardware exp
+// and one fast reciprocal) instead of erff: for x < 0 it is erfc(|z|) directly, so the
+// left tail has no cancellation.
 // Each thread handles UNROLL vectors of VEC elements per step (independent loads in
 // flight); GRID_STRIDE 1 launches a few blocks per SM that stride over the tensor instead
 // of one block per tile. The n % VEC tail and unaligned pointers take a scalar loop.
@@ -9,17 +12,33 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
+#if FORGE_DTYPE_BF16
+typedef __nv_bfloat16 T;
+#else
 typedef float T;
+#endif
+#if FORGE_GELU_TANH
+#define APPROX 1
+#else
 #define APPROX 0
+#endif
 
 // @tune BLOCK: 128, 256, 512, 1024
 #define BLOCK 256
+#if FORGE_DTYPE_BF16
+// @tune VEC: 2, 4, 8
+#define VEC 8
+#else
 // @tune VEC: 1, 2, 4
 #define VEC 4
+#endif
 // @tune UNROLL: 1, 2, 4
 #define UNROLL 2
 // @tune GRID_STRIDE: 0, 1
 #define GRID_STRIDE 0
+#if FORGE_GELU_TANH || FORGE_DTYPE_BF16
+// @tune FAST: 0, 1
+#endif
 #define FAST 0
 
 template <int V> struct alignas(sizeof(T) * V) TV { T v[V]; };
@@ -39,7 +58,15 @@ __device__ __forceinline__ float gelu(float x) {
 #endif
     return 0.5f * x * (1.f + t);
 #else
+#if FAST
+    const float z = fabsf(x) * 0.7071067811865476f;
+    const float t = __fdividef(1.f, 1.f + 0.3275911f * z);
+    const float p = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+    const float q = p * __expf(-z * z);  // erfc(|z|)
+    return 0.5f * x * (x >= 0.f ? 2.f - q : q);
+#else
     return 0.5f * x * (1.f + erff(x * 0.7071067811865476f));
+#endif
 #endif
 }
 

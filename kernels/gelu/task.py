@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernels.base import DTYPE_BYTES, Arg, TaskSpec, random_tensor
+from kernels.base import DTYPE_BYTES, SEED_FILES, Arg, TaskSpec, random_tensor, seed_macros
 
 HERE = Path(__file__).parent
 
@@ -76,7 +76,8 @@ def _make(kind: str, dtype: str) -> TaskSpec:
         sizes_of=sizes_of,
         bytes_moved=bytes_moved,
         flops=flops,
-        seeds={"cuda": f"seed{ksuffix}{dsuffix}.cu", "host": f"seed{ksuffix}{dsuffix}.cpp"},
+        seeds=dict(SEED_FILES),
+        seed_macros=seed_macros(dtype, FORGE_GELU_TANH=kind == "tanh"),
         seed_dir=HERE,
         dtype=dtype,
         module=__name__,

@@ -1,4 +1,8 @@
+#if FORGE_DTYPE_BF16
+// layer_norm over the last dim of a row-major (rows, cols) bf16 tensor with weight and bias, on
+#else
 // layer_norm over the last dim of a row-major (rows, cols) tensor with weight and bias, on
+#endif
 // the CPU: y = (x - mean) * rsqrt(var + eps) * w + b, statistics in fp32.
 // ACC independent partial sums let g++ vectorise the reductions; ONE_PASS takes the sum and
 // the sum of squares in one sweep, else the mean first and then the centred variance.
@@ -6,7 +10,11 @@
 #include <cstdint>
 #include <cstring>
 
+#if FORGE_DTYPE_BF16
+typedef uint16_t T;  // bf16 bits
+#else
 typedef float T;
+#endif
 #define EPS 1e-5f
 
 // @tune ACC: 1, 4, 8, 16

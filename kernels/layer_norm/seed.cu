@@ -1,4 +1,8 @@
+#if FORGE_DTYPE_BF16
+// layer_norm over the last dim of a row-major (rows, cols) bf16 tensor with weight and bias:
+#else
 // layer_norm over the last dim of a row-major (rows, cols) tensor with weight and bias:
+#endif
 // y = (x - mean) * rsqrt(var + eps) * w + b, statistics in fp32.
 // TPR threads share a row and RPB rows share a block (TPR = 32: a warp per row). A thread
 // keeps up to CACHE elements of its row in registers, so the row is read from memory once;
@@ -9,15 +13,24 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
+#if FORGE_DTYPE_BF16
+typedef __nv_bfloat16 T;
+#else
 typedef float T;
+#endif
 #define EPS 1e-5f
 
 // @tune TPR: 32, 64, 128, 256, 512, 1024
 #define TPR 256
 // @tune RPB: 1, 2, 4, 8
 #define RPB 1
+#if FORGE_DTYPE_BF16
+// @tune VEC: 2, 4, 8
+#define VEC 8
+#else
 // @tune VEC: 1, 2, 4
 #define VEC 4
+#endif
 // @tune CACHE: 0, 8, 16, 32, 64
 #define CACHE 16
 // @tune ONE_PASS: 0, 1

@@ -6,7 +6,11 @@
 #include <cstdint>
 #include <cstring>
 
+#if FORGE_DTYPE_BF16
+typedef uint16_t T;  // bf16 bits
+#else
 typedef float T;
+#endif
 #define EPS 1e-5f
 
 // @tune ACC: 1, 4, 8, 16

@@ -9,17 +9,34 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
+#if FORGE_DTYPE_BF16
+typedef __nv_bfloat16 T;
+#else
 typedef float T;
+#endif
 #define EPS 1e-5f
 
 // @tune TPR: 32, 64, 128, 256, 512, 1024
+#if FORGE_DTYPE_BF16
+#define TPR 512
+#else
 #define TPR 256
+#endif
 // @tune RPB: 1, 2, 4, 8
 #define RPB 1
+#if FORGE_DTYPE_BF16
+// @tune VEC: 2, 4, 8
+#define VEC 8
+#else
 // @tune VEC: 1, 2, 4
 #define VEC 4
+#endif
 // @tune CACHE: 0, 8, 16, 32, 64
+#if FORGE_DTYPE_BF16
+#define CACHE 16
+#else
 #define CACHE 32
+#endif
 
 #define ROWS ((RPB) * (TPR) > 1024 ? 1024 / (TPR) : (RPB))
 #define THREADS ((TPR) * ROWS)

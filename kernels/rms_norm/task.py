@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernels.base import DTYPE_BYTES, Arg, TaskSpec, random_tensor
+from kernels.base import DTYPE_BYTES, SEED_FILES, Arg, TaskSpec, random_tensor, seed_macros
 
 HERE = Path(__file__).parent
 
@@ -74,7 +74,8 @@ def _make(dtype: str) -> TaskSpec:
         sizes_of=sizes_of,
         bytes_moved=bytes_moved,
         flops=flops,
-        seeds={"cuda": f"seed{suffix}.cu", "host": f"seed{suffix}.cpp"},
+        seeds=dict(SEED_FILES),
+        seed_macros=seed_macros(dtype),
         seed_dir=HERE,
         dtype=dtype,
         module=__name__,

@@ -1,8 +1,36 @@
+#if FORGE_DTYPE_BF16
+// softmax over the last dim of a row-major (rows, cols) bf16 tensor (raw bits), on the CPU,
+// math in fp32, outputs rounded to nearest even.
+#else
 // softmax over the last dim of a row-major (rows, cols) fp32 tensor, on the CPU.
+#endif
 // ACC independent partial accumulators let the compiler vectorise the reductions; with
 // ONLINE the max and the sum come from one pass (online softmax), else from two.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+
+#if FORGE_DTYPE_BF16
+typedef uint16_t T;  // bf16 bits
+
+static inline float tof(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+static inline uint16_t to_bf16(float a) {  // round to nearest even; NaN stays NaN
+    uint32_t u;
+    std::memcpy(&u, &a, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+#else
+typedef float T;
+
+static inline float tof(float a) { return a; }
+#endif
 
 // @tune ACC: 1, 4, 8, 16
 #define ACC 8
@@ -38,7 +66,7 @@ static inline float poly_exp(float x) {
 #endif
 }
 
-static void row_softmax(const float* __restrict x, float* __restrict y, int64_t n) {
+static void row_softmax(const T* __restrict x, T* __restrict y, int64_t n) {
     float m = -INFINITY, s = 0.f;
 #if ONLINE
     float ms[ACC], ss[ACC];
@@ -46,12 +74,12 @@ static void row_softmax(const float* __restrict x, float* __restrict y, int64_t 
     int64_t i = 0;
     for (; i + ACC <= n; i += ACC)
         for (int k = 0; k < ACC; ++k) {
-            float v = x[i + k];
+            float v = tof(x[i + k]);
             if (v > ms[k]) { ss[k] = ss[k] * poly_exp(ms[k] - v) + 1.f; ms[k] = v; }
             else ss[k] += poly_exp(v - ms[k]);
         }
     for (; i < n; ++i) {
-        float v = x[i];
+        float v = tof(x[i]);
         if (v > ms[0]) { ss[0] = ss[0] * poly_exp(ms[0] - v) + 1.f; ms[0] = v; }
         else ss[0] += poly_exp(v - ms[0]);
     }
@@ -62,21 +90,25 @@ static void row_softmax(const float* __restrict x, float* __restrict y, int64_t 
     for (int k = 0; k < ACC; ++k) mk[k] = -INFINITY;
     int64_t i = 0;
     for (; i + ACC <= n; i += ACC)
-        for (int k = 0; k < ACC; ++k) mk[k] = x[i + k] > mk[k] ? x[i + k] : mk[k];
-    for (; i < n; ++i) mk[0] = x[i] > mk[0] ? x[i] : mk[0];
+        for (int k = 0; k < ACC; ++k) mk[k] = tof(x[i + k]) > mk[k] ? tof(x[i + k]) : mk[k];
+    for (; i < n; ++i) mk[0] = tof(x[i]) > mk[0] ? tof(x[i]) : mk[0];
     for (int k = 0; k < ACC; ++k) m = mk[k] > m ? mk[k] : m;
     float sk[ACC] = {0.f};
     i = 0;
     for (; i + ACC <= n; i += ACC)
-        for (int k = 0; k < ACC; ++k) sk[k] += poly_exp(x[i + k] - m);
-    for (; i < n; ++i) sk[0] += poly_exp(x[i] - m);
+        for (int k = 0; k < ACC; ++k) sk[k] += poly_exp(tof(x[i + k]) - m);
+    for (; i < n; ++i) sk[0] += poly_exp(tof(x[i]) - m);
     for (int k = 0; k < ACC; ++k) s += sk[k];
 #endif
     const float inv = 1.f / s;
+#if FORGE_DTYPE_BF16
+    for (int64_t j = 0; j < n; ++j) y[j] = to_bf16(poly_exp(tof(x[j]) - m) * inv);
+#else
     for (int64_t j = 0; j < n; ++j) y[j] = poly_exp(x[j] - m) * inv;
+#endif
 }
 
-extern "C" int forge_launch(const float* x, float* y, int64_t rows, int64_t cols) {
+extern "C" int forge_launch(const T* x, T* y, int64_t rows, int64_t cols) {
     if (rows < 0 || cols < 0) return 1;
     for (int64_t r = 0; r < rows; ++r) row_softmax(x + r * cols, y + r * cols, cols);
     return 0;

@@ -1,4 +1,9 @@
+#if FORGE_DTYPE_BF16
+// softmax over the last dim of a row-major (rows, cols) bf16 tensor, math in fp32; outputs
+// are rounded to nearest even. VEC 8 moves 16 bytes per load and store.
+#else
 // softmax over the last dim of a row-major (rows, cols) fp32 tensor, math in fp32.
+#endif
 //
 // A row that fits in a register tile of BLOCK * VEC * U elements is read once, reduced and
 // written from registers: it crosses DRAM once each way. U is the smallest of 1, 2, 4, 8
@@ -30,12 +35,21 @@
 #include <stdint.h>
 #include <math.h>
 
+#if FORGE_DTYPE_BF16
+typedef __nv_bfloat16 T;
+#else
 typedef float T;
+#endif
 
 // @tune BLOCK: 128, 256, 512, 1024
 #define BLOCK 256
+#if FORGE_DTYPE_BF16
+// @tune VEC: 1, 2, 4, 8
+#define VEC 8
+#else
 // @tune VEC: 1, 2, 4
 #define VEC 4
+#endif
 // @tune UNROLL: 1, 2, 4, 8
 #define UNROLL 8
 // @tune BLOCKS_PER_SM: 1, 2, 4, 8
