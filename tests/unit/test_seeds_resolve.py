@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -14,9 +12,7 @@ from forge_tui.search.tune import parse_params
 from kernels.base import seed_macros
 from kernels.registry import catalog
 from kernels.seedfile import SeedError, resolve
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_seeds_equivalence import tokens  # noqa: E402
+from tests.unit.test_seeds_equivalence import tokens
 
 TASKS = catalog()
 NAMES = sorted(TASKS)
