@@ -21,6 +21,7 @@ import shlex
 import site
 import sys
 import sysconfig
+import warnings
 
 
 def env_kind() -> str:
@@ -56,6 +57,7 @@ def site_dirs(torch_file: str) -> list[str]:
 
 def probe() -> dict:
     info = {"TORCH_FILE": "", "TORCH_VERSION": "", "TORCH_DIST": "", "TORCH_CUDA": ""}
+    warnings.simplefilter("ignore")  # torch's import-time warnings are not ours to show
     try:
         import torch  # noqa: PLC0415 - the point of the script
     except Exception:  # not installed, or broken: either way not one to build on
