@@ -27,6 +27,7 @@ command -v "$PY" >/dev/null 2>&1 || { say "no interpreter '$PY' (set PYTHON to o
 
 # FT_TORCH_FILE, FT_TORCH_VERSION, FT_TORCH_DIST, FT_TORCH_CUDA, FT_ENV_KIND, FT_PY_VERSION, FT_SITE_DIRS
 eval "$("$PY" scripts/find_torch.py | grep '^FT_')"
+[ -n "${FT_PY_VERSION:-}" ] || { say "scripts/find_torch.py failed under $PY"; exit 1; }
 
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv --system-site-packages .venv
