@@ -14,6 +14,7 @@ only, Python 3.10+. Prints shell assignments, one per line, each starting with `
                     sys.path order, the one holding torch included: what a new venv must
                     add to see this torch and the packages it depends on
 """
+
 from __future__ import annotations
 
 import os
@@ -59,7 +60,7 @@ def probe() -> dict:
     info = {"TORCH_FILE": "", "TORCH_VERSION": "", "TORCH_DIST": "", "TORCH_CUDA": ""}
     warnings.simplefilter("ignore")  # torch's import-time warnings are not ours to show
     try:
-        import torch  # noqa: PLC0415 - the point of the script
+        import torch
     except Exception:  # not installed, or broken: either way not one to build on
         pass
     else:
@@ -68,6 +69,7 @@ def probe() -> dict:
         info["TORCH_CUDA"] = str(getattr(torch.version, "cuda", None) or "")
         try:
             from importlib.metadata import version
+
             info["TORCH_DIST"] = version("torch")
         except Exception:
             pass

@@ -1,4 +1,5 @@
 """scripts/find_torch.py: what install.sh learns about the invoking interpreter's torch."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,13 @@ SCRIPT = ROOT / "scripts" / "find_torch.py"
 
 
 def _probe(*py_args: str) -> dict[str, str]:
-    r = subprocess.run([sys.executable, *py_args, str(SCRIPT)], capture_output=True, text=True,
-                       timeout=300, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    r = subprocess.run(
+        [sys.executable, *py_args, str(SCRIPT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
     assert r.returncode == 0, r.stderr
     out = {}
     for line in r.stdout.splitlines():

@@ -8,6 +8,7 @@ Nothing is skipped: `# TEMP-SHIM` modules are imported like any other, modules t
 torch import it (torch is installed in the test venv), and a `__main__` module, which would
 run the CLI when imported, is compiled instead (and listed as such in the report).
 """
+
 from __future__ import annotations
 
 import json
@@ -57,8 +58,7 @@ print(json.dumps({"errors": errors, "compiled": compiled}))
 
 
 def _child(code: str, timeout: float) -> dict:
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                       timeout=timeout)
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, f"child interpreter failed (rc {r.returncode}):\n{r.stderr[-4000:]}"
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -96,8 +96,10 @@ def modules() -> list[str]:
 
 def test_every_module_imports(modules: list[str]) -> None:
     res = _child(f"NAMES = {modules!r}\n" + _IMPORT, timeout=300)
-    assert not res["errors"], (f"{len(res['errors'])} of {len(modules)} modules fail to import: "
-                               f"{sorted(res['errors'])}\n" + _report(res["errors"]))
+    assert not res["errors"], (
+        f"{len(res['errors'])} of {len(modules)} modules fail to import: "
+        f"{sorted(res['errors'])}\n" + _report(res["errors"])
+    )
 
 
 @pytest.mark.slow
@@ -106,5 +108,6 @@ def test_each_module_imports_alone(modules: list[str]) -> None:
     for name in modules:
         res = _child(f"NAMES = {[name]!r}\n" + _IMPORT, timeout=120)
         errors.update(res["errors"])
-    assert not errors, (f"modules that fail to import as the first one in a fresh interpreter: "
-                        f"{sorted(errors)}\n" + _report(errors))
+    assert not errors, (
+        f"modules that fail to import as the first one in a fresh interpreter: {sorted(errors)}\n" + _report(errors)
+    )
