@@ -25,7 +25,7 @@ A search runs under a wall-clock budget: past it the search gets SIGTERM, ends
 search is what is left of ``--deadline-s`` after a reserve for the steps still to come,
 shared among the searches still to run, and at most ``--search-timeout``.
 
-Usage (GPU): ``python3 benchmarks/model_loop.py --out $OUT`` (see benchmarks/h200_model_loop.sh).
+Usage (GPU): ``python3 benchmarks/model_loop.py --out $OUT``, or ``benchmarks/device.sh model_loop``.
 Usage (host, quick): ``python benchmarks/model_loop.py --backend host --size small --iterations 2
 --out /tmp/ml``. Exit status 0 when every model went through every step with matching outputs.
 """

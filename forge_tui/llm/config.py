@@ -15,12 +15,17 @@ from urllib.parse import urlparse
 import ipaddress
 import os
 import socket
+import sys
 import threading
-import tomllib
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Optional
 from urllib.parse import urlsplit
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, published as tomli
+    import tomli as tomllib
 
 
 class ConfigError(ForgeError, ValueError):
