@@ -1,0 +1,130 @@
+"""A model file for capture and apply: loaded through :mod:`forge_tui.model.loader`, built on a
+device and run in inference mode. Errors are :class:`CaptureError` with one line."""
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Optional
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from forge_tui.core.status import BackendName
+from forge_tui.model import loader
+from forge_tui.model.errors import CaptureError
+from forge_tui.model.loader import ModelFile, one_line
+
+LAYOUT_HINT = "a model file defines Model(nn.Module), get_inputs() and get_init_inputs()"
+
+__all__ = ["LAYOUT_HINT", "ModelFile", "build", "load_model_file", "resolve_device", "run_forward"]
+
+_first_line = one_line
+
+
+def load_model_file(path: str | Path) -> ModelFile:
+    """Import a model file (the file's own directory is importable while it loads).
+
+    Raises:
+        CaptureError: no such file, the import raised, or ``Model``/``get_inputs`` is missing.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise CaptureError(f"no such file: {p}")
+    name = f"forge_model_{p.stem}_{uuid.uuid4().hex[:8]}"
+    try:
+        return loader.load(p, name=name, require_py=True)
+    except loader.ModelFileError as exc:
+        raise _refusal(path, exc) from exc.cause
+
+
+def _refusal(path, exc: loader.ModelFileError) -> CaptureError:
+    """The loader's refusal worded for ``capture``/``apply``."""
+    if exc.stage in ("syntax", "compile", "import"):
+        return CaptureError(f"cannot import {path}: {_first_line(exc.cause or exc)}")
+    if exc.stage == "not_python":
+        return CaptureError(f"cannot import {path}: not a Python file")
+    if exc.stage == "not_module" or "Model" in exc.missing:
+        return CaptureError(f"{path} defines no Model(nn.Module) class ({LAYOUT_HINT})")
+    if "get_inputs" in exc.missing:
+        return CaptureError(f"{path} defines no get_inputs() function ({LAYOUT_HINT})")
+    if exc.stage == "not_callable":
+        return CaptureError(f"{path}: get_init_inputs must be a function ({LAYOUT_HINT})")
+    return CaptureError(f"cannot import {path}: {exc}")
+
+
+def resolve_device(backend: str) -> str:
+    """Torch device for ``--backend``: ``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``.
+
+    Raises:
+        CaptureError: ``cuda`` asked for but no CUDA device is visible to torch.
+    """
+    if backend == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if backend == BackendName.CUDA:
+        if not torch.cuda.is_available():
+            raise CaptureError("no CUDA device visible to torch: check the driver, or pass --backend host")
+        return "cuda"
+    if backend == BackendName.HOST:
+        return "cpu"
+    raise CaptureError(f"unknown backend {backend!r}: use auto, cuda or host")
+
+
+def _to_device(x, device: str):
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_device(v, device) for v in x)
+    if isinstance(x, dict):
+        return {k: _to_device(v, device) for k, v in x.items()}
+    return x
+
+
+def build(mf: ModelFile, device: str, seed: int = 0) -> tuple[torch.nn.Module, list]:
+    """``Model(*get_init_inputs())`` in eval mode on ``device`` and ``get_inputs()`` moved there.
+
+    Parameters and inputs are drawn after ``torch.manual_seed(seed)``, so two builds agree.
+
+    Raises:
+        CaptureError: the constructor or an input function raised, or returned the wrong kind.
+    """
+    if device == "cpu":
+        torch.set_num_threads(1)  # as the host worker times eager: one core
+    torch.manual_seed(seed)
+    try:
+        init = list(mf.get_init_inputs())
+    except Exception as exc:
+        raise CaptureError(f"get_init_inputs() in {mf.path.name} raised {_first_line(exc)}") from exc
+    try:
+        model = mf.model_cls(*init)
+    except Exception as exc:
+        raise CaptureError(f"Model(*get_init_inputs()) in {mf.path.name} raised {_first_line(exc)}") from exc
+    try:
+        inputs = mf.get_inputs()
+    except Exception as exc:
+        raise CaptureError(f"get_inputs() in {mf.path.name} raised {_first_line(exc)}") from exc
+    if not isinstance(inputs, (list, tuple)):
+        raise CaptureError(f"get_inputs() in {mf.path.name} returned {type(inputs).__name__}, not a list")
+    try:
+        model = model.to(device).eval()
+        inputs = [_to_device(x, device) for x in inputs]
+    except Exception as exc:
+        raise CaptureError(f"cannot move the model of {mf.path.name} to {device}: {_first_line(exc)}") from exc
+    return model, inputs
+
+
+def run_forward(mf: ModelFile, model: torch.nn.Module, inputs: list, mode: Optional[TorchDispatchMode] = None):
+    """One forward pass in inference mode, optionally under a dispatch mode.
+
+    Raises:
+        CaptureError: the forward raised (first line of its error).
+    """
+    try:
+        with torch.no_grad():
+            if mode is None:
+                return model(*inputs)
+            with mode:
+                return model(*inputs)
+    except CaptureError:
+        raise
+    except Exception as exc:
+        raise CaptureError(f"forward of Model in {mf.path.name} raised {_first_line(exc)}") from exc

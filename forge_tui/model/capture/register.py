@@ -1,0 +1,53 @@
+"""Chosen groups as task files on disk, loaded and registered in the store (origin ``captured``)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Sequence
+
+from forge_tui.model.capture.recorder import Capture, OpGroup
+from forge_tui.model.capture.render import render_task, task_filename
+from forge_tui.model.errors import CaptureError
+from forge_tui.model.loader import one_line as _first_line
+
+
+def write_tasks(store, cap: Capture, groups: Sequence[OpGroup], out_dir: Optional[str | Path] = None) -> list[dict]:
+    """Write one task file per group, load it and register it in the store (origin ``captured``).
+
+    Args:
+        store: an open :class:`store.Store`.
+        out_dir: where the files go; default ``forge-tasks/<model stem>/`` under the current
+            directory.
+
+    Returns:
+        Per group: ``{"index", "op", "path", "name", "task_id", "run_command"}``.
+
+    Raises:
+        CaptureError: a file cannot be written, or the written file does not load as a task.
+    """
+    from forge_tui.search.runner import register_task
+
+    from forge_tui.model.taskfile import load_task_file
+
+    out = Path(out_dir) if out_dir is not None else Path("forge-tasks") / cap.model_file.stem
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CaptureError(f"cannot create {out}: {exc.strerror}") from exc
+    made = []
+    for g in groups:
+        path = out / task_filename(g)
+        try:
+            path.write_text(render_task(cap, g))
+        except OSError as exc:
+            raise CaptureError(f"cannot write {path}: {exc.strerror}") from exc
+        try:
+            task = load_task_file(str(path), origin="captured")
+        except Exception as exc:
+            from forge_tui.errors import user_message
+
+            why = user_message(exc) or _first_line(exc)
+            raise CaptureError(f"the task file {path} for #{g.index} {g.op} does not load: {why}") from exc
+        row = register_task(store, task)
+        made.append({"index": g.index, "op": g.op, "path": str(path), "name": task.name, "task_id": row.id,
+                     "run_command": f"forge-tui run {path} --proposer llm"})
+    return made

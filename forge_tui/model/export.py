@@ -1,0 +1,372 @@
+"""``forge-tui export``: a run's kernel as a standalone module that model code imports.
+
+:func:`export_run` writes into a directory:
+
+* ``kernel.cu`` (cuda backend) or ``kernel.cpp`` (host backend): the node's source;
+* ``forge_kernel.py``: imports only torch, ctypes and the standard library (users copy it
+  into their model code). On first use it compiles the kernel with nvcc or g++ (the flags
+  the search used) into ``.forge_build/`` beside itself, or loads ``kernel.so`` when one is
+  there and fresh (see ``library_path`` in the module). It registers the kernel as the torch
+  custom operator ``torch.ops.forge.<task>`` with the reference's tensor arguments and a
+  fake (meta) implementation that gives the output's shape and dtype, so ``torch.compile``
+  can trace it, and ``forward(*inputs)`` calls it. The first call on each new combination
+  of input shapes is checked against the embedded PyTorch reference in fp64 with the
+  search's tolerances (``ForgeKernelMismatch`` on a mismatch; ``FORGE_VERIFY=0`` skips it);
+* ``manifest.json``: ``{"task", "origin", "backend", "signature", "run_id", "node_id",
+  "speedup", "capture", "module": "forge_kernel.py", "function": "forward", ...}``;
+* ``README.md``: a short usage note.
+
+Catalog tasks embed the reference function and the task's ``sizes_of`` (their source text,
+checked here to reproduce the task). Task files embed the file's whole text; the operator
+takes the file's tensor inputs, then the model's parameters and buffers, and ``forward``
+binds those from ``Model(*get_init_inputs())`` built with the search's seed
+(``forward_with(model, *inputs)`` takes them from your own instance instead).
+
+``forge_kernel.py`` is the template files in ``templates/`` filled with the task's values
+(:mod:`forge_tui.model.template`); :func:`render_module` works out the values in steps
+(the launch's parts, the reference part's values, the common values) and checks the result.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import inspect
+import json
+import os
+import shutil
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from forge_tui.core.status import BackendName, NodeStatus
+from forge_tui.model import template
+from forge_tui.model.errors import ExportError
+from store import Store
+from store.models import confirmation
+
+#: Files an export writes (and replaces) in its directory.
+KERNEL_FILES = {BackendName.CUDA: "kernel.cu", BackendName.HOST: "kernel.cpp"}
+MODULE_FILE = "forge_kernel.py"
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What :func:`export_run` wrote: the directory, the file names in it and the manifest."""
+
+    directory: Path
+    files: list
+    manifest: dict
+
+
+def build_key(source: str, flags, arch: str) -> str:
+    """Identity of a build: sha256 over the kernel source, the compiler flags and the arch.
+
+    ``forge_kernel.py`` computes the same key (its ``_build_key``) to name cached libraries
+    and to accept a prebuilt ``kernel.so`` whose ``kernel.so.key`` holds it.
+    """
+    return hashlib.sha256("\0".join([source, " ".join(flags), arch]).encode()).hexdigest()[:16]
+
+
+def pick_node(store: Store, run, node_id: Optional[int] = None):
+    """The node to export: ``node_id``, else the run's best (confirmed speedups first).
+
+    Preference without ``node_id``: the correct node with the highest confirmed speedup
+    (re-measured at the end of the run), else the run's best node, else the correct node
+    with the highest search-time speedup. A node whose re-measurement failed (stored as a
+    confirmed speedup of 0: it crashed or came out incorrect with fresh inputs) is chosen
+    only when every correct node failed it.
+
+    Raises:
+        ExportError: the node is not in the run or not correct, or the run has no correct node.
+    """
+    if node_id is not None:
+        try:
+            node = store.get_node(node_id)
+        except Exception:
+            raise ExportError(f"no node {node_id} in run {run.id}") from None
+        if node.run_id != run.id:
+            raise ExportError(f"node {node_id} belongs to run {node.run_id}, not run {run.id}")
+        if node.status != NodeStatus.OK:
+            raise ExportError(f"node {node_id} is {node.status}: only correct (ok) nodes can be exported")
+        return node
+    nodes = [n for n in store.nodes(run.id) if n.status == NodeStatus.OK and n.source]
+    if not nodes:
+        raise ExportError(f"run {run.id} has no correct kernel to export yet (see forge-tui show {run.id})")
+    confirmed = [n for n in nodes if confirmation(n) == "confirmed"]
+    if confirmed:
+        return max(confirmed, key=lambda n: n.confirmed_speedup)
+    nodes = [n for n in nodes if confirmation(n) != "failed"] or nodes
+    by_id = {n.id: n for n in nodes}
+    if run.best_node_id in by_id:
+        return by_id[run.best_node_id]
+    return max(nodes, key=lambda n: n.speedup or 0.0)
+
+
+def export_run(store: Store, run_id: int, out_dir, *, node_id: Optional[int] = None, build: bool = False) -> Exported:
+    """Write the export of a run's node into ``out_dir`` (created if needed).
+
+    Args:
+        store: the database.
+        run_id: the run.
+        out_dir: the directory; files of an earlier export there are replaced, a stale
+            ``kernel.so`` is removed.
+        node_id: the node (default: :func:`pick_node`'s choice).
+        build: also compile ``kernel.so`` now (with ``kernel.so.key``), for machines that
+            run the model without a compiler. cuda builds for the arch the run measured on.
+
+    Returns:
+        :class:`Exported`.
+
+    Raises:
+        ExportError: the run, node or task cannot be exported, or the directory cannot be written.
+    """
+    from forge_tui.search.runner import load_task_ref
+
+    run = store.get_run(run_id)
+    node = pick_node(store, run, node_id)
+    task_row = store.get_task(run.task_id)
+    try:
+        ref = json.loads(task_row.spec_json)["ref"]
+        task = load_task_ref(ref)
+    except (KeyError, ValueError, ImportError) as exc:
+        raise ExportError(f"cannot rebuild the task of run {run.id} ({run.task_name}): "
+                          f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    backend = run.backend
+    out = Path(out_dir).expanduser()
+    speedup, kind = {"confirmed": (node.confirmed_speedup, "confirmed"),
+                     "failed": (node.speedup, "search; its confirmation failed")}.get(
+        confirmation(node), (node.speedup, "search"))
+    device = json.loads(run.device_json or "{}")
+    module = render_module(task, backend, run_id=run.id, node_id=node.id, speedup=speedup)
+    manifest = {
+        "task": task.name, "origin": task.origin, "backend": backend, "signature": task.signature(backend),
+        "run_id": run.id, "node_id": node.id, "speedup": speedup, "speedup_kind": kind,
+        "capture": task.capture, "module": MODULE_FILE, "function": "forward",
+        "op": f"forge::{op_name(task.name)}", "source": KERNEL_FILES[backend],
+        "inputs": [{"name": a.name, "dtype": a.dtype} for a in _user_inputs(task)],
+        "device": device.get("gpu") or device.get("cpu") or "", "description": node.description,
+    }
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in ("kernel.so", "kernel.so.key", *KERNEL_FILES.values()):
+            (out / stale).unlink(missing_ok=True)
+        (out / KERNEL_FILES[backend]).write_text(node.source)
+        (out / MODULE_FILE).write_text(module)
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        (out / "README.md").write_text(_readme(task, backend, manifest))
+        files = [KERNEL_FILES[backend], MODULE_FILE, "manifest.json", "README.md"]
+        if build:
+            files += _prebuild(node.source, backend, device, out)
+    except OSError as exc:
+        raise ExportError(f"cannot write {out}: {exc.strerror or exc}") from None
+    return Exported(out, files, manifest)
+
+
+def op_name(task_name: str) -> str:
+    """The custom operator's name in the ``forge`` namespace: the task name as an identifier."""
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in task_name)
+    return name if name and not name[0].isdigit() else f"t_{name}"
+
+
+def _user_inputs(task) -> list:
+    """The tensors a caller passes to ``forward``: a file's inputs, or every ``in`` of a catalog task."""
+    ins = [a for a in task.args if a.role == "in"]
+    if task.origin == "catalog":
+        return ins
+    from forge_tui.model.taskfile import layout_of
+
+    return ins[: len(layout_of(task)["input_names"])]
+
+
+def _prebuild(source: str, backend: str, device: dict, out: Path) -> list:
+    """Compile ``kernel.so`` into ``out`` with the search's flags; returns the files written."""
+    from forge_tui import hardware
+    from forge_tui.evaluate import compile as compiler
+
+    if backend == BackendName.CUDA:
+        cap_ = device.get("capability")
+        if not cap_:
+            raise ExportError("--build for cuda needs the run's compute capability, and the run has none recorded")
+        arch = hardware.arch_flag(hardware.parse_arch(str(cap_)))
+    else:
+        arch = "host"
+    try:
+        res = compiler.compile_source(source, backend, arch=arch if backend == BackendName.CUDA else None)
+    except compiler.ToolchainError as exc:
+        raise ExportError(str(exc)) from None
+    if not res.ok:
+        raise ExportError(f"--build: the kernel did not compile: {res.log.strip().splitlines()[0] if res.log.strip() else ''}")
+    shutil.copyfile(res.library, out / "kernel.so")
+    flags = compiler.NVCC_FLAGS if backend == BackendName.CUDA else compiler.GXX_FLAGS
+    (out / "kernel.so.key").write_text(build_key(source, flags, arch) + "\n")
+    return ["kernel.so", "kernel.so.key"]
+
+
+# --------------------------------------------------------------------------- the module
+def _literal(value) -> str:
+    """Python source for a string (raw triple-quoted where that is exact)."""
+    if isinstance(value, str) and "'''" not in value and not value.endswith("\\") and "\r" not in value:
+        return "r'''" + value + "'''"
+    return repr(value)
+
+
+def _function_source(fn, what: str) -> str:
+    """The source of a self-contained module-level function, dedented. Raises ExportError."""
+    try:
+        src = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        raise ExportError(f"the {what} has no source file to copy into the export") from None
+    tree = ast.parse(src)
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
+        raise ExportError(f"the {what} is not a plain module-level function (a lambda?): export cannot copy it")
+    if getattr(fn, "__code__", None) is not None and fn.__code__.co_freevars:
+        raise ExportError(f"the {what} uses variables of an enclosing function ({', '.join(fn.__code__.co_freevars)}): "
+                          "export cannot copy it")
+    return src
+
+
+def render_module(task, backend: str, *, run_id: int, node_id: int, speedup: Optional[float]) -> str:
+    """The text of ``forge_kernel.py`` for ``task`` on ``backend``: the templates in
+    ``templates/`` (see :mod:`forge_tui.model.template`) filled with the task's values.
+
+    Raises:
+        ExportError: the task's launch or reference cannot be exported, or the generated
+            module does not parse or does not reproduce the task.
+    """
+    ins, out_arg, n_sizes = _launch_parts(task)
+    reference, values = _reference_values(task)
+    values.update(_common_values(task, backend, ins, out_arg, n_sizes, run_id=run_id, node_id=node_id,
+                                 speedup=speedup, n_user=int(values.pop("N_USER"))))
+    try:
+        text = template.module_text(reference, values)
+    except template.TemplateError as exc:  # a bug here, not the user's
+        raise ExportError(f"cannot fill the {MODULE_FILE} template: {exc}") from None
+    try:
+        compile(text, MODULE_FILE, "exec")
+    except SyntaxError as exc:  # a bug here, not the user's: say where
+        raise ExportError(f"generated {MODULE_FILE} does not parse (line {exc.lineno}: {exc.msg})") from None
+    _self_check(task, text)
+    return text
+
+
+def _launch_parts(task) -> tuple[list, Any, int]:
+    """The launch's inputs, its output and how many sizes follow (inputs, one output, sizes)."""
+    roles = [a.role for a in task.args]
+    n_in, n_out = roles.count("in"), roles.count("out")
+    if n_out != 1 or roles != ["in"] * n_in + ["out"] + ["size"] * roles.count("size"):
+        raise ExportError(f"task {task.name}: export handles launches of inputs, one output, then sizes")
+    ins = [a for a in task.args if a.role == "in"]
+    out_arg = next(a for a in task.args if a.role == "out")
+    return ins, out_arg, roles.count("size")
+
+
+def _reference_values(task) -> tuple[str, dict]:
+    """Which reference part the module has (``catalog`` or ``file``) and its values (with ``N_USER``)."""
+    if task.origin == "catalog":
+        if task.sizes_of is None:
+            raise ExportError(f"task {task.name} has no sizes_of: export cannot compute its launch sizes")
+        ref_src = _function_source(task.reference, f"reference of {task.name}")
+        sizes_src = _function_source(task.sizes_of, f"sizes_of of {task.name}")
+        return "catalog", {
+            "REF_SRC": ref_src.rstrip(), "SIZES_SRC": sizes_src.rstrip(), "REF_NAME": task.reference.__name__,
+            "SIZES_NAME": task.sizes_of.__name__, "MODULE": task.module,
+            "N_USER": str(sum(1 for a in task.args if a.role == "in"))}
+    from forge_tui.model.taskfile import MODEL_SEED, layout_of
+
+    lay = layout_of(task)
+    consts = lay["constants"]
+    try:
+        exact = ast.literal_eval(repr(consts)) == consts
+    except (ValueError, SyntaxError):
+        exact = False
+    source = task.reference_source if task.reference_source.endswith("\n") else task.reference_source + "\n"
+    file_name = Path(task.file).name or f"{task.name}.py"
+    return "file", {
+        "FILE_TEXT": _literal(source), "FILE_NAME_LITERAL": repr(file_name), "FILE_NAME": file_name,
+        "MODEL_SEED": str(MODEL_SEED), "PARAM_NAMES": repr(lay["param_names"]),
+        "N_GET_INPUTS": str(lay["n_get_inputs"]), "TENSOR_POSITIONS": repr(lay["tensor_positions"]),
+        "CONSTANTS": repr(consts) if exact else "None", "N_USER": str(len(lay["input_names"]))}
+
+
+def _common_values(task, backend: str, ins: list, out_arg, n_sizes: int, *, run_id: int, node_id: int,
+                   speedup: Optional[float], n_user: int) -> dict:
+    """The head's and the operator's values: the data section, the docstring, the signature."""
+    from forge_tui.evaluate import compile as compiler
+    from kernels.base import TOLERANCES, tolerance_for
+
+    flags = list(compiler.NVCC_FLAGS if backend == BackendName.CUDA else compiler.GXX_FLAGS)
+    shown = f"{speedup:.3f}x over eager PyTorch" if speedup else "speedup not measured"
+    tolerance = tolerance_for(out_arg.dtype) if out_arg.dtype in TOLERANCES else TOLERANCES["float32"]
+    return {
+        "TASK": repr(task.name), "TASK_PLAIN": task.name, "ORIGIN": repr(task.origin),
+        "BACKEND": repr(str(backend)), "OP_NAME": repr(op_name(task.name)), "OP_PLAIN": op_name(task.name),
+        "SIGNATURE": repr(task.signature(backend)), "SIGNATURE_PLAIN": task.signature(backend),
+        "INPUT_NAMES": repr([a.name for a in ins]), "INPUT_DTYPES": repr([a.dtype for a in ins]),
+        "N_USER": str(n_user), "N_SIZES": str(n_sizes), "OUT_DTYPE": repr(out_arg.dtype),
+        "TOLERANCE": repr(tolerance), "FLAGS": repr(flags), "SOURCE_NAME": repr(KERNEL_FILES[backend]),
+        "RUN_ID": str(run_id), "NODE_ID": str(node_id), "SPEEDUP": repr(speedup), "SHOWN": shown,
+        "PARAMS": ", ".join(a.name for a in ins), "ANNOTATED": ", ".join(f"{a.name}: torch.Tensor" for a in ins),
+        "COMPILER": "nvcc" if backend == BackendName.CUDA else "g++",
+        "USER_NAMES": ", ".join(a.name for a in ins[:n_user]),
+    }
+
+
+def _self_check(task, text: str) -> None:
+    """The embedded reference and launch sizes reproduce the task's on one small input set."""
+    import torch
+
+    ns: dict = {"__name__": "forge_kernel_selfcheck", "__file__": os.devnull}
+    # only the reference part: the module's tail would register an operator in this process
+    head = text.split("# ---- operator", 1)[0]
+    exec(compile(head, MODULE_FILE, "exec"), ns)
+    shapes = dict(task.check_shapes) or dict(task.host_shapes)
+    name, dims = min(shapes.items(), key=lambda kv: task.bytes_moved(kv[1]))
+    inputs = task.make_inputs(dims, torch.Generator().manual_seed(7), "cpu", "normal")
+    want = task.reference(*inputs)
+    got = ns["_reference"](*inputs)
+    if not (isinstance(got, torch.Tensor) and got.shape == want.shape and torch.allclose(got, want, equal_nan=True)):
+        raise ExportError(f"the embedded reference of {task.name} does not reproduce the task's on {name}")
+    out = torch.empty(want.shape, dtype=want.dtype)
+    if tuple(int(s) for s in ns["_sizes"](inputs, out)) != tuple(int(s) for s in task.sizes(dims)):
+        raise ExportError(f"the embedded launch sizes of {task.name} differ from the task's on {name}")
+
+
+def _readme(task, backend: str, manifest: dict) -> str:
+    user = manifest["inputs"]
+    args = ", ".join(i["name"] for i in user)
+    where = "CUDA tensors on one GPU" if backend == BackendName.CUDA else "CPU tensors"
+    kind = f"{manifest['speedup']:.3f}x over eager PyTorch ({manifest['speedup_kind']})" if manifest["speedup"] else ""
+    lines = [
+        f"# {task.name}: exported by forge-tui (run {manifest['run_id']}, node {manifest['node_id']}, {backend})",
+        "",
+        f"{task.description}. {kind}".strip(),
+        "",
+        f"- `{manifest['source']}`: the kernel; `{MODULE_FILE}`: a module that needs only torch and "
+        f"{'nvcc' if backend == BackendName.CUDA else 'g++'}; `manifest.json`: what this is.",
+        "",
+        "```python",
+        "import sys; sys.path.insert(0, \"/path/to/this/dir\")",
+        "import forge_kernel",
+        f"y = forge_kernel.forward({args})        # {', '.join(i['name'] + ': ' + i['dtype'] for i in user)}; {where}",
+        f"y = torch.ops.{manifest['op'].replace('::', '.')}({args}{'' if task.origin == 'catalog' else ', *params'})"
+        "   # the same, as a torch custom operator",
+        "```",
+        "",
+        f"First use compiles `{manifest['source']}` into `.forge_build/` beside the module (or loads a",
+        "`kernel.so` here that is fresh: built by `forge-tui export --build`, or newer than the source).",
+        "The first call on each new set of input shapes is checked against the PyTorch reference",
+        "(`ForgeKernelMismatch` if it disagrees; `FORGE_VERIFY=0` skips the check). The operator has a",
+        "fake (meta) implementation, so `torch.compile` traces through it.",
+    ]
+    if task.origin != "catalog":
+        lines += [
+            "",
+            "The operator takes the task file's tensor inputs and then the model's parameters and buffers.",
+            "`forward(...)` uses `Model(*get_init_inputs())` built as in the search (`torch.manual_seed(0)`);",
+            "`forward_with(model, ...)` uses your own instance's parameters and buffers (e.g. trained",
+            "weights). Shapes other than the task file's are allowed when the ranks match; each is",
+            "verified on its first call.",
+        ]
+    lines += ["", f"Launch signature: `{manifest['signature']}`", ""]
+    return "\n".join(lines)

@@ -1,0 +1,168 @@
+"""Task files in the KernelBench layout: a Python file that defines the operator as a model.
+
+A task file defines, at module level::
+
+    class Model(nn.Module):          # the reference: Model(*get_init_inputs())(*get_inputs())
+        def __init__(self, ...): ...
+        def forward(self, x, ...): ...   # returns exactly one tensor
+    def get_inputs(): ...            # the forward's arguments: tensors (non-tensors stay fixed)
+    def get_init_inputs(): ...       # the constructor's arguments (optional; default [])
+    FORGE_CAPTURE = {...}            # optional: written by ``forge-tui capture`` (origin "captured")
+
+Loading one imports torch, executes the file through :mod:`forge_tui.model.loader` (its
+directory on ``sys.path`` meanwhile, its prints sent to stderr) and runs the model a few
+times on the CPU to derive the task (:mod:`forge_tui.model.taskfile_steps`, step by step).
+
+The launch signature, in this order (every pointer row-major and contiguous):
+
+1. ``in``: each tensor that ``get_inputs()`` returns, in order, named after the parameters
+   of ``Model.forward`` (``x``, ``y``; ``in0``, ``in1`` where forward takes ``*args``).
+   Non-tensor values among the inputs (an ``int`` dim, a ``float`` eps) are no arguments:
+   they keep the values ``get_inputs()`` gave.
+2. ``in``: each parameter, then each buffer, of the model (``named_parameters()`` then
+   ``named_buffers()`` order), named after its dotted name with every character that is
+   not a letter, digit or ``_`` replaced by ``_`` (``fc.weight`` -> ``fc_weight``).
+3. ``out``: the single output tensor, named ``out``.
+4. ``size`` (int64): every dimension of every pointer argument above, in the same order,
+   named ``<arg>_d<k>`` (``x_d0, x_d1, fc_weight_d0, fc_weight_d1, fc_bias_d0, out_d0,
+   out_d1``); a 0-dim tensor contributes none.
+
+Names that would clash (with each other, ``stream``, C/C++/CUDA or Python keywords) get a
+trailing ``_``. The model is built once with ``torch.manual_seed(MODEL_SEED)``, so its
+parameter values are the same in every process; it runs in eval mode (dropout off, batch
+norm on running statistics) without autograd. Its parameters and buffers are passed to the
+candidate as extra inputs; the reference uses whatever values it is given
+(``torch.func.functional_call``), so an fp64 reference sees fp64 parameters.
+
+Inputs: the task has one shape, the one ``get_inputs()`` makes (``shapes`` and
+``host_shapes`` both hold it; there are no extra check shapes). ``make_inputs`` draws fresh
+values per generator: floating inputs from :func:`kernels.base.random_tensor` with the
+requested distribution, integer inputs from ``get_inputs()`` itself run under a seed taken
+from the generator; the extra distribution ``file`` (always first) takes every input from
+``get_inputs()`` that way. A distribution whose inputs make the reference non-finite where
+the file's own inputs do not (``log`` of negative numbers) is left out.
+
+Every file that does not fit raises :class:`kernels.registry.TaskError` with one line: a
+missing ``Model``/``get_inputs``, a syntax or import error, several or non-tensor outputs,
+an output shape that depends on the input values, a random output, dtypes the launch cannot
+take (see :data:`SUPPORTED_DTYPES`).
+"""
+from __future__ import annotations
+
+import hashlib
+import keyword
+import re
+import threading
+from pathlib import Path
+from typing import Optional
+
+from forge_tui.model import loader
+from kernels.base import TaskSpec
+from kernels.registry import TaskError
+
+#: Seed of the torch RNG while the model is constructed (parameter values are reproducible).
+MODEL_SEED = 0
+#: Element types a launch argument may have.
+SUPPORTED_DTYPES = ("float32", "bfloat16", "float16", "int64", "int32")
+#: Name of the one shape of a task file.
+SHAPE_NAME = "get_inputs"
+#: Identifiers a launch argument may not be called (C/C++/CUDA keywords and builtins, ``stream``).
+RESERVED = frozenset("""
+    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char16_t char32_t class compl
+    const const_cast constexpr continue decltype default delete do double dynamic_cast else enum explicit export
+    extern false float for friend goto if inline int long mutable namespace new noexcept not not_eq nullptr
+    operator or or_eq private protected public register reinterpret_cast return short signed sizeof static
+    static_assert static_cast struct switch template this thread_local throw true try typedef typeid typename
+    union unsigned using virtual void volatile wchar_t while xor xor_eq restrict main
+    threadIdx blockIdx blockDim gridDim warpSize stream self torch int64_t size_t
+""".split()) | frozenset(keyword.kwlist)
+
+_CACHE: dict[tuple, TaskSpec] = {}
+_LOCK = threading.Lock()
+
+
+def load_task_file(path, *, origin: str = "file", text: Optional[str] = None) -> TaskSpec:
+    """The task a KernelBench-layout file defines (see the module docstring for the rules).
+
+    Args:
+        path: the task file (``.py``).
+        origin: ``file`` (default); a file that defines ``FORGE_CAPTURE`` becomes ``captured``.
+        text: the file's text as stored with a run: when given it is used instead of what is
+            on disk now (a resumed run rebuilds exactly the task it started with, even after
+            the file was edited, moved or deleted).
+
+    Returns:
+        A :class:`TaskSpec` with ``origin``, ``file``, ``reference_source`` (the file's text)
+        and ``capture`` set; no seed kernel.
+
+    Raises:
+        TaskError: the file is missing, unreadable or does not fit (one line).
+    """
+    p = loader.resolve(path)
+    if text is None:
+        text = _read(path)
+    key = (hashlib.sha256(text.encode()).hexdigest(), str(p), origin)
+    with _LOCK:
+        if key in _CACHE:
+            return _CACHE[key]
+        from forge_tui.model.taskfile_steps import FileTask
+
+        try:
+            spec = FileTask(p, text, origin).spec()
+        except TaskError:
+            raise
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit, RecursionError...: still one line for the user
+            raise TaskError(f"{p.name}: {_one_line(exc)}") from None
+        _CACHE[key] = spec
+        return spec
+
+
+def _read(path) -> str:
+    """The task file's text; the loader's refusals worded for a task file."""
+    try:
+        return loader.read_text(path)
+    except loader.ModelFileError as exc:
+        if exc.stage == "missing":
+            raise TaskError(f"no such task file: {path}") from None
+        raise TaskError(str(exc)) from None
+
+
+def layout_of(task: TaskSpec) -> dict:
+    """How a task file's model is called, for ``forge-tui export``.
+
+    Returns ``{"n_get_inputs": int, "tensor_positions": [int], "constants": {position: value},
+    "input_names": [launch names of the tensor inputs], "param_names": [dotted names of the
+    parameters then buffers, in launch order], "model_seed": int}``.
+
+    Raises:
+        TaskError: ``task`` does not come from a task file.
+    """
+    lay = getattr(task.reference, "forge_layout", None)
+    if lay is None:
+        raise TaskError(f"task {task.name} is not a task file's task")
+    return lay
+
+
+def task_name(path: Path) -> str:
+    """A task file's name: its stem with characters other than letters, digits, ``_``, ``-``, ``.``
+    replaced by ``_`` (``19_ReLU.py`` -> ``19_ReLU``)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", path.stem).strip("_") or "task"
+
+
+def sanitise(name: str) -> str:
+    """A C identifier from a parameter's dotted name: ``layers.0.weight`` -> ``layers_0_weight``."""
+    out = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    if not out or out[0].isdigit():
+        out = "p_" + out
+    return out
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
