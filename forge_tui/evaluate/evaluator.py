@@ -357,7 +357,7 @@ class Evaluator:
         self.start()
         if compiled is None:
             if on_stage:
-                on_stage("compiling")
+                on_stage(NodeStatus.COMPILING)
             compiled = self.compile(source)
         return self.run_compiled(compiled, seed=seed, on_stage=on_stage)
 
@@ -375,7 +375,7 @@ class Evaluator:
 
         def stage_cb(stage: str) -> None:
             if on_stage:
-                on_stage({"correctness": "verifying", "determinism": "verifying", "timing": "timing"}.get(stage, stage))
+                on_stage(_NODE_STAGE.get(stage, stage))
 
         stage_s: dict[str, float] = {}
         status, reply = self._request({"op": "evaluate", "library": compiled.library, "seed": seed,
@@ -443,6 +443,10 @@ class Evaluator:
         if suspect:
             res.status, res.error = NodeStatus.SUSPECT, "; ".join(suspect)
         return res
+
+
+#: The node status a worker stage shows as (the rest pass through by name).
+_NODE_STAGE = {"correctness": NodeStatus.VERIFYING, "determinism": NodeStatus.VERIFYING, "timing": NodeStatus.TIMING}
 
 
 def _clog(compiled: compiler.CompileResult) -> dict:
