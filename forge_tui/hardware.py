@@ -9,6 +9,7 @@ bandwidth where we have it (GPU-FACTS.md: H200 4246 GB/s), else the datasheet va
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 
@@ -90,6 +91,14 @@ def achieved_gbs(bytes_moved: int, median_ms: float) -> float:
 
 
 # --------------------------------------------------------------------------- device facts
+def has_gpu() -> bool:
+    """True when an NVIDIA device node or driver entry exists (checked without torch)."""
+    if Path("/dev/nvidia0").exists() or Path("/dev/nvidiactl").exists():
+        return True
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return gpus.is_dir() and any(gpus.iterdir())
+
+
 # Read in the evaluation worker (and by capture/apply); torch is imported when called.
 def gpu_facts(index: int = 0) -> dict:
     """Facts about GPU ``index`` from torch: name, capability, SMs, memory, L2, CUDA runtime, uuid."""

@@ -150,3 +150,25 @@ def test_host_launcher_has_no_stream_argument(softmax_task, host_seed, tmp_path)
     n_size = sum(1 for a in softmax_task.args if a.role == "size")
     assert lau.fn.argtypes == [ctypes.c_void_p] * n_ptr + [ctypes.c_int64] * n_size
     assert json.loads(json.dumps(res.command.split()))[0].endswith("g++")
+
+
+def test_usable_and_auto(monkeypatch):
+    import forge_tui.evaluate.backends.cuda as cuda_mod
+    from forge_tui import hardware
+    from forge_tui.evaluate.backends import auto_backend
+
+    monkeypatch.setattr(cuda_mod, "find_nvcc", lambda: "/x/nvcc")
+    monkeypatch.setattr(hardware, "has_gpu", lambda: False)
+    assert "no NVIDIA GPU" in CUDA.unusable_reason() and auto_backend() is HOST
+    monkeypatch.setattr(hardware, "has_gpu", lambda: True)
+    assert CUDA.unusable_reason() is None and auto_backend() is CUDA
+    monkeypatch.setattr(cuda_mod, "find_nvcc", lambda: None)
+    assert CUDA.unusable_reason().startswith("nvcc not found") and auto_backend() is HOST
+
+
+def test_words_for_people():
+    assert ".cu" in CUDA.source_description and "nvcc" in CUDA.source_description
+    assert ".cpp" in HOST.source_description and "g++" in HOST.source_description
+    assert (CUDA.tensor_place, HOST.tensor_place) == ("CUDA tensors on one GPU", "CPU tensors")
+    assert CUDA.supports_cuda_graphs and not HOST.supports_cuda_graphs
+    assert "nvcc" in CUDA.display_name and "g++" in HOST.display_name

@@ -15,7 +15,7 @@ from forge_tui.evaluate.backends.cuda import CudaBackend, find_nvcc
 from forge_tui.evaluate.backends.host import HOST_SOL_FACTOR, HostBackend
 
 __all__ = ["Backend", "CudaBackend", "HostBackend", "ToolchainError", "UnknownBackendError", "HOST_SOL_FACTOR",
-           "available_backends", "backend_for_device", "backend_for_suffix", "find_nvcc", "get_backend"]
+           "auto_backend", "available_backends", "backend_for_device", "backend_for_suffix", "find_nvcc", "get_backend"]
 
 
 class UnknownBackendError(ForgeError, ValueError):
@@ -41,6 +41,14 @@ def get_backend(name: Union[str, BackendName, Backend]) -> Backend:
 def available_backends() -> tuple[Backend, ...]:
     """Every backend, cuda first (whether its toolchain or device is present is not checked)."""
     return tuple(_BACKENDS.values())
+
+
+def auto_backend() -> Backend:
+    """What ``--backend auto`` means: the first usable backend (cuda where a GPU and nvcc exist, else host)."""
+    for b in _BACKENDS.values():
+        if b.unusable_reason() is None:
+            return b
+    return _BACKENDS[BackendName.HOST]
 
 
 def backend_for_device(device: str) -> Backend:

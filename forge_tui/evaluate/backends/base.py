@@ -42,6 +42,9 @@ class Backend(abc.ABC):
     source_suffixes: every suffix that says a kernel file is written for this backend.
     kernel_filename: ``kernel`` + ``source_suffix`` (export, build directories).
     lexer: the syntax highlighter's (and an LLM code fence's) language name.
+    source_description: what a candidate file is, for prompts and messages.
+    tensor_place: where a kernel's tensors live, for an exported module's README.
+    supports_cuda_graphs: a forward can be captured into a CUDA graph (``apply``).
     launch_has_stream: ``forge_launch`` takes a trailing ``cudaStream_t`` argument.
     needs_gpu: a GPU must be present (and nvcc found) for this backend to be usable.
     needs_arch: compiles need an ``-arch`` read from the device (so the worker starts first).
@@ -67,6 +70,9 @@ class Backend(abc.ABC):
     source_suffix: ClassVar[str]
     source_suffixes: ClassVar[tuple[str, ...]]
     lexer: ClassVar[str]
+    source_description: ClassVar[str]
+    tensor_place: ClassVar[str]
+    supports_cuda_graphs: ClassVar[bool]
     launch_has_stream: ClassVar[bool]
     needs_gpu: ClassVar[bool]
     needs_arch: ClassVar[bool]
@@ -101,6 +107,15 @@ class Backend(abc.ABC):
     def compile_command(self, arch: Optional[str], source: Path, output: Path) -> list[str]:
         """The full compile command turning ``source`` into the shared library ``output``."""
         return [self.find_compiler(), *self.flags, *self.arch_flags(arch), "-o", str(output), str(source)]
+
+    def unusable_reason(self) -> Optional[str]:
+        """None when this backend can run on this machine (compiler and device present, checked
+        without torch), else the one line that says what is missing."""
+        try:
+            self.find_compiler()
+        except ToolchainError as exc:
+            return str(exc)
+        return None
 
     def arch_flags(self, arch: Optional[str]) -> list[str]:
         """Flags naming the target architecture (none on the host)."""

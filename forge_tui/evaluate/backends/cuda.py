@@ -37,6 +37,9 @@ class CudaBackend(Backend):
     source_suffix = ".cu"
     source_suffixes = (".cu", ".cuh")
     lexer = "cuda"
+    source_description = "CUDA kernel source (.cu) compiled with nvcc"
+    tensor_place = "CUDA tensors on one GPU"
+    supports_cuda_graphs = True
     launch_has_stream = True
     needs_gpu = True
     needs_arch = True
@@ -64,6 +67,13 @@ class CudaBackend(Backend):
         if not arch:
             raise ValueError("cuda compiles need an arch such as sm_90")
         return super().compile_command(arch, source, output)
+
+    def unusable_reason(self) -> Optional[str]:
+        if not find_nvcc():
+            return "nvcc not found: install the CUDA toolkit (or set CUDA_HOME) or pass --backend host"
+        if not hardware.has_gpu():
+            return "no NVIDIA GPU found on this machine: pass --backend host"
+        return None
 
     def arch_flags(self, arch: Optional[str]) -> list[str]:
         return [f"-arch={arch}"] if arch else []

@@ -28,6 +28,9 @@ class HostBackend(Backend):
     source_suffix = ".cpp"
     source_suffixes = (".cpp", ".cc", ".cxx")
     lexer = "cpp"
+    source_description = "C++17 source (.cpp) compiled with g++ for the host CPU"
+    tensor_place = "CPU tensors"
+    supports_cuda_graphs = False
     launch_has_stream = False
     needs_gpu = False
     needs_arch = False
