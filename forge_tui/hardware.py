@@ -9,6 +9,7 @@ bandwidth where we have it (GPU-FACTS.md: H200 4246 GB/s), else the datasheet va
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 
@@ -87,3 +88,58 @@ def roofline_floor_ms(bytes_moved: int, flops: int, bandwidth_gbs: float, tflops
 def achieved_gbs(bytes_moved: int, median_ms: float) -> float:
     """Achieved bandwidth in GB/s of a kernel moving ``bytes_moved`` in ``median_ms``."""
     return bytes_moved / (median_ms * 1e-3) / 1e9 if median_ms > 0 else 0.0
+
+
+# --------------------------------------------------------------------------- device facts
+def has_gpu() -> bool:
+    """True when an NVIDIA device node or driver entry exists (checked without torch)."""
+    if Path("/dev/nvidia0").exists() or Path("/dev/nvidiactl").exists():
+        return True
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return gpus.is_dir() and any(gpus.iterdir())
+
+
+# Read in the evaluation worker (and by capture/apply); torch is imported when called.
+def gpu_facts(index: int = 0) -> dict:
+    """Facts about GPU ``index`` from torch: name, capability, SMs, memory, L2, CUDA runtime, uuid."""
+    import torch
+
+    props = torch.cuda.get_device_properties(index)
+    return dict(
+        gpu=props.name, capability=f"{props.major}.{props.minor}", sm_count=props.multi_processor_count,
+        memory_gb=round(props.total_memory / 1e9, 1), l2_mb=round(getattr(props, "L2_cache_size", 0) / 2**20, 1),
+        cuda_runtime=torch.version.cuda, uuid=str(getattr(props, "uuid", "")),
+    )
+
+
+def host_facts() -> dict:
+    """Facts about the CPU the host backend times on (one torch thread)."""
+    import platform
+
+    return dict(gpu="", cpu=platform.processor() or platform.machine(), torch_threads=1)
+
+
+def gpu_name(device: str = "cuda") -> str:
+    """Name of the GPU behind a torch device string (``torch.cuda.get_device_name``)."""
+    import torch
+
+    return torch.cuda.get_device_name(torch.device(device))
+
+
+def gpu_uuid(device: str = "cuda") -> str:
+    """UUID of the GPU behind a torch device string ("" when torch does not report one)."""
+    import torch
+
+    return str(getattr(torch.cuda.get_device_properties(torch.device(device)), "uuid", ""))
+
+
+def cpu_name() -> str:
+    """The CPU model (``/proc/cpuinfo``), else what :mod:`platform` says, else ``cpu``."""
+    import contextlib
+    import platform
+
+    with contextlib.suppress(OSError):
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "cpu"

@@ -12,7 +12,6 @@ by a killed search (a template bomb) ends by itself.
 """
 from __future__ import annotations
 
-from forge_tui.core.errors import ForgeError
 import functools
 import hashlib
 import os
@@ -24,7 +23,17 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
+
+from forge_tui.core.status import BackendName
+from forge_tui.evaluate.backends import Backend, ToolchainError, find_nvcc, get_backend
+
+__all__ = ["COMPILE_TIMEOUT_S", "CompileResult", "GXX_FLAGS", "LOG_CAP", "NVCC_FLAGS", "STALE_BUILD_S",
+           "ToolchainError", "cache_dir", "cache_key", "command_for", "compile_source", "compiler_for",
+           "compiler_version", "find_nvcc", "sweep_stale_builds"]
+
+#: A backend given by name or as the object.
+BackendLike = Union[str, BackendName, Backend]
 
 #: Seconds a compile may take before it is killed (a template bomb never finishes).
 COMPILE_TIMEOUT_S = 120.0
@@ -35,12 +44,9 @@ STALE_BUILD_S = 3 * COMPILE_TIMEOUT_S
 
 _swept: set = set()
 
-NVCC_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo")
-GXX_FLAGS = ("-O3", "-std=c++17", "-march=native", "-shared", "-fPIC")
-
-
-class ToolchainError(ForgeError, RuntimeError):
-    """The compiler for a backend is missing; the message says what to install."""
+#: Compiler flags of each backend (owned by the backend classes; kept here for readers).
+NVCC_FLAGS = get_backend(BackendName.CUDA).flags
+GXX_FLAGS = get_backend(BackendName.HOST).flags
 
 
 @dataclass(frozen=True)
@@ -71,28 +77,9 @@ def cache_dir() -> Path:
     return Path(user_cache_dir("forge-tui", appauthor=False)) / "build"
 
 
-def find_nvcc() -> Optional[str]:
-    """Path of nvcc: on PATH, else ``$CUDA_HOME/bin``, else ``/usr/local/cuda/bin``."""
-    found = shutil.which("nvcc")
-    if found:
-        return found
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if root and Path(root, "bin", "nvcc").exists():
-            return str(Path(root, "bin", "nvcc"))
-    return None
-
-
-def compiler_for(backend: str) -> str:
+def compiler_for(backend: BackendLike) -> str:
     """The compiler executable for a backend. Raises ToolchainError when missing."""
-    if backend == "cuda":
-        nvcc = find_nvcc()
-        if not nvcc:
-            raise ToolchainError("nvcc not found: install the CUDA toolkit (or set CUDA_HOME) or pass --backend host")
-        return nvcc
-    gxx = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("g++")
-    if not gxx:
-        raise ToolchainError("g++ not found: install a C++ compiler (apt-get install g++)")
-    return gxx
+    return get_backend(backend).find_compiler()
 
 
 @functools.lru_cache(maxsize=4)
@@ -112,20 +99,16 @@ def compiler_version(compiler: str) -> str:
     return " | ".join(lines[:2]) if lines else "unknown"
 
 
-def command_for(backend: str, arch: Optional[str], source: Path, output: Path) -> list[str]:
+def command_for(backend: BackendLike, arch: Optional[str], source: Path, output: Path) -> list[str]:
     """The compile command: nvcc with ``-arch=<arch>`` for cuda, g++ for host."""
-    if backend == "cuda":
-        if not arch:
-            raise ValueError("cuda compiles need an arch such as sm_90")
-        return [compiler_for("cuda"), *NVCC_FLAGS, f"-arch={arch}", "-o", str(output), str(source)]
-    return [compiler_for("host"), *GXX_FLAGS, "-o", str(output), str(source)]
+    return get_backend(backend).compile_command(arch, source, output)
 
 
-def cache_key(source: str, backend: str, arch: Optional[str], fingerprint: str = "") -> str:
+def cache_key(source: str, backend: BackendLike, arch: Optional[str], fingerprint: str = "") -> str:
     """sha256 over source, flags, arch, compiler version and the environment fingerprint."""
-    comp = compiler_for(backend)
-    flags = NVCC_FLAGS if backend == "cuda" else GXX_FLAGS
-    blob = "\0".join([source, backend, arch or "", " ".join(flags), compiler_version(comp), fingerprint])
+    be = get_backend(backend)
+    comp = be.find_compiler()
+    blob = "\0".join([source, be.name.value, arch or "", " ".join(be.flags), compiler_version(comp), fingerprint])
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
@@ -152,7 +135,7 @@ def sweep_stale_builds(root: Path, older_than_s: float = STALE_BUILD_S) -> int:
 
 def compile_source(
     source: str,
-    backend: str,
+    backend: BackendLike,
     *,
     arch: Optional[str] = None,
     fingerprint: str = "",
@@ -171,11 +154,11 @@ def compile_source(
     Raises:
         ToolchainError: the compiler is missing.
     """
+    be = get_backend(backend)
     root = root or cache_dir()
-    key = cache_key(source, backend, arch, fingerprint)
+    key = cache_key(source, be, arch, fingerprint)
     final_dir = root / key
     library = final_dir / "kernel.so"
-    suffix = ".cu" if backend == "cuda" else ".cpp"
     if library.exists():
         log_file = final_dir / "compile.log"
         log = log_file.read_text(errors="replace") if log_file.exists() else ""
@@ -187,10 +170,10 @@ def compile_source(
         sweep_stale_builds(root)
     work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=root))
     try:
-        src = work / f"kernel{suffix}"
+        src = work / be.kernel_filename
         src.write_text(source)
         out = work / "kernel.so"
-        cmd = command_for(backend, arch, src, out)
+        cmd = be.compile_command(arch, src, out)
         shown = " ".join(cmd)
         t0 = time.perf_counter()
         # the shell caps the compiler's CPU seconds (and its children's, each): a compile

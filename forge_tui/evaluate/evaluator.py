@@ -21,14 +21,16 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 from forge_tui import hardware
+from forge_tui.core.results import BaselineResult, EvalResult, ShapeResult, ShapeTiming
+from forge_tui.core.status import BackendName, NodeStatus
 from forge_tui.evaluate import compile as compiler
 from forge_tui.evaluate import memwatch
+from forge_tui.evaluate.backends import HOST_SOL_FACTOR, Backend, get_backend
 from forge_tui.evaluate.static import check_source
 from kernels.base import TaskSpec
 
@@ -41,36 +43,13 @@ STAGE_LIMITS = {
 OUTPUT_CAP = 64 * 1024
 #: A candidate is suspect when it beats the datasheet roofline floor by this factor.
 SOL_MARGIN = 0.97
-#: Host backend: caches can beat DRAM copy bandwidth; the gate uses copy bandwidth x this.
-HOST_SOL_FACTOR = 8.0
+# HOST_SOL_FACTOR (host gate: copy bandwidth x this) and EvalResult now live in
+# forge_tui.evaluate.backends and forge_tui.core.results; importable from here as before.
+__all__ = ["EvalResult", "Evaluator", "HOST_SOL_FACTOR", "OUTPUT_CAP", "SOL_MARGIN", "STAGE_LIMITS", "WorkerError"]
 
 
 class WorkerError(ForgeError, RuntimeError):
     """The worker could not be started or answered with an error outside any candidate."""
-
-
-@dataclass
-class EvalResult:
-    """What evaluating one candidate produced.
-
-    status: ok | rejected | compile_error | incorrect | timeout | crashed | suspect.
-    shapes: per timed shape ``{median_ms, baseline_ms, speedup, gbps, sol_pct, cv}``.
-    speedup: geometric mean of per-shape speedups over eager (None unless measured).
-    median_ms: sum over shapes of the candidate's median times.
-    compile / correctness / measurements: rows for the store (dicts of column values).
-    worker_stages_s: wall seconds per worker stage (load, correctness, determinism, timing).
-    """
-
-    status: str
-    error: str = ""
-    compile: Optional[dict] = None
-    correctness: list = field(default_factory=list)
-    measurements: list = field(default_factory=list)
-    shapes: dict = field(default_factory=dict)
-    speedup: Optional[float] = None
-    median_ms: Optional[float] = None
-    output_tail: str = ""
-    worker_stages_s: dict = field(default_factory=dict)
 
 
 class _Drain(threading.Thread):
@@ -111,7 +90,8 @@ class Evaluator:
 
     Args:
         task: the task; rebuilt in the worker from ``task_ref`` (``{"module", "name"}`` or ``{"file"}``).
-        backend: ``cuda`` or ``host``.
+        backend: ``cuda`` or ``host`` (a name or a :class:`~forge_tui.evaluate.backends.Backend`);
+            ``self.backend`` keeps the :class:`BackendName`, ``self.be`` the backend object.
         trials: correctness trials per shape (at least 3 on timed shapes).
         stage_limits: overrides of :data:`STAGE_LIMITS` (seconds).
         compile_timeout_s: compiler time limit.
@@ -122,16 +102,18 @@ class Evaluator:
         compiler.ToolchainError: the backend's compiler is missing (at construction).
     """
 
-    def __init__(self, task: TaskSpec, backend: str, *, task_ref: Optional[dict] = None, trials: int = 3,
+    def __init__(self, task: TaskSpec, backend: Union[str, Backend], *, task_ref: Optional[dict] = None, trials: int = 3,
                  stage_limits: Optional[dict] = None, compile_timeout_s: float = compiler.COMPILE_TIMEOUT_S,
                  memory_limit_mb: Optional[int] = None):
-        self.task, self.backend, self.trials = task, backend, trials
+        self.be: Backend = get_backend(backend)
+        self.backend: BackendName = self.be.name
+        self.task, self.trials = task, trials
         self.memory_limit_mb = memory_limit_mb
         self.worker_rss_mb: Optional[float] = None
         self.task_ref = task_ref or {"module": task.module, "name": task.name}
         self.limits = {**STAGE_LIMITS, **(stage_limits or {})}
         self.compile_timeout_s = compile_timeout_s
-        compiler.compiler_for(backend)  # fail early with a clear message
+        self.be.find_compiler()  # fail early with a clear message
         self.proc: Optional[subprocess.Popen] = None
         self.conn: Optional[Connection] = None
         self.drain: Optional[_Drain] = None
@@ -167,21 +149,19 @@ class Evaluator:
         parent_sock.close()
         self.drain = _Drain(self.proc.stdout)
         self.drain.start()
-        status, reply = self._request({"op": "init", "task": self.task_ref, "backend": self.backend,
+        status, reply = self._request({"op": "init", "task": self.task_ref, "backend": self.backend.value,
                                        "memory_limit_mb": self.memory_limit_mb}, "init")
-        if status != "ok":
+        if status != NodeStatus.OK:
             out = self.drain.take() if self.drain else ""
             self.kill()
             raise WorkerError(f"evaluation worker failed to start: {reply}" + (f"\n{out[-2000:]}" if out.strip() else ""))
         self.worker_rss_mb = reply.pop("worker_rss_mb", None) if isinstance(reply, dict) else None
         self.facts = reply
-        if self.backend == "cuda":
-            major, minor = (int(x) for x in reply["capability"].split("."))
-            self.arch = hardware.arch_flag((major, minor))
-        comp = compiler.compiler_for(self.backend)
+        self.arch = self.be.arch_for(reply)
+        comp = self.be.find_compiler()
         fp = {k: reply.get(k) for k in ("gpu", "capability", "driver", "cuda_runtime", "torch", "cpu", "machine")}
         fp["compiler"] = compiler.compiler_version(comp)
-        fp["flags"] = " ".join(compiler.NVCC_FLAGS if self.backend == "cuda" else compiler.GXX_FLAGS)
+        fp["flags"] = " ".join(self.be.flags)
         fp["arch"] = self.arch or ""
         self.fingerprint = hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:16]
         self.facts = {**reply, "arch": self.arch, "compiler": fp["compiler"], "fingerprint": self.fingerprint}
@@ -221,8 +201,8 @@ class Evaluator:
                  stage_s: Optional[dict] = None) -> tuple[str, object]:
         """Send a request; wait under per-stage limits.
 
-        Returns ``("ok", result)``, ``("error", text)`` (worker-side exception), ``("timeout",
-        text)`` or ``("crashed", text)``. On timeout or crash the worker is killed. When
+        Returns ``(NodeStatus.OK, result)``, ``("error", text)`` (worker-side exception),
+        ``(NodeStatus.TIMEOUT, text)`` or ``(NodeStatus.CRASHED, text)``. On timeout or crash the worker is killed. When
         ``stage_s`` is given, it receives the wall seconds spent in each stage.
         """
         assert self.conn is not None
@@ -230,7 +210,7 @@ class Evaluator:
             self.conn.send(msg)
         except OSError as exc:
             self.kill()
-            return "crashed", f"worker gone before the request: {exc}"
+            return NodeStatus.CRASHED, f"worker gone before the request: {exc}"
         stage, detail = first_stage, ""
         deadline = time.monotonic() + self.limits.get(stage, 60.0)
         since = time.perf_counter()
@@ -247,7 +227,7 @@ class Evaluator:
                 if low:
                     book(time.perf_counter())
                     self.kill()
-                    return "crashed", f"worker killed during {stage}{detail}: {low}"
+                    return NodeStatus.CRASHED, f"worker killed during {stage}{detail}: {low}"
             remaining = deadline - time.monotonic()
             try:
                 ready = self.conn.poll(max(min(remaining, memwatch.POLL_S), 0))
@@ -259,7 +239,7 @@ class Evaluator:
                 book(time.perf_counter())
                 self.kill()
                 limit = self.limits.get(stage, 60.0)
-                return "timeout", f"timed out in {stage}{detail} after {limit:.0f} s; worker killed"
+                return NodeStatus.TIMEOUT, f"timed out in {stage}{detail} after {limit:.0f} s; worker killed"
             try:
                 reply = self.conn.recv()
             except (EOFError, OSError):
@@ -268,7 +248,7 @@ class Evaluator:
                 how = f"signal {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
                 memory = self._memory_note(peak_rss)
                 self.kill()
-                return "crashed", f"worker died during {stage}{detail} ({how}){memory}"
+                return NodeStatus.CRASHED, f"worker died during {stage}{detail} ({how}){memory}"
             now = time.perf_counter()
             book(now)
             since = now
@@ -283,7 +263,7 @@ class Evaluator:
                 self.kill()
             if "error" in reply:
                 return "error", reply["error"]
-            return "ok", reply["result"]
+            return NodeStatus.OK, reply["result"]
 
     def _reap(self, timeout_s: float = 10.0) -> tuple[Optional[int], Optional[int]]:
         """Wait for the worker to end; its exit code and peak resident set in bytes (wait4)."""
@@ -325,19 +305,24 @@ class Evaluator:
         """Time eager (and torch.compile on cuda) on every timed shape.
 
         Returns ``{"shapes": {shape: {"eager": stats, "compile": stats?}}, "compile_error": str}``
-        with stats ``{median_ms, p10_ms, p90_ms, cv, n, samples}``. Raises WorkerError.
+        with stats ``{median_ms, p10_ms, p90_ms, cv, n, samples}`` (:meth:`BaselineResult.to_dict`;
+        :meth:`baseline_result` gives it typed). Raises WorkerError.
         """
+        return self.baseline_result(seed, compile_baseline=compile_baseline).to_dict()
+
+    def baseline_result(self, seed: int = 0, *, compile_baseline: bool = True) -> BaselineResult:
+        """:meth:`baseline` as a typed :class:`BaselineResult`. Raises WorkerError."""
         self.start()
         status, reply = self._request({"op": "baseline", "seed": seed, "compile": compile_baseline}, "baseline")
-        if status != "ok":
+        if status != NodeStatus.OK:
             raise WorkerError(f"baseline timing failed ({status}): {reply}")
-        return reply
+        return BaselineResult.from_dict(reply)
 
     def compile(self, source: str) -> compiler.CompileResult:
         """Compile (cached) for this evaluator's backend and arch; thread-safe."""
-        if self.backend == "cuda" and self.arch is None:
+        if self.be.needs_arch and self.arch is None:
             self.start()
-        return compiler.compile_source(source, self.backend, arch=self.arch, fingerprint=self.fingerprint,
+        return compiler.compile_source(source, self.be, arch=self.arch, fingerprint=self.fingerprint,
                                        timeout_s=self.compile_timeout_s)
 
     def prepare(self, source: str) -> tuple[Optional[EvalResult], Optional[compiler.CompileResult]]:
@@ -351,9 +336,9 @@ class Evaluator:
             ends here (``rejected``, ``compile_error``, compile ``timeout``), else None and
             ``compiled`` goes to :meth:`run_compiled`.
         """
-        reason = check_source(source, self.backend, self.task.signature(self.backend))
+        reason = check_source(source, self.be, self.task.signature(self.backend))
         if reason:
-            return EvalResult("rejected", reason), None
+            return EvalResult(NodeStatus.REJECTED, reason), None
         compiled = self.compile(source)
         return _compile_verdict(compiled), compiled
 
@@ -366,13 +351,13 @@ class Evaluator:
             on_stage: called with ``compiling``, ``verifying``, ``timing`` as stages begin.
             compiled: a compile already done (the pipeline compiles ahead on CPU threads).
         """
-        reason = check_source(source, self.backend, self.task.signature(self.backend))
+        reason = check_source(source, self.be, self.task.signature(self.backend))
         if reason:
-            return EvalResult("rejected", reason)
+            return EvalResult(NodeStatus.REJECTED, reason)
         self.start()
         if compiled is None:
             if on_stage:
-                on_stage("compiling")
+                on_stage(NodeStatus.COMPILING)
             compiled = self.compile(source)
         return self.run_compiled(compiled, seed=seed, on_stage=on_stage)
 
@@ -390,16 +375,16 @@ class Evaluator:
 
         def stage_cb(stage: str) -> None:
             if on_stage:
-                on_stage({"correctness": "verifying", "determinism": "verifying", "timing": "timing"}.get(stage, stage))
+                on_stage(_NODE_STAGE.get(stage, stage))
 
         stage_s: dict[str, float] = {}
         status, reply = self._request({"op": "evaluate", "library": compiled.library, "seed": seed,
                                        "trials": self.trials}, "load", stage_cb, stage_s)
         tail = self.drain.take() if self.drain else ""
         if status == "error":
-            return EvalResult("crashed", f"worker error: {reply}", compile=clog, output_tail=tail,
+            return EvalResult(NodeStatus.CRASHED, f"worker error: {reply}", compile=clog, output_tail=tail,
                               worker_stages_s=stage_s)
-        if status in ("timeout", "crashed"):
+        if status in (NodeStatus.TIMEOUT, NodeStatus.CRASHED):
             self.restarts += 1
             return EvalResult(status, str(reply), compile=clog, output_tail=tail, worker_stages_s=stage_s)
         res = EvalResult(reply["status"], reply.get("error", ""), compile=clog,
@@ -407,62 +392,61 @@ class Evaluator:
                          worker_stages_s=stage_s)
         if reply.get("fatal") or (self.proc is None):
             self.restarts += 1
-        if res.status != "ok":
+        if res.status != NodeStatus.OK:
             return res
         return self._verdict(res, reply["shapes"])
 
     # ------------------------------------------------------------------ verdict
     def _verdict(self, res: EvalResult, shapes: dict) -> EvalResult:
         """Speedups, roofline figures and the suspect gates (checks 12, 13, 19)."""
+        be = self.be
         speedups, total = [], 0.0
-        peak = hardware.peak_for(self.facts.get("gpu", "") or "") if self.backend == "cuda" else None
+        peak = be.peak(self.facts)
         copy_gbs = (peak.copy_gbs if peak and peak.copy_gbs else None) or self.facts.get("copy_gbs") or None
         suspect: list[str] = []
-        method = ("cuda events + device sync, L2 flush, interleaved with eager" if self.backend == "cuda"
-                  else "perf_counter, cache flush, interleaved with eager (1 thread)")
-        for name, m in shapes.items():
+        # speed-of-light gate against the physical (datasheet) ceiling
+        bw, tf = be.sol_ceiling(peak, copy_gbs)
+        for name, raw in shapes.items():
+            m = ShapeTiming.from_dict(raw)
             dims = self.task.shapes_for(self.backend)[name]
             nbytes, flops = int(self.task.bytes_moved(dims)), int(self.task.flops(dims))
-            c, e = m["candidate"], m["eager"]
-            gbps = hardware.achieved_gbs(nbytes, c["median_ms"])
+            c, e = m.candidate, m.eager
+            gbps = hardware.achieved_gbs(nbytes, c.median_ms)
             sol = 100.0 * gbps / copy_gbs if copy_gbs else None
-            sp = e["median_ms"] / c["median_ms"] if c["median_ms"] > 0 else math.inf
+            sp = e.median_ms / c.median_ms if c.median_ms > 0 else math.inf
             speedups.append(sp)
-            total += c["median_ms"]
-            throttled = any(v.get("throttled") for v in m.get("clocks", {}).values() if isinstance(v, dict))
-            # speed-of-light gate against the physical (datasheet) ceiling
-            if self.backend == "cuda":
-                bw = peak.bandwidth_gbs if peak else (copy_gbs or 0) * 1.2
-                tf = (peak.fp32_tflops if peak else 0.0)
-            else:
-                bw, tf = (copy_gbs or 0) * HOST_SOL_FACTOR, 0.0
+            total += c.median_ms
+            throttled = m.throttled
             floor = hardware.roofline_floor_ms(nbytes, flops, bw, tf) if bw else 0.0
-            if floor and c["median_ms"] < floor * SOL_MARGIN:
-                suspect.append(f"{name}: {c['median_ms'] * 1e3:.2f} us for {nbytes / 1e6:.1f} MB is {gbps:,.0f} GB/s, "
+            if floor and c.median_ms < floor * SOL_MARGIN:
+                suspect.append(f"{name}: {c.median_ms * 1e3:.2f} us for {nbytes / 1e6:.1f} MB is {gbps:,.0f} GB/s, "
                                f"beyond the {bw:,.0f} GB/s the memory allows: work was skipped")
             # work outside the timed stream: host clock (with device sync) far above events
-            if self.backend == "cuda":
-                gap_c = m["candidate_host"]["median_ms"] - c["median_ms"]
-                gap_e = m["eager_host"]["median_ms"] - e["median_ms"]
-                if gap_c > gap_e + 0.05 + 0.5 * c["median_ms"]:
-                    suspect.append(f"{name}: host clock {m['candidate_host']['median_ms'] * 1e3:.1f} us vs events "
-                                   f"{c['median_ms'] * 1e3:.1f} us: work runs outside the timed stream")
-            res.shapes[name] = {"median_ms": c["median_ms"], "baseline_ms": e["median_ms"], "speedup": sp,
-                                "gbps": gbps, "sol_pct": sol, "cv": c["cv"], "p10_ms": c["p10_ms"],
-                                "p90_ms": c["p90_ms"], "throttled": throttled, "rounds": m.get("rounds", 1)}
+            if be.host_clock_crosscheck:
+                gap_c = m.candidate_host.median_ms - c.median_ms
+                gap_e = m.eager_host.median_ms - e.median_ms
+                if gap_c > gap_e + 0.05 + 0.5 * c.median_ms:
+                    suspect.append(f"{name}: host clock {m.candidate_host.median_ms * 1e3:.1f} us vs events "
+                                   f"{c.median_ms * 1e3:.1f} us: work runs outside the timed stream")
+            res.shapes[name] = ShapeResult(c.median_ms, e.median_ms, sp, gbps, sol, c.cv, c.p10_ms, c.p90_ms,
+                                           throttled, m.rounds).to_dict()
             for subject, st in (("candidate", c), ("eager", e)):
-                g = hardware.achieved_gbs(nbytes, st["median_ms"])
+                g = hardware.achieved_gbs(nbytes, st.median_ms)
                 res.measurements.append({
-                    "subject": subject, "shape": name, "n": st["n"], "median_ms": st["median_ms"],
-                    "p10_ms": st["p10_ms"], "p90_ms": st["p90_ms"], "cv": st["cv"], "gbps": g,
+                    "subject": subject, "shape": name, "n": st.n, "median_ms": st.median_ms,
+                    "p10_ms": st.p10_ms, "p90_ms": st.p90_ms, "cv": st.cv, "gbps": g,
                     "sol_pct": 100.0 * g / copy_gbs if copy_gbs else None,
-                    "samples_json": json.dumps(st["samples"]), "clocks_json": json.dumps(m.get("clocks", {})),
-                    "throttled": throttled, "method": method})
+                    "samples_json": json.dumps(list(st.samples)), "clocks_json": json.dumps(dict(m.clocks)),
+                    "throttled": throttled, "method": be.timing_method})
         res.speedup = math.exp(sum(math.log(max(s, 1e-12)) for s in speedups) / len(speedups)) if speedups else None
         res.median_ms = total
         if suspect:
-            res.status, res.error = "suspect", "; ".join(suspect)
+            res.status, res.error = NodeStatus.SUSPECT, "; ".join(suspect)
         return res
+
+
+#: The node status a worker stage shows as (the rest pass through by name).
+_NODE_STAGE = {"correctness": NodeStatus.VERIFYING, "determinism": NodeStatus.VERIFYING, "timing": NodeStatus.TIMING}
 
 
 def _clog(compiled: compiler.CompileResult) -> dict:
@@ -474,9 +458,9 @@ def _compile_verdict(compiled: compiler.CompileResult) -> Optional[EvalResult]:
     """The final result of a failed compile (``compile_error`` or ``timeout``); None when it worked."""
     if compiled.ok:
         return None
-    status = "timeout" if compiled.timed_out else "compile_error"
+    status = NodeStatus.TIMEOUT if compiled.timed_out else NodeStatus.COMPILE_ERROR
     first = _first_error_line(compiled.log)
-    return EvalResult(status, f"compile failed: {first}" if status == "compile_error" else first,
+    return EvalResult(status, f"compile failed: {first}" if status == NodeStatus.COMPILE_ERROR else first,
                       compile=_clog(compiled))
 
 

@@ -11,44 +11,28 @@ Imports torch: only capture/apply (which run models anyway) import this module.
 """
 from __future__ import annotations
 
-import contextlib
-import platform
 from typing import Callable, Optional, Sequence
 
 import torch
 
-from forge_tui.evaluate.trials import TIMING, Stats, Timer, gpu_lock
+from forge_tui.core.status import BackendName
+from forge_tui.evaluate.backends import available_backends, backend_for_device
+from forge_tui.evaluate.trials import Stats, make_timer
 
-#: Per-operator timing defaults (capture times every distinct call of a forward, so fewer
-#: samples than a candidate gets; still a median with warm-up and flushes).
-OP_TIMING = {"cuda": {"warmup": 5, "samples": 50}, "host": {"warmup": 2, "samples": 15}}
+#: Per-operator timing defaults by backend name (each backend's ``op_timing``: capture times
+#: every distinct call of a forward, so fewer samples than a candidate gets; still a median
+#: with warm-up and flushes).
+OP_TIMING = {b.name.value: b.op_timing for b in available_backends()}
 
 
-def backend_of(device: str) -> str:
+def backend_of(device: str) -> BackendName:
     """Timer backend of a torch device string: ``cuda...`` -> ``cuda``, anything else -> ``host``."""
-    return "cuda" if str(device).startswith("cuda") else "host"
+    return backend_for_device(device).name
 
 
 def device_name(device: str) -> str:
     """Human name of the device that is timed (GPU name, or the CPU model)."""
-    if backend_of(device) == "cuda":
-        return torch.cuda.get_device_name(torch.device(device))
-    with contextlib.suppress(OSError):
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine() or "cpu"
-
-
-@contextlib.contextmanager
-def _locked(device: str):
-    """The per-GPU timing lock (check 20) on cuda; nothing on the host."""
-    if backend_of(device) == "cuda":
-        props = torch.cuda.get_device_properties(torch.device(device))
-        with gpu_lock(str(getattr(props, "uuid", ""))):  # the same lock file as the worker's
-            yield
-    else:
-        yield
+    return backend_for_device(device).device_name(device)
 
 
 def time_each(fns: Sequence[Callable[[], object]], device: str, *, warmup: Optional[int] = None,
@@ -68,17 +52,17 @@ def time_each(fns: Sequence[Callable[[], object]], device: str, *, warmup: Optio
     Raises:
         Whatever a callable raises (the caller turns it into a message).
     """
-    backend = backend_of(device)
-    warmup = OP_TIMING[backend]["warmup"] if warmup is None else warmup
-    samples = OP_TIMING[backend]["samples"] if samples is None else samples
-    timer = Timer(backend, device)
+    backend = backend_for_device(device)
+    warmup = backend.op_timing["warmup"] if warmup is None else warmup
+    samples = backend.op_timing["samples"] if samples is None else samples
+    timer = make_timer(backend, device)
     out: list[Stats] = []
-    with _locked(device):
+    with backend.timing_lock(device):  # the per-GPU lock (check 20) on cuda, the worker's lock file
         for i, fn in enumerate(fns):
             progress(i, len(fns))
             for _ in range(warmup):
                 fn()
-            _sync(backend)
+            backend.synchronize()
             out.append(Stats.of([timer.sample(fn)[0] for _ in range(max(samples, 1))]))
     return out
 
@@ -96,16 +80,16 @@ def time_interleaved(fns: Sequence[Callable[[], object]], device: str, *, warmup
     Returns:
         One :class:`Stats` (ms) per callable, in order.
     """
-    backend = backend_of(device)
-    warmup = TIMING[backend]["warmup"] if warmup is None else warmup
-    samples = TIMING[backend]["samples"] if samples is None else samples
-    timer = Timer(backend, device)
+    backend = backend_for_device(device)
+    warmup = backend.timing["warmup"] if warmup is None else warmup
+    samples = backend.timing["samples"] if samples is None else samples
+    timer = make_timer(backend, device)
     times: list[list[float]] = [[] for _ in fns]
-    with _locked(device):
+    with backend.timing_lock(device):
         for _ in range(warmup):
             for fn in fns:
                 fn()
-        _sync(backend)
+        backend.synchronize()
         for _ in range(max(samples, 1)):
             for k, fn in enumerate(fns):
                 times[k].append(timer.sample(fn)[0])
@@ -138,8 +122,3 @@ def cuda_graph(fn: Callable[[], object], *, warmup: int = 3) -> tuple[Callable[[
         out = fn()
     torch.cuda.synchronize()
     return graph.replay, out
-
-
-def _sync(backend: str) -> None:
-    if backend == "cuda":
-        torch.cuda.synchronize()

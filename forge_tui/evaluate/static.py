@@ -9,7 +9,9 @@ stripped first so that a comment mentioning ``fopen`` does not trip a check, and
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Optional, Union
+
+from forge_tui.evaluate.backends import Backend, get_backend
 
 #: Largest accepted source, bytes. A real kernel is a few KB; 10 MB is an attack.
 MAX_SOURCE_BYTES = 256 * 1024
@@ -98,7 +100,7 @@ def launch_param_count(code: str) -> Optional[int]:
     return count
 
 
-def check_source(source: str, backend: str, signature: Optional[str] = None) -> Optional[str]:
+def check_source(source: str, backend: Union[str, Backend], signature: Optional[str] = None) -> Optional[str]:
     """Return None when the source may be compiled, else a one-line reason to reject it.
 
     Rules: size at most :data:`MAX_SOURCE_BYTES`; exports ``forge_launch``, with as many
@@ -120,8 +122,9 @@ def check_source(source: str, backend: str, signature: Optional[str] = None) -> 
         want, got = launch_param_count(signature), launch_param_count(code)
         if want is not None and got is not None and want != got:
             return f"forge_launch takes {got} parameters, the task's signature has {want}: {signature}"
-    if backend == "cuda" and "__global__" not in code:
-        return "no __global__ kernel: the cuda backend needs the work done on the GPU"
+    reason = get_backend(backend).check_code(code)  # cuda: at least one __global__ kernel
+    if reason:
+        return reason
     for m in re.finditer(r'#\s*include\s*[<"]([^>"]+)[>"]', source):
         if not _INCLUDE_OK.match(m.group(1).strip()):
             return f"header <{m.group(1)}> is not allowed (line {source[:m.start()].count(chr(10)) + 1})"

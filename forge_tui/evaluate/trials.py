@@ -25,17 +25,18 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import torch
 
+from forge_tui.core.results import TimingStats
+from forge_tui.evaluate.backends import Backend, available_backends, get_backend
 from kernels.base import TaskSpec, tolerance_for
 
-#: Timing settings per backend. cuda: CUDA events; host: perf_counter.
-TIMING = {
-    "cuda": {"warmup": 10, "samples": 150, "flush_bytes": 256 * 2**20, "sets": 3, "max_rounds": 3, "cv_target": 0.05},
-    "host": {"warmup": 3, "samples": 31, "flush_bytes": 32 * 2**20, "sets": 3, "max_rounds": 2, "cv_target": 0.10},
-}
+#: Timing settings per backend name (each backend's ``timing``). cuda: CUDA events; host: perf_counter.
+TIMING = {b.name.value: b.timing for b in available_backends()}
+
+BackendLike = Union[str, Backend]
 
 
 class CandidateFault(RuntimeError):
@@ -70,6 +71,11 @@ class Stats:
     def as_dict(self) -> dict:
         return {"median_ms": self.median, "p10_ms": self.p10, "p90_ms": self.p90, "cv": self.cv, "n": self.n}
 
+    def timing_stats(self, round_to: Optional[int] = 5) -> TimingStats:
+        """These figures as the typed, frozen :class:`TimingStats` (samples rounded to ``round_to`` decimals)."""
+        kept = tuple(round(x, round_to) for x in self.samples) if round_to is not None else tuple(self.samples)
+        return TimingStats(self.median, self.p10, self.p90, self.cv, self.n, kept)
+
 
 # --------------------------------------------------------------------------- launching
 class Launcher:
@@ -78,10 +84,11 @@ class Launcher:
     Args:
         lib_path: the shared library; loaded once, so the binary timed is the binary verified.
         task: the task whose argument order the call follows.
-        backend: ``cuda`` appends the current stream handle.
+        backend: one whose ``launch_has_stream`` (cuda) appends the current stream handle.
     """
 
-    def __init__(self, lib_path: str, task: TaskSpec, backend: str):
+    def __init__(self, lib_path: str, task: TaskSpec, backend: BackendLike):
+        backend = get_backend(backend)
         self.lib = ctypes.CDLL(lib_path, mode=ctypes.RTLD_LOCAL)
         try:
             self.fn = self.lib.forge_launch
@@ -90,7 +97,7 @@ class Launcher:
         n_ptr = sum(1 for a in task.args if a.role in ("in", "out"))
         n_size = sum(1 for a in task.args if a.role == "size")
         self.fn.argtypes = [ctypes.c_void_p] * n_ptr + [ctypes.c_int64] * n_size + (
-            [ctypes.c_void_p] if backend == "cuda" else [])
+            [ctypes.c_void_p] if backend.launch_has_stream else [])
         self.fn.restype = ctypes.c_int
         self.task, self.backend = task, backend
 
@@ -104,20 +111,18 @@ class Launcher:
             elif a.role == "out":
                 vals.append(next(outs).data_ptr())
         vals.extend(int(s) for s in self.task.sizes(dims))
-        if self.backend == "cuda":
-            vals.append(torch.cuda.current_stream().cuda_stream)
+        if self.backend.launch_has_stream:
+            vals.append(self.backend.stream_handle())
         return tuple(vals)
 
     def __call__(self, args: tuple) -> int:
         return int(self.fn(*args))
 
 
-def _sync(backend: str) -> None:
-    """Whole-device synchronise; a sticky CUDA error becomes CandidateFault."""
-    if backend != "cuda":
-        return
+def _sync(backend: BackendLike) -> None:
+    """Whole-device synchronise (nothing on the host); a sticky CUDA error becomes CandidateFault."""
     try:
-        torch.cuda.synchronize()
+        get_backend(backend).synchronize()
     except RuntimeError as exc:  # illegal address, launch failure, ...: the context is gone
         raise CandidateFault(f"CUDA error after the candidate ran: {str(exc).splitlines()[0]}") from exc
 
@@ -195,7 +200,7 @@ def _bits(t: "torch.Tensor") -> "torch.Tensor":
     return t.contiguous().view(torch.uint8)
 
 
-def run_correctness(launcher: Launcher, task: TaskSpec, backend: str, device: str, seed: int,
+def run_correctness(launcher: Launcher, task: TaskSpec, backend: BackendLike, device: str, seed: int,
                     trials: int, progress: Callable[..., None]) -> tuple[bool, list, str]:
     """Run the correctness trials. Returns ``(passed, rows, error_text)``.
 
@@ -204,9 +209,10 @@ def run_correctness(launcher: Launcher, task: TaskSpec, backend: str, device: st
     ``(k + t) % len(distributions)``. The first trial of each timed shape also runs a second
     time on identical inputs and must give identical bits (determinism, check 9).
     """
+    backend = get_backend(backend)
     rows: list = []
-    shapes = list(task.shapes_for(backend).items()) + list(task.check_shapes.items())
-    timed = set(task.shapes_for(backend))
+    shapes = list(task.shapes_for(backend.name).items()) + list(task.check_shapes.items())
+    timed = set(task.shapes_for(backend.name))
     for k, (shape_name, dims) in enumerate(shapes):
         inputs: list = []
         outputs: list = []
@@ -288,59 +294,100 @@ def gpu_lock(device_id: str):
 
 
 class Timer:
-    """Times callables with an L2/cache flush before every sample.
+    """Times callables with a cache flush before every sample; one subclass per backend's clock.
 
-    cuda: CUDA events on the current stream around the call, then a whole-device
-    synchronise; the host clock around call + synchronise is kept as a cross-check.
-    host: ``time.perf_counter`` around the call.
+    Built by :func:`make_timer` (the backend picks the class). ``cfg`` is the backend's
+    :attr:`~forge_tui.evaluate.backends.Backend.timing`.
     """
 
-    def __init__(self, backend: str, device: str):
-        self.backend, self.device = backend, device
-        cfg = TIMING[backend]
-        self.cfg = cfg
-        if backend == "cuda":
-            l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 0
-            nbytes = max(cfg["flush_bytes"], 4 * l2)
-            self.flush_buf = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
-            self.start = torch.cuda.Event(enable_timing=True)
-            self.end = torch.cuda.Event(enable_timing=True)
-        else:
-            import numpy as np
-
-            self.flush_buf = np.zeros(cfg["flush_bytes"] // 8, dtype=np.float64)
+    def __init__(self, backend: BackendLike, device: str):
+        self.backend = get_backend(backend)
+        self.device = device
+        self.cfg = self.backend.timing
 
     def flush(self) -> None:
-        if self.backend == "cuda":
-            self.flush_buf.zero_()
-        else:
-            self.flush_buf += 1.0
+        raise NotImplementedError
 
     def sample(self, fn: Callable[[], object]) -> tuple[float, float, object]:
         """One flushed sample: ``(device_ms, host_ms, fn's return value)``."""
-        if self.backend == "cuda":
-            # Drain what was queued since the last sample (output poisoning: a 512 MB
-            # fill takes ~150 us and would land in the host-clock cross-check), then flush
-            # with no synchronise before the start event: the flush (a 256 MB write, ~80 us
-            # on an H200) keeps the GPU busy while the host issues the call, so the event
-            # window holds the call's GPU work, not the host's launch latency (with an idle
-            # GPU, 5-13 us of ctypes/dispatcher launch time landed inside it). The host
-            # clock then spans flush remainder + call + whole-device synchronise, the same
-            # for candidate and eager, so their difference still exposes hidden work.
-            torch.cuda.synchronize()
-            self.flush()
-            t0 = time.perf_counter()
-            self.start.record()
-            ret = fn()
-            self.end.record()
-            _sync("cuda")
-            host = (time.perf_counter() - t0) * 1e3
-            return self.start.elapsed_time(self.end), host, ret
+        raise NotImplementedError
+
+    def once(self, fn: Callable[[], object]) -> float:
+        """Seconds of one unflushed call of ``fn`` (the copy-bandwidth measurement)."""
+        raise NotImplementedError
+
+
+class CudaEventTimer(Timer):
+    """CUDA events on the current stream around the call, then a whole-device synchronise;
+    the host clock around call + synchronise is kept as a cross-check (check 12)."""
+
+    def __init__(self, backend: BackendLike, device: str):
+        super().__init__(backend, device)
+        l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 0
+        nbytes = max(self.cfg["flush_bytes"], 4 * l2)
+        self.flush_buf = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
+        self.start = torch.cuda.Event(enable_timing=True)
+        self.end = torch.cuda.Event(enable_timing=True)
+
+    def flush(self) -> None:
+        self.flush_buf.zero_()
+
+    def sample(self, fn: Callable[[], object]) -> tuple[float, float, object]:
+        # Drain what was queued since the last sample (output poisoning: a 512 MB
+        # fill takes ~150 us and would land in the host-clock cross-check), then flush
+        # with no synchronise before the start event: the flush (a 256 MB write, ~80 us
+        # on an H200) keeps the GPU busy while the host issues the call, so the event
+        # window holds the call's GPU work, not the host's launch latency (with an idle
+        # GPU, 5-13 us of ctypes/dispatcher launch time landed inside it). The host
+        # clock then spans flush remainder + call + whole-device synchronise, the same
+        # for candidate and eager, so their difference still exposes hidden work.
+        torch.cuda.synchronize()
+        self.flush()
+        t0 = time.perf_counter()
+        self.start.record()
+        ret = fn()
+        self.end.record()
+        _sync(self.backend)
+        host = (time.perf_counter() - t0) * 1e3
+        return self.start.elapsed_time(self.end), host, ret
+
+    def once(self, fn: Callable[[], object]) -> float:
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        return s.elapsed_time(e) / 1e3
+
+
+class HostClockTimer(Timer):
+    """``time.perf_counter`` around the call, after writing a buffer larger than the caches."""
+
+    def __init__(self, backend: BackendLike, device: str):
+        super().__init__(backend, device)
+        import numpy as np
+
+        self.flush_buf = np.zeros(self.cfg["flush_bytes"] // 8, dtype=np.float64)
+
+    def flush(self) -> None:
+        self.flush_buf += 1.0
+
+    def sample(self, fn: Callable[[], object]) -> tuple[float, float, object]:
         self.flush()
         t0 = time.perf_counter()
         ret = fn()
         host = (time.perf_counter() - t0) * 1e3
         return host, host, ret
+
+    def once(self, fn: Callable[[], object]) -> float:
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+
+def make_timer(backend: BackendLike, device: str) -> Timer:
+    """The timer of ``backend`` on ``device`` (CUDA events on cuda, the host clock on host)."""
+    return get_backend(backend).make_timer(device)
 
 
 def time_shape(timer: Timer, launcher: Optional[Launcher], task: TaskSpec, dims: dict, device: str,
@@ -433,9 +480,9 @@ class Telemetry:
     #: Throttle reasons that mean the clocks were held down (not idle, not app settings).
     _HARD = 0x0000000000000008 | 0x0000000000000020 | 0x0000000000000040 | 0x0000000000000080 | 0x0000000000000004
 
-    def __init__(self, backend: str):
+    def __init__(self, backend: BackendLike):
         self.handle = None
-        if backend != "cuda":
+        if not get_backend(backend).has_telemetry:
             return
         try:
             import pynvml
@@ -453,6 +500,15 @@ class Telemetry:
                 self.handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
         except Exception:
             self.handle = None
+
+    def driver_version(self) -> Optional[str]:
+        """The NVIDIA driver version NVML reports, or None."""
+        if self.handle is None:
+            return None
+        try:
+            return self.nv.nvmlSystemGetDriverVersion()
+        except Exception:
+            return None
 
     def read(self) -> dict:
         if self.handle is None:

@@ -35,6 +35,9 @@ import time
 import traceback
 from multiprocessing.connection import Connection
 
+from forge_tui.core.results import BaselineResult, ShapeBaseline, ShapeTiming
+from forge_tui.core.status import BackendName, NodeStatus
+from forge_tui.evaluate.backends import Backend, get_backend
 from forge_tui.evaluate.memwatch import proc_kb as _proc_kb
 
 
@@ -63,8 +66,8 @@ class Worker:
     def __init__(self, conn: Connection):
         self.conn = conn
         self.task = None
-        self.backend = "host"
-        self.device = "cpu"
+        self.backend: Backend = get_backend(BackendName.HOST)
+        self.device = self.backend.torch_device
 
     def progress(self, stage: str, **detail) -> None:
         self.conn.send({"progress": stage, **detail})
@@ -76,40 +79,24 @@ class Worker:
         from forge_tui.evaluate import trials
 
         self.task = load_task(msg["task"])
-        self.backend = msg["backend"]
+        self.backend = get_backend(msg["backend"])
         facts: dict = {"torch": torch.__version__, "python": platform.python_version(),
                        "host": platform.node(), "machine": platform.machine()}
-        if self.backend == "cuda":
-            if not torch.cuda.is_available():
-                raise RuntimeError("no CUDA device visible to torch: check the driver, or pass --backend host")
-            self.device = "cuda"
-            torch.cuda.init()
-            props = torch.cuda.get_device_properties(0)
-            facts.update(
-                gpu=props.name, capability=f"{props.major}.{props.minor}", sm_count=props.multi_processor_count,
-                memory_gb=round(props.total_memory / 1e9, 1), l2_mb=round(getattr(props, "L2_cache_size", 0) / 2**20, 1),
-                cuda_runtime=torch.version.cuda, uuid=str(getattr(props, "uuid", "")),
-            )
-            self.telemetry = trials.Telemetry("cuda")
-            if self.telemetry.handle is not None:
-                try:
-                    facts["driver"] = self.telemetry.nv.nvmlSystemGetDriverVersion()
-                except Exception:
-                    pass
-            facts["copy_gbs"] = self._cached_copy_bandwidth(facts)
-        else:
-            torch.set_num_threads(1)  # the contract forbids threads: time eager on one core too
-            self.device = "cpu"
-            self.telemetry = trials.Telemetry("host")
-            facts.update(gpu="", cpu=platform.processor() or platform.machine(), torch_threads=1,
-                         copy_gbs=self._cached_copy_bandwidth(facts))
-        self.timer = trials.Timer(self.backend, self.device)
+        self.backend.prepare_worker()  # cuda: a visible device, initialised; host: one torch thread
+        self.device = self.backend.torch_device
+        facts.update(self.backend.device_facts())
+        self.telemetry = trials.Telemetry(self.backend)
+        driver = self.telemetry.driver_version()
+        if driver:
+            facts["driver"] = driver
+        self.timer = trials.make_timer(self.backend, self.device)
+        facts["copy_gbs"] = self._cached_copy_bandwidth(facts)
         from forge_tui.evaluate.vet import TaskVetError, vet_task
 
-        reason = vet_task(self.task, self.backend, self.device)  # check 7, before any candidate
+        reason = vet_task(self.task, self.backend.name, self.device)  # check 7, before any candidate
         if reason:
             raise TaskVetError(f"task {self.task.name} cannot judge kernels: {reason}")
-        if self.backend == "host":
+        if self.backend.caps_worker_memory:
             facts.update(limit_memory(self.task, msg.get("memory_limit_mb")))
         self.facts = facts
         return facts
@@ -125,7 +112,7 @@ class Worker:
 
         from forge_tui.evaluate.compile import cache_dir
 
-        key = "|".join(str(facts.get(k, "")) for k in ("uuid", "gpu", "cpu", "machine", "torch")) + "|" + self.backend
+        key = "|".join(str(facts.get(k, "")) for k in ("uuid", "gpu", "cpu", "machine", "torch")) + "|" + self.backend.name.value
         path = cache_dir() / "copy_bandwidth.json"
         try:
             table = json.loads(path.read_text())
@@ -148,22 +135,10 @@ class Worker:
         """Device-to-device (or host memcpy) copy bandwidth in GB/s, bytes read + written."""
         import torch
 
-        n = (1 << 30) if self.backend == "cuda" else (256 << 20)
+        n = self.backend.copy_bandwidth_bytes
         src = torch.empty(n // 4, dtype=torch.float32, device=self.device).fill_(1.0)
         dst = torch.empty_like(src)
-        best = float("inf")
-        for _ in range(5 if self.backend == "cuda" else 3):
-            if self.backend == "cuda":
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s.record()
-                dst.copy_(src)
-                e.record()
-                torch.cuda.synchronize()
-                best = min(best, s.elapsed_time(e) / 1e3)
-            else:
-                t0 = time.perf_counter()
-                dst.copy_(src)
-                best = min(best, time.perf_counter() - t0)
+        best = min(self.timer.once(lambda: dst.copy_(src)) for _ in range(self.backend.copy_bandwidth_reps))
         del src, dst
         return round(2 * n / best / 1e9, 1)
 
@@ -171,10 +146,11 @@ class Worker:
         from forge_tui.evaluate import trials
 
         task, out = self.task, {}
+        be = self.backend
         eager = task.reference
         compiled = None
         compile_error = ""
-        if msg.get("compile") and self.backend == "cuda":
+        if msg.get("compile") and be.has_compile_baseline:
             try:
                 import torch
 
@@ -182,24 +158,24 @@ class Worker:
                 compiled = torch.compile(task.reference)
             except Exception as exc:  # torch.compile may be missing pieces on a device
                 compile_error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        for shape_name, dims in task.shapes_for(self.backend).items():
+        for shape_name, dims in task.shapes_for(be.name).items():
             self.progress("baseline", shape=shape_name)
             before = self.telemetry.read()
             with trials.gpu_lock(self.facts.get("uuid") or "cpu"):
                 r = trials.time_shape(self.timer, None, task, dims, self.device, msg["seed"], eager=eager,
                                       progress=self.progress)
-                entry = {"eager": _stats(r["eager"]), "eager_host": _stats(r["eager_host"])}
+                compile_stats = None
                 if compiled is not None:
                     try:
                         rc = trials.time_shape(self.timer, None, task, dims, self.device, msg["seed"], eager=compiled,
                                                progress=self.progress)
-                        entry["compile"] = _stats(rc["eager"])
+                        compile_stats = rc["eager"].timing_stats()
                     except Exception as exc:
                         compile_error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
                         compiled = None
-            entry["clocks"] = {"before": before, "after": self.telemetry.read()}
-            out[shape_name] = entry
-        return {"shapes": out, "compile_error": compile_error}
+            out[shape_name] = ShapeBaseline(r["eager"].timing_stats(), r["eager_host"].timing_stats(), compile_stats,
+                                            {"before": before, "after": self.telemetry.read()})
+        return BaselineResult(out, compile_error).to_dict()
 
     def evaluate(self, msg: dict) -> dict:
         from forge_tui.evaluate import trials
@@ -209,13 +185,13 @@ class Worker:
         try:
             launcher = trials.Launcher(msg["library"], task, self.backend)
         except (OSError, RuntimeError) as exc:
-            return {"status": "crashed", "error": f"cannot load the library: {exc}"}
+            return {"status": NodeStatus.CRASHED, "error": f"cannot load the library: {exc}"}
         passed, rows, error = trials.run_correctness(launcher, task, self.backend, self.device, msg["seed"],
                                                      msg.get("trials", 3), self.progress)
         if not passed:
-            return {"status": "incorrect", "error": error, "correctness": rows}
+            return {"status": NodeStatus.INCORRECT, "error": error, "correctness": rows}
         shapes: dict = {}
-        for shape_name, dims in task.shapes_for(self.backend).items():
+        for shape_name, dims in task.shapes_for(self.backend.name).items():
             self.progress("timing", shape=shape_name)
             before = self.telemetry.read()
             with trials.gpu_lock(self.facts.get("uuid") or "cpu"):
@@ -225,7 +201,7 @@ class Worker:
                 except RuntimeError as exc:
                     if isinstance(exc, trials.CandidateFault):
                         raise
-                    return {"status": "incorrect", "error": f"{exc} on {shape_name}", "correctness": rows}
+                    return {"status": NodeStatus.INCORRECT, "error": f"{exc} on {shape_name}", "correctness": rows}
             after = self.telemetry.read()
             # verify the output of the last timed call (check 5)
             import torch
@@ -236,14 +212,12 @@ class Worker:
                 ok, max_abs, max_rel, tol, note = trials.compare(o, ref, task.outputs(dims)[i][1],
                                                                  eagers[i] if i < len(eagers) else None)
                 if not ok:
-                    return {"status": "incorrect", "correctness": rows,
+                    return {"status": NodeStatus.INCORRECT, "correctness": rows,
                             "error": f"output of the last timed call on {shape_name} is wrong: {note}"}
-            shapes[shape_name] = {
-                "candidate": _stats(r["candidate"]), "candidate_host": _stats(r["candidate_host"]),
-                "eager": _stats(r["eager"]), "eager_host": _stats(r["eager_host"]), "rounds": r["rounds"],
-                "clocks": {"before": before, "after": after},
-            }
-        return {"status": "ok", "correctness": rows, "shapes": shapes}
+            shapes[shape_name] = ShapeTiming(
+                r["candidate"].timing_stats(), r["candidate_host"].timing_stats(), r["eager"].timing_stats(),
+                r["eager_host"].timing_stats(), r["rounds"], {"before": before, "after": after}).to_dict()
+        return {"status": NodeStatus.OK, "correctness": rows, "shapes": shapes}
 
     # ------------------------------------------------------------------ loop
     def serve(self) -> int:
@@ -261,7 +235,7 @@ class Worker:
                 handler = {"init": self.init, "baseline": self.baseline, "evaluate": self.evaluate}[op]
                 self.conn.send({"result": handler(msg)})
             except CandidateFault as exc:
-                self.conn.send({"result": {"status": "crashed", "error": str(exc)}, "fatal": True})
+                self.conn.send({"result": {"status": NodeStatus.CRASHED, "error": str(exc)}, "fatal": True})
                 return 3
             except Exception as exc:
                 # out of memory (a candidate leaked up to the cap): this worker is spent, replace it
@@ -291,7 +265,7 @@ def memory_budget(task, override_mb=None) -> int:
     """
     if override_mb:
         return int(override_mb) << 20
-    shapes = list(task.shapes_for("host").values()) + list(task.check_shapes.values())
+    shapes = list(task.shapes_for(BackendName.HOST).values()) + list(task.check_shapes.values())
     need = 32 * max((int(task.bytes_moved(d)) for d in shapes), default=0)
     budget = max(need, MIN_MEMORY_BUDGET)
     available = _proc_kb("MemAvailable", "/proc/meminfo") * 1024
@@ -330,12 +304,6 @@ def _watch_parent(parent: int) -> None:
         if os.getppid() != parent:
             os._exit(70)
         time.sleep(0.5)
-
-
-def _stats(s) -> dict:
-    d = s.as_dict()
-    d["samples"] = [round(x, 5) for x in s.samples]
-    return d
 
 
 def main() -> int:

@@ -1,0 +1,232 @@
+"""Typed results passed between the evaluation worker, the evaluator and the search.
+
+Each type keeps the exact JSON shape stored today (the store and the UI read those JSON
+strings): ``to_dict()``/``from_dict()`` convert to and from the plain dict, ``to_json()`` /
+``from_json()`` to and from its JSON text. Imports nothing of ours but :mod:`.status`.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping, Optional
+
+from forge_tui.core.status import NodeStatus
+
+
+def _json_text(d: Any) -> str:
+    return json.dumps(d)
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    """Summary of one series of timing samples: ``{median_ms, p10_ms, p90_ms, cv, n, samples}``.
+
+    cv: coefficient of variation (std / mean). samples: the raw samples (rounded to 5
+    decimals where the worker sends them). Times are in :attr:`unit` (milliseconds; not part
+    of the JSON, whose keys say ``_ms``).
+    """
+
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    cv: float
+    n: int
+    samples: tuple[float, ...] = ()
+
+    unit: ClassVar[str] = "ms"
+
+    @staticmethod
+    def of(samples: "list[float] | tuple[float, ...]", *, round_to: Optional[int] = None) -> "TimingStats":
+        """Median, p10, p90 (linear interpolation) and CV of ``samples`` (at least one)."""
+        s = sorted(samples)
+        n = len(s)
+
+        def q(p: float) -> float:
+            k = (n - 1) * p
+            lo, hi = math.floor(k), math.ceil(k)
+            return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+        mean = sum(s) / n
+        var = sum((x - mean) ** 2 for x in s) / max(n - 1, 1)
+        kept = tuple(round(x, round_to) for x in samples) if round_to is not None else tuple(samples)
+        return TimingStats(q(0.5), q(0.1), q(0.9), (math.sqrt(var) / mean) if mean > 0 else 0.0, n, kept)
+
+    def to_dict(self) -> dict:
+        return {"median_ms": self.median_ms, "p10_ms": self.p10_ms, "p90_ms": self.p90_ms, "cv": self.cv,
+                "n": self.n, "samples": list(self.samples)}
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> "TimingStats":
+        return TimingStats(float(d["median_ms"]), float(d["p10_ms"]), float(d["p90_ms"]), float(d["cv"]),
+                           int(d["n"]), tuple(d.get("samples") or ()))
+
+    def to_json(self) -> str:
+        return _json_text(self.to_dict())
+
+    @staticmethod
+    def from_json(text: str) -> "TimingStats":
+        return TimingStats.from_dict(json.loads(text))
+
+
+@dataclass(frozen=True)
+class ShapeBaseline:
+    """The baselines of one shape: eager (device timer and host clock), torch.compile, NVML clocks.
+
+    JSON: ``{"eager": stats, "eager_host": stats, "compile": stats?, "clocks": {...}}``;
+    ``eager_host``, ``compile`` and ``clocks`` are left out when absent.
+    """
+
+    eager: TimingStats
+    eager_host: Optional[TimingStats] = None
+    compile: Optional[TimingStats] = None
+    clocks: Optional[Mapping[str, Any]] = None
+
+    def to_dict(self) -> dict:
+        d: dict = {"eager": self.eager.to_dict()}
+        if self.eager_host is not None:
+            d["eager_host"] = self.eager_host.to_dict()
+        if self.compile is not None:
+            d["compile"] = self.compile.to_dict()
+        if self.clocks is not None:
+            d["clocks"] = dict(self.clocks)
+        return d
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> "ShapeBaseline":
+        opt = (lambda k: TimingStats.from_dict(d[k]) if d.get(k) else None)
+        return ShapeBaseline(TimingStats.from_dict(d["eager"]), opt("eager_host"), opt("compile"),
+                             dict(d["clocks"]) if "clocks" in d else None)
+
+
+@dataclass(frozen=True)
+class BaselineResult:
+    """What the baseline request measured: ``{"shapes": {shape: ShapeBaseline}, "compile_error": str}``.
+
+    compile_error: why torch.compile could not be timed ("" when it was, or was not asked for).
+    """
+
+    shapes: Mapping[str, ShapeBaseline]
+    compile_error: str = ""
+
+    def to_dict(self) -> dict:
+        return {"shapes": {k: v.to_dict() for k, v in self.shapes.items()}, "compile_error": self.compile_error}
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> "BaselineResult":
+        return BaselineResult({k: ShapeBaseline.from_dict(v) for k, v in (d.get("shapes") or {}).items()},
+                              str(d.get("compile_error") or ""))
+
+    def to_json(self) -> str:
+        return _json_text(self.to_dict())
+
+    @staticmethod
+    def from_json(text: str) -> "BaselineResult":
+        return BaselineResult.from_dict(json.loads(text))
+
+
+@dataclass(frozen=True)
+class ShapeTiming:
+    """The worker's interleaved timing of a candidate against eager on one shape.
+
+    JSON: ``{"candidate", "candidate_host", "eager", "eager_host": stats, "rounds": int,
+    "clocks": {"before": {...}, "after": {...}}}``.
+    """
+
+    candidate: TimingStats
+    candidate_host: TimingStats
+    eager: TimingStats
+    eager_host: TimingStats
+    rounds: int = 1
+    clocks: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def throttled(self) -> bool:
+        """NVML said the clocks were held down before or after the block (check 19)."""
+        return any(v.get("throttled") for v in self.clocks.values() if isinstance(v, dict))
+
+    def to_dict(self) -> dict:
+        return {"candidate": self.candidate.to_dict(), "candidate_host": self.candidate_host.to_dict(),
+                "eager": self.eager.to_dict(), "eager_host": self.eager_host.to_dict(), "rounds": self.rounds,
+                "clocks": dict(self.clocks)}
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> "ShapeTiming":
+        st = TimingStats.from_dict
+        return ShapeTiming(st(d["candidate"]), st(d["candidate_host"]), st(d["eager"]), st(d["eager_host"]),
+                           int(d.get("rounds", 1)), dict(d.get("clocks") or {}))
+
+    def to_json(self) -> str:
+        return _json_text(self.to_dict())
+
+    @staticmethod
+    def from_json(text: str) -> "ShapeTiming":
+        return ShapeTiming.from_dict(json.loads(text))
+
+
+@dataclass(frozen=True)
+class ShapeResult:
+    """One timed shape of an evaluated candidate, as :attr:`EvalResult.shapes` holds it.
+
+    JSON: ``{median_ms, baseline_ms, speedup, gbps, sol_pct, cv, p10_ms, p90_ms, throttled, rounds}``.
+    """
+
+    median_ms: float
+    baseline_ms: float
+    speedup: float
+    gbps: float
+    sol_pct: Optional[float]
+    cv: float
+    p10_ms: float
+    p90_ms: float
+    throttled: bool = False
+    rounds: int = 1
+
+    def to_dict(self) -> dict:
+        return {"median_ms": self.median_ms, "baseline_ms": self.baseline_ms, "speedup": self.speedup,
+                "gbps": self.gbps, "sol_pct": self.sol_pct, "cv": self.cv, "p10_ms": self.p10_ms,
+                "p90_ms": self.p90_ms, "throttled": self.throttled, "rounds": self.rounds}
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> "ShapeResult":
+        return ShapeResult(d["median_ms"], d["baseline_ms"], d["speedup"], d["gbps"], d.get("sol_pct"), d["cv"],
+                           d["p10_ms"], d["p90_ms"], bool(d.get("throttled", False)), int(d.get("rounds", 1)))
+
+    def to_json(self) -> str:
+        return _json_text(self.to_dict())
+
+    @staticmethod
+    def from_json(text: str) -> "ShapeResult":
+        return ShapeResult.from_dict(json.loads(text))
+
+
+@dataclass
+class EvalResult:
+    """What evaluating one candidate produced (built up by the evaluator, so not frozen).
+
+    status: ok | rejected | compile_error | incorrect | timeout | crashed | suspect.
+    shapes: per timed shape the dict of :meth:`ShapeResult.to_dict` (``{median_ms,
+        baseline_ms, speedup, gbps, sol_pct, cv, ...}``), as the store and UI read it.
+    speedup: geometric mean of per-shape speedups over eager (None unless measured).
+    median_ms: sum over shapes of the candidate's median times.
+    compile / correctness / measurements: rows for the store (dicts of column values).
+    worker_stages_s: wall seconds per worker stage (load, correctness, determinism, timing).
+    """
+
+    status: NodeStatus
+    error: str = ""
+    compile: Optional[dict] = None
+    correctness: list = field(default_factory=list)
+    measurements: list = field(default_factory=list)
+    shapes: dict = field(default_factory=dict)
+    speedup: Optional[float] = None
+    median_ms: Optional[float] = None
+    output_tail: str = ""
+    worker_stages_s: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.status = NodeStatus(self.status)  # a bare string from an older caller becomes the member
+
+    def shape_results(self) -> dict[str, ShapeResult]:
+        """:attr:`shapes` typed."""
+        return {k: ShapeResult.from_dict(v) for k, v in self.shapes.items()}

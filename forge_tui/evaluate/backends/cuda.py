@@ -1,0 +1,126 @@
+"""The cuda backend: nvcc, a GPU, CUDA events and a whole-device synchronise."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+from forge_tui import hardware
+from forge_tui.core.status import BackendName
+from forge_tui.evaluate.backends.base import Backend, ToolchainError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from forge_tui.hardware import Peak
+
+
+def find_nvcc() -> Optional[str]:
+    """Path of nvcc: on PATH, else ``$CUDA_HOME/bin``, else ``/usr/local/cuda/bin``."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and Path(root, "bin", "nvcc").exists():
+            return str(Path(root, "bin", "nvcc"))
+    return None
+
+
+class CudaBackend(Backend):
+    """Candidates are ``.cu`` files compiled by nvcc for the device's arch and launched on
+    the current torch stream (its handle is ``forge_launch``'s last argument)."""
+
+    name = BackendName.CUDA
+    display_name = "CUDA (nvcc, GPU)"
+    device_word = "GPU"
+    compiler_name = "nvcc"
+    flags = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo")
+    source_suffix = ".cu"
+    source_suffixes = (".cu", ".cuh")
+    lexer = "cuda"
+    source_description = "CUDA kernel source (.cu) compiled with nvcc"
+    tensor_place = "CUDA tensors on one GPU"
+    supports_cuda_graphs = True
+    launch_has_stream = True
+    needs_gpu = True
+    needs_arch = True
+    torch_device = "cuda"
+    default_parallel = 4
+    has_compile_baseline = True
+    host_clock_crosscheck = True
+    caps_worker_memory = False  # the CUDA driver reserves large virtual ranges
+    cpu_is_timed = False
+    has_telemetry = True
+    timing = {"warmup": 10, "samples": 150, "flush_bytes": 256 * 2**20, "sets": 3, "max_rounds": 3,
+              "cv_target": 0.05}
+    op_timing = {"warmup": 5, "samples": 50}
+    timing_method = "cuda events + device sync, L2 flush, interleaved with eager"
+    copy_bandwidth_bytes = 1 << 30
+    copy_bandwidth_reps = 5
+
+    def find_compiler(self) -> str:
+        nvcc = find_nvcc()
+        if not nvcc:
+            raise ToolchainError("nvcc not found: install the CUDA toolkit (or set CUDA_HOME) or pass --backend host")
+        return nvcc
+
+    def compile_command(self, arch: Optional[str], source: Path, output: Path) -> list[str]:
+        if not arch:
+            raise ValueError("cuda compiles need an arch such as sm_90")
+        return super().compile_command(arch, source, output)
+
+    def unusable_reason(self) -> Optional[str]:
+        if not find_nvcc():
+            return "nvcc not found: install the CUDA toolkit (or set CUDA_HOME) or pass --backend host"
+        if not hardware.has_gpu():
+            return "no NVIDIA GPU found on this machine: pass --backend host"
+        return None
+
+    def arch_flags(self, arch: Optional[str]) -> list[str]:
+        return [f"-arch={arch}"] if arch else []
+
+    def arch_for(self, facts: dict) -> Optional[str]:
+        return hardware.arch_flag(hardware.parse_arch(str(facts["capability"])))
+
+    def check_code(self, code: str) -> Optional[str]:
+        if "__global__" not in code:
+            return "no __global__ kernel: the cuda backend needs the work done on the GPU"
+        return None
+
+    def prepare_worker(self) -> None:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError("no CUDA device visible to torch: check the driver, or pass --backend host")
+        torch.cuda.init()
+
+    def device_facts(self) -> dict:
+        return hardware.gpu_facts()
+
+    def device_name(self, device: str) -> str:
+        return hardware.gpu_name(device)
+
+    def device_lock_id(self, device: str) -> Optional[str]:
+        return hardware.gpu_uuid(device)
+
+    def make_timer(self, device: str):
+        from forge_tui.evaluate.trials import CudaEventTimer
+
+        return CudaEventTimer(self, device)
+
+    def synchronize(self) -> None:
+        import torch
+
+        torch.cuda.synchronize()
+
+    def stream_handle(self) -> Optional[int]:
+        import torch
+
+        return torch.cuda.current_stream().cuda_stream
+
+    def peak(self, facts: dict) -> "Optional[Peak]":
+        return hardware.peak_for(facts.get("gpu", "") or "")
+
+    def sol_ceiling(self, peak: "Optional[Peak]", copy_gbs: Optional[float]) -> tuple[float, float]:
+        if peak:
+            return peak.bandwidth_gbs, peak.fp32_tflops
+        return (copy_gbs or 0) * 1.2, 0.0
