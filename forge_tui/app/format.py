@@ -4,7 +4,6 @@ Speedups and their marks come from ``forge_tui.core.present`` (shared with the C
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime
 from typing import Any, Optional
 
@@ -12,8 +11,9 @@ from forge_tui.core.status import FAILED, NodeStatus, RunStatus  # noqa: F401  (
 
 # How speedups and their marks are shown is shared with the CLI (forge_tui.core.present);
 # the screens import those names from here.
-from forge_tui.core.present import (ASCII, CONFIRM_FAILED, CONFIRMED, SEARCH, confirmation, confirmed_mark,  # noqa: F401
-                                    failed_mark, legends, run_best, shown_speedup, speedup_mark, speedup_text)
+from forge_tui.core.present import (  # noqa: F401
+    ASCII, CONFIRM_FAILED, CONFIRMED, SEARCH, confirmation, confirmed_mark, failed_mark, legends, run_best,
+    shown_speedup, speedup_mark, speedup_text)
 
 _GLYPHS = {
     NodeStatus.OK: ("✔", "+"), NodeStatus.COMPILE_ERROR: ("✖", "C"), NodeStatus.INCORRECT: ("≠", "!"),

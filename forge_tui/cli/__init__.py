@@ -16,5 +16,5 @@ from forge_tui.cli.entry import NO_STORE, READ_ONLY, main
 from forge_tui.cli.parse import build_parser, version
 from forge_tui.cli.render import run_summary
 
-__all__ = ["COMMANDS", "EXIT_BY_STATUS", "NO_STORE", "READ_ONLY", "build_parser", "main", "run_summary",
-           "spawn_search", "version"]
+__all__ = ["COMMANDS", "EXIT_BY_STATUS", "NO_STORE", "READ_ONLY", "_exit_code", "_has_terminal", "_open_app",
+           "build_parser", "main", "run_summary", "spawn_search", "version"]

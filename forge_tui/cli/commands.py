@@ -14,7 +14,7 @@ from typing import Optional
 from forge_tui.cli import render
 from forge_tui.core.config import RunConfig, flag_problem
 from forge_tui.core.errors import ForgeError, user_message
-from forge_tui.core.status import ProposerName, RunStatus
+from forge_tui.core.status import NodeStatus, ProposerName, RunStatus
 from forge_tui.search.create import load_task, preflight
 from store import Store
 
@@ -244,7 +244,7 @@ def cmd_eval(args, store: Optional[Store]) -> int:
     finally:
         ev.close()
     print(render.to_json(render.eval_dict(res, base)) if args.json else render.eval_text(res))
-    return 0 if res.status == "ok" else 1
+    return 0 if res.status == NodeStatus.OK else 1
 
 
 def cmd_tasks(args, store) -> int:

@@ -68,8 +68,8 @@ def create_run(store: Store, cfg: RunConfig):
             raise RunConfigError(why)
     backend = BackendName(resolve_backend(cfg.backend))
     task = load_task(cfg.task)
-    config: dict[str, Any] = {"repairs": cfg.repairs,
-                              "parallel": cfg.parallel if cfg.parallel is not None else default_parallel(proposer, backend)}
+    parallel = cfg.parallel if cfg.parallel is not None else default_parallel(proposer, backend)
+    config: dict[str, Any] = {"repairs": cfg.repairs, "parallel": parallel}
     if proposer is ProposerName.LLM:
         from forge_tui.llm.config import llm_run_config
 
