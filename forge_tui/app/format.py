@@ -1,25 +1,28 @@
-"""Formatting helpers shared by the screens: glyphs, speedups, times. No Textual, no torch."""
+"""Formatting helpers shared by the screens: glyphs, styles, times. No Textual, no torch.
+
+Speedups and their marks come from ``forge_tui.core.present`` (shared with the CLI)."""
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime
 from typing import Any, Optional
 
-from store.models import confirmation  # what a stored confirmed_speedup means (also used by the panes, cli)
+from forge_tui.core.status import FAILED, NodeStatus, RunStatus  # noqa: F401  (FAILED: the screens read it here)
 
-#: ASCII fallback for terminals without UTF-8 (FORGE_ASCII=1 forces it).
-ASCII = os.environ.get("FORGE_ASCII") == "1" or "utf" not in (
-    os.environ.get("LC_ALL") or os.environ.get("LC_CTYPE") or os.environ.get("LANG") or "utf-8").lower()
+# How speedups and their marks are shown is shared with the CLI (forge_tui.core.present);
+# the screens import those names from here.
+from forge_tui.core.present import (  # noqa: F401
+    ASCII, CONFIRM_FAILED, CONFIRMED, SEARCH, confirmation, confirmed_mark, failed_mark, legends, run_best,
+    shown_speedup, speedup_mark, speedup_text)
 
 _GLYPHS = {
-    "ok": ("✔", "+"), "compile_error": ("✖", "C"), "incorrect": ("≠", "!"), "timeout": ("⏱", "T"),
-    "crashed": ("☠", "X"), "rejected": ("⊘", "R"), "suspect": ("?", "?"),
-    "pending": ("·", "."), "compiling": ("⚙", "c"), "verifying": ("≈", "v"), "timing": ("◔", "t"),
+    NodeStatus.OK: ("✔", "+"), NodeStatus.COMPILE_ERROR: ("✖", "C"), NodeStatus.INCORRECT: ("≠", "!"),
+    NodeStatus.TIMEOUT: ("⏱", "T"), NodeStatus.CRASHED: ("☠", "X"), NodeStatus.REJECTED: ("⊘", "R"),
+    NodeStatus.SUSPECT: ("?", "?"), NodeStatus.PENDING: ("·", "."), NodeStatus.COMPILING: ("⚙", "c"),
+    NodeStatus.VERIFYING: ("≈", "v"), NodeStatus.TIMING: ("◔", "t"),
 }
-FAILED = ("compile_error", "incorrect", "timeout", "crashed", "rejected", "suspect")
-RUN_STYLE = {"running": "bold green", "paused": "yellow", "interrupted": "dark_orange", "finished": "cyan",
-             "failed": "bold red", "created": "dim"}
+RUN_STYLE = {RunStatus.RUNNING: "bold green", RunStatus.PAUSED: "yellow", RunStatus.INTERRUPTED: "dark_orange",
+             RunStatus.FINISHED: "cyan", RunStatus.FAILED: "bold red", RunStatus.CREATED: "dim"}
 
 
 def glyph(status: str) -> str:
@@ -31,68 +34,15 @@ def star() -> str:
     return "*" if ASCII else "★"
 
 
-#: What a shown speedup is (the second item of :func:`shown_speedup` and :func:`run_best`).
-CONFIRMED = "confirmed"  # re-measured with fresh inputs at the end of the run
-CONFIRM_FAILED = "confirm failed"  # that re-measurement failed: the figure is the search-time one
-SEARCH = "search-time"  # not re-measured: the estimate the search measured
 MARK_STYLE = {CONFIRMED: "bold", CONFIRM_FAILED: "bold red", SEARCH: "bold"}  # SEARCH: the blank slot
 
 
-def confirmed_mark() -> str:
-    """Beside a speedup re-measured with fresh inputs at the end of the run (``confirmed_speedup``)."""
-    return "c" if ASCII else "✓"
-
-
-def failed_mark() -> str:
-    """Beside a search-time speedup whose end-of-run re-measurement failed (crashed, incorrect...)."""
-    return "!" if ASCII else "✗"
-
-
-def speedup_mark(kind: str) -> str:
-    """The mark after a speedup of ``kind`` (``CONFIRMED``, ``CONFIRM_FAILED``, ``SEARCH``): "" for search-time."""
-    return confirmed_mark() if kind == CONFIRMED else (failed_mark() if kind == CONFIRM_FAILED else "")
-
-
-def legends() -> tuple[str, ...]:
-    """The line naming the marks (the runs browser, ``forge-tui ls``), longest form first; the
-    last leaves out that an unmarked figure is the search-time one."""
-    marks = f"{confirmed_mark()} confirmed"
-    failed = f"{failed_mark()} confirm failed"
-    return (f"{marks} at the run's end, {failed}, else search-time", f"{marks}, {failed}, else search-time",
-            f"{marks}, {failed}")
-
-
-def shown_speedup(node: Any) -> tuple[Optional[float], str]:
-    """``(figure, kind)``: what to show for a node (a summary or a full row): the confirmed
-    speedup (``CONFIRMED``) when the run re-measured it, else the search-time one, with
-    ``CONFIRM_FAILED`` when the re-measurement failed and ``SEARCH`` when there was none."""
-    state = confirmation(node)
-    if state == "confirmed":
-        return node.confirmed_speedup, CONFIRMED
-    return getattr(node, "speedup", None), CONFIRM_FAILED if state == "failed" else SEARCH
-
-
-def run_best(run: Any, best: Any = None) -> tuple[Optional[float], str]:
-    """``(figure, kind)`` of a run's best: ``best`` is its best node (a summary or a full row)
-    when known. The node's confirmed figure when it has one; otherwise the run's search-time
-    best, ``CONFIRM_FAILED`` when that node's re-measurement failed."""
-    value, kind = getattr(run, "best_speedup", None), SEARCH
-    if best is not None and getattr(best, "id", None) == getattr(run, "best_node_id", None):
-        shown, kind = shown_speedup(best)
-        value = shown if shown is not None else value
-    return value, kind
-
-
 def status_style(status: str) -> str:
-    if status == "ok":
+    if status == NodeStatus.OK:
         return "green"
     if status in FAILED:
         return "red"
     return "yellow"
-
-
-def speedup_text(x: Optional[float]) -> str:
-    return f"{x:.3f}x" if x is not None else "-"
 
 
 def speedup_style(x: Optional[float]) -> str:

@@ -1,7 +1,6 @@
 """Modal dialogs: a yes/no confirmation and the new-search form."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
 
 from textual import on
@@ -10,6 +9,8 @@ from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
+
+from forge_tui.core.config import BACKEND_CHOICES, DEFAULTS, PROPOSER_CHOICES, RunConfig
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -42,22 +43,14 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(yes)
 
 
-@dataclass
-class NewSearch:
-    task: str
-    backend: str
-    proposer: str
-    model: str
-    iterations: int
-
-
 #: Below this terminal height the form's fields drop their borders (one row each), so the
 #: dialog fits 80x24; the fields scroll above the buttons whatever the height.
 COMPACT_HEIGHT = 36
 
 
-class NewSearchScreen(ModalScreen[Optional[NewSearch]]):
-    """The new-search form: task, backend, proposer, model, iterations.
+class NewSearchScreen(ModalScreen[Optional[RunConfig]]):
+    """The new-search form: task, backend, proposer, model, iterations; dismisses with a
+    RunConfig (the rest at its defaults, as ``forge-tui run`` without those flags).
 
     The fields scroll in their own box; the error line and the Start/Cancel buttons stay
     below it, always on screen. On a short terminal the fields are compact."""
@@ -76,14 +69,15 @@ class NewSearchScreen(ModalScreen[Optional[NewSearch]]):
                 yield Select([(t, t) for t in self.tasks], value=self.tasks[0] if self.tasks else Select.BLANK,
                              allow_blank=False if self.tasks else True, id="new-task")
                 yield Label("backend")
-                yield Select([(b, b) for b in ("auto", "cuda", "host")], value="auto", allow_blank=False,
+                yield Select([(b, b) for b in BACKEND_CHOICES], value=DEFAULTS.backend, allow_blank=False,
                              id="new-backend")
                 yield Label("proposer")
-                yield Select([(p, p) for p in ("tune", "llm")], value="tune", allow_blank=False, id="new-proposer")
+                yield Select([(p, p) for p in PROPOSER_CHOICES], value=DEFAULTS.proposer, allow_blank=False,
+                             id="new-proposer")
                 yield Label("model")
                 yield Input(placeholder="LLM model (llm proposer only)", id="new-model")
                 yield Label("iterations")
-                yield Input("50", type="integer", id="new-iterations")
+                yield Input(str(DEFAULTS.iterations), type="integer", id="new-iterations")
             yield Label("", id="new-error", classes="error")
             with Horizontal(classes="buttons"):
                 yield Button("Start", variant="success", id="start")
@@ -120,14 +114,24 @@ class NewSearchScreen(ModalScreen[Optional[NewSearch]]):
         if task is Select.BLANK or not task:
             self.query_one("#new-error", Label).update("no task in the catalog")
             return
-        raw = self.query_one("#new-iterations", Input).value.strip()
-        try:
-            iterations = int(raw)
-            if iterations < 0:
-                raise ValueError
-        except ValueError:
-            self.query_one("#new-error", Label).update(f"iterations must be a whole number >= 0, not {raw!r}")
+        spec = new_search_config(task=str(task), backend=str(self.query_one("#new-backend", Select).value),
+                                 proposer=str(self.query_one("#new-proposer", Select).value),
+                                 model=self.query_one("#new-model", Input).value,
+                                 iterations=self.query_one("#new-iterations", Input).value)
+        if isinstance(spec, str):
+            self.query_one("#new-error", Label).update(spec)
             return
-        self.dismiss(NewSearch(task=str(task), backend=str(self.query_one("#new-backend", Select).value),
-                               proposer=str(self.query_one("#new-proposer", Select).value),
-                               model=self.query_one("#new-model", Input).value.strip(), iterations=iterations))
+        self.dismiss(spec)
+
+
+def new_search_config(*, task: str, backend: str, proposer: str, model: str, iterations: str) -> RunConfig | str:
+    """The new-search form's fields as a RunConfig (what it leaves out at the defaults ``forge-tui
+    run`` has), or the line to show when ``iterations`` is not a whole number >= 0."""
+    raw = iterations.strip()
+    try:
+        count = int(raw)
+        if count < 0:
+            raise ValueError
+    except ValueError:
+        return f"iterations must be a whole number >= 0, not {raw!r}"
+    return RunConfig(task=task, backend=backend, proposer=proposer, model=model.strip(), iterations=count)

@@ -13,8 +13,10 @@ from textual.widgets import DataTable, Input, Static
 from forge_tui.app.format import (MARK_STYLE, RUN_STYLE, device_name, fmt_created, legends, run_best, speedup_mark,
                                   speedup_style, speedup_text)
 from forge_tui.app.messages import PollFailed, RunsLoaded
-from forge_tui.app.screens.dialogs import ConfirmScreen, NewSearch, NewSearchScreen
+from forge_tui.app.screens.dialogs import ConfirmScreen, NewSearchScreen
 from forge_tui.app.widgets.footer import ForgeFooter
+from forge_tui.core.config import RunConfig
+from forge_tui.errors import one_line
 from store import StoreError
 from store.models import NodeSummary, RunRead
 
@@ -317,30 +319,19 @@ class RunsScreen(Screen):
             return
         self.app.push_screen(NewSearchScreen(tasks), self._start_search)
 
-    def _start_search(self, spec: Optional[NewSearch]) -> None:
+    def _start_search(self, spec: Optional[RunConfig]) -> None:
         if spec is not None:
             self._create_run(spec)
 
     @work(thread=True, exclusive=True, group="new-run", name="create-run")
-    def _create_run(self, spec: NewSearch) -> None:
-        from forge_tui.search.runner import create_run
-        from kernels.registry import get_task
+    def _create_run(self, spec: RunConfig) -> None:
+        from forge_tui.search.create import create_run  # the same service as `forge-tui run`
 
         try:
-            task = get_task(spec.task)
-            config = {"repairs": 2}
-            if spec.proposer == "llm":
-                from types import SimpleNamespace
-
-                from forge_tui.llm.config import llm_run_config
-
-                config.update(llm_run_config(SimpleNamespace(model=spec.model or None, base_url=None, timeout=None)))
-            run = create_run(self.app.store, task, backend=spec.backend, proposer=spec.proposer,
-                             iterations=spec.iterations, model=config.get("model", spec.model), config=config)
-        except Exception as exc:  # SearchError, TaskError, ConfigError, StoreError: one line for the user
-
-            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            self.app.call_from_thread(self.notify, f"cannot start the search: {msg}", severity="error", timeout=8)
+            run = create_run(self.app.store, spec)
+        except Exception as exc:  # SearchError, TaskError, ConfigError, RunConfigError, StoreError: one line
+            self.app.call_from_thread(self.notify, f"cannot start the search: {one_line(exc)}", severity="error",
+                                      timeout=8)
             return
         self.app.call_from_thread(self._started, run.id)
 

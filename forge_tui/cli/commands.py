@@ -1,0 +1,356 @@
+"""One function per command: ``cmd_NAME(args, store) -> exit code``. The work happens in
+search/, evaluate/, store/ and app/; what is printed is built in ``render``.
+
+User mistakes end with one line on stderr (:func:`fail`) and exit code 2.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+from forge_tui.cli import render
+from forge_tui.core.config import RunConfig, flag_problem
+from forge_tui.core.errors import ForgeError, user_message
+from forge_tui.core.status import NodeStatus, ProposerName, RunStatus
+from forge_tui.search.create import load_task, preflight
+from store import Store
+
+#: ``run --headless`` / ``resume --headless`` exit codes by the run's final status: 0 finished,
+#: 3 paused or interrupted (resumable: ``forge-tui resume``), 1 failed. 2 is a usage error.
+EXIT_BY_STATUS = {RunStatus.FINISHED: 0, RunStatus.PAUSED: 3, RunStatus.INTERRUPTED: 3}
+
+
+def fail(msg: str) -> int:
+    """Print ``forge-tui: MSG`` on stderr; the usage-error exit code (2)."""
+    print(f"forge-tui: {msg}", file=sys.stderr)
+    return 2
+
+
+def fail_with(exc: BaseException) -> int:
+    """A user-facing error as its one line (``ForgeError.line``); exit with its ``exit_code``:
+    1 the thing failed (a run whose seed failed), 3 interrupted and resumable (disk full), 2
+    refused and left as it was (another process drives the run, another environment)."""
+    fail(user_message(exc) or type(exc).__name__)
+    return exc.exit_code if isinstance(exc, ForgeError) else 1
+
+
+def _cli():
+    """The package ``forge_tui.cli``: ``spawn_search``, ``_has_terminal`` and ``_open_app`` are
+    looked up there when called, so a test (or an embedding program) replaces them in one place."""
+    import forge_tui.cli as cli
+
+    return cli
+
+
+def _has_terminal() -> bool:
+    """True when both stdin and stdout are terminals (the app needs both)."""
+    try:
+        return sys.stdin.isatty() and sys.stdout.isatty()
+    except (AttributeError, ValueError, OSError):  # closed or replaced streams
+        return False
+
+
+def _open_app(store: Store, run_id: Optional[int] = None, note: str = "") -> int:
+    from forge_tui.app.app import ForgeApp
+
+    line = ForgeApp(store.path, run_id=run_id, note=note).run()
+    if line:  # opened on one run: its state, log and how to reopen it
+        print(line)
+    return 0
+
+
+def _headless_log(line: str) -> None:
+    print(line, flush=True)
+
+
+def _exit_code(final) -> int:
+    return EXIT_BY_STATUS.get(final.status, 1)
+
+
+def _background(store: Store, run_id: int, what: str) -> int:
+    """Start (or resume) the search detached, then open the app on it."""
+    cli = _cli()
+    log = cli.spawn_search(store.path, run_id)
+    return cli._open_app(store, run_id, note=f"search {what} in the background; its log: {log}")
+
+
+def _headless_without_terminal(args) -> None:
+    """Without a terminal (a script, CI, a pipe) the app cannot open: run in the foreground.
+
+    The search then behaves as with ``--headless`` (one line per node, the exit code of its
+    final status), which is what a script wants from ``forge-tui run TASK``.
+    """
+    if not args.headless and not _cli()._has_terminal():
+        print("forge-tui: no terminal (stdin or stdout is not a tty): running the search in the foreground, "
+              "as with --headless", file=sys.stderr, flush=True)
+        args.headless = True
+
+
+def _pin_endpoint_env(cfg: dict) -> None:
+    """Make a search started from here see ``cfg``'s endpoint, whatever this shell's environment says.
+
+    The background search is ``resume --headless`` in a child process, and resume lets
+    OPENAI_BASE_URL and FORGE_LLM_MODEL override the run's stored endpoint; the child gets
+    the one this command just decided (a ``--base-url`` flag beats the environment).
+    """
+    for var, key in (("OPENAI_BASE_URL", "base_url"), ("FORGE_LLM_MODEL", "model")):
+        if cfg.get(key):
+            os.environ[var] = cfg[key]
+        else:
+            os.environ.pop(var, None)
+
+
+def run_config(args) -> RunConfig:
+    """``forge-tui run``'s flags as a RunConfig (``args.proposer`` already decided)."""
+    return RunConfig(task=args.task, iterations=args.iterations, backend=args.backend, proposer=args.proposer,
+                     seed=args.seed, c=args.c, repairs=args.repairs, parallel=args.parallel,
+                     model=args.model or "", base_url=args.base_url or "",
+                     seed_kernel=str(args.seed_kernel) if args.seed_kernel is not None else None)
+
+
+def _search(store: Store, run_id: int, extra_iterations: Optional[int] = None) -> int:
+    """Drive the run in this process, a line per node; the exit code of its final status."""
+    from forge_tui.search.runner import Search, SearchError
+
+    print(f"run {run_id}", flush=True)
+    try:
+        final = Search(store, run_id, log=_headless_log).execute(extra_iterations=extra_iterations)
+    except SearchError as exc:
+        return fail_with(exc)
+    return _exit_code(final)
+
+
+def cmd_run(args, store: Store) -> int:
+    from forge_tui.search.create import create_run
+
+    run = create_run(store, run_config(args))
+    _headless_without_terminal(args)
+    if args.headless:
+        return _search(store, run.id)
+    if run.proposer == ProposerName.LLM:
+        _pin_endpoint_env(json.loads(run.config_json or "{}"))
+    return _background(store, run.id, "started")
+
+
+def cmd_resume(args, store: Store) -> int:
+    preflight()  # the config file names a bad key or line; a bad FORGE_MEM_FLOOR_MB is one line
+    why = flag_problem(parallel=args.parallel, iterations=args.iterations)
+    if why:
+        return fail(why)
+    _headless_without_terminal(args)
+    run = store.get_run(args.run_id)
+    held = store.lease_holder(run.id)  # before anything is written to the run
+    if held:
+        return fail(held)
+    cfg = json.loads(run.config_json or "{}")
+    if run.proposer == ProposerName.LLM:
+        from forge_tui.llm.config import LLMConfig, endpoint_overrides, missing
+
+        changes = endpoint_overrides(cfg, args)
+        if changes:
+            was = ", ".join(f"{k} {cfg.get(k) or '(default)'!s} -> {v}" for k, v in changes.items())
+            cfg.update(changes)
+            fields = {"model": changes["model"]} if "model" in changes else {}
+            run = store.update_run(run.id, config_json=json.dumps(cfg), **fields)
+            print(f"run {run.id}: {was} (from the flags and environment; stored with the run)", flush=True)
+        why = missing(LLMConfig.from_dict(cfg, where=f"run {run.id}'s config", strict=False))
+        if why:
+            return fail(why)
+    elif args.base_url or args.model:
+        return fail(f"run {run.id} uses the {run.proposer} proposer: --base-url and --model apply to llm runs only")
+    if args.parallel is not None:
+        cfg["parallel"] = args.parallel
+        run = store.update_run(run.id, config_json=json.dumps(cfg))
+    if args.iterations is not None:
+        target = run.iterations_done + args.iterations
+        if target != run.iterations_target:
+            print(f"run {run.id}: iteration target {run.iterations_target} -> {target} ({args.iterations} more "
+                  f"after the {run.iterations_done} done)", flush=True)
+    if args.headless:
+        return _search(store, run.id, extra_iterations=args.iterations)
+    if args.iterations is not None:  # the background search is started without --iterations
+        run = store.update_run(run.id, iterations_target=run.iterations_done + args.iterations)
+    if run.proposer == ProposerName.LLM:
+        _pin_endpoint_env(cfg)
+    return _background(store, run.id, "resumed")
+
+
+def cmd_stop(args, store: Store) -> int:
+    run = store.get_run(args.run_id)
+    if run.status not in (RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.CREATED):
+        print(f"run {run.id} is {run.status}; nothing to stop")
+        return 0
+    if run.status == RunStatus.PAUSED and not store.lease_holder(run.id):
+        print(f"run {run.id} is paused and no process drives it; nothing to stop "
+              f"(`forge-tui resume {run.id}` continues it)")
+        return 0
+    store.request_control(run.id, "stop")
+    print(f"asked run {run.id} to stop (it stops once the nodes in flight are evaluated)")
+    return 0
+
+
+def cmd_ls(args, store: Store) -> int:
+    best, rows = store.best_node_summaries(), store.list_runs()
+    if args.json:
+        print(render.to_json([render.run_summary(r, best.get(r.id)) for r in rows]))
+    elif not rows:
+        print(f"no runs in {store.path}; start one with: forge-tui run softmax")
+    else:
+        print(render.runs_table(rows, best))
+    return 0
+
+
+def cmd_show(args, store: Store) -> int:
+    run = store.get_run(args.run_id)
+    nodes = store.nodes(run.id, with_source=False)
+    if not args.json:
+        print(render.show_text(run, nodes))
+        return 0
+    llm = {ex.node_id: {"model": ex.model, "prompt_tokens": ex.prompt_tokens,
+                        "completion_tokens": ex.completion_tokens, "latency_s": ex.latency_s}
+           for ex in store.llm_exchanges(run_id=run.id) if ex.node_id is not None}
+    print(render.show_json(run, nodes, llm))
+    return 0
+
+
+def cmd_eval(args, store: Optional[Store]) -> int:
+    from forge_tui.evaluate.evaluator import Evaluator, WorkerError
+    from forge_tui.search.runner import backend_mismatch, resolve_backend, task_ref
+
+    why = flag_problem(seed=args.seed)
+    if why:
+        return fail(why)
+    task = load_task(args.task)
+    path = Path(args.source)
+    if not path.exists():
+        return fail(f"no such file: {path}")
+    try:
+        source = path.read_text(errors="replace")
+    except OSError as exc:
+        return fail(f"cannot read {path}: {exc.strerror}")
+    backend = resolve_backend(args.backend)
+    why = backend_mismatch(path, backend)
+    if why:
+        return fail(why)
+    ev = Evaluator(task, backend, task_ref=task_ref(task))
+    try:
+        base = ev.start()
+        res = ev.evaluate(source, seed=args.seed)
+    except WorkerError as exc:
+        return fail(exc.line)
+    finally:
+        ev.close()
+    print(render.to_json(render.eval_dict(res, base)) if args.json else render.eval_text(res))
+    return 0 if res.status == NodeStatus.OK else 1
+
+
+def cmd_tasks(args, store) -> int:
+    from kernels.registry import catalog
+
+    tasks = [load_task(args.task)] if args.task else list(catalog().values())
+    print(render.to_json([t.spec_dict() for t in tasks]) if args.json else render.tasks_text(tasks))
+    return 0
+
+
+def cmd_capture(args, store: Store) -> int:
+    """``forge-tui capture FILE``: the aten operators a model's forward runs; --select makes tasks."""
+    from forge_tui import capture as cp
+
+    if args.samples is not None and args.samples < 1:
+        return fail("--samples must be 1 or more")
+    cap = cp.record(args.file, backend=args.backend)
+    chosen = cp.select(cap, args.select.split(",")) if args.select else []
+    if not args.no_time:
+        tty = sys.stderr.isatty()
+
+        def progress(i: int, n: int) -> None:
+            if tty:
+                print(f"\rtiming {i + 1}/{n} ...", end="" if i + 1 < n else "\r\033[K", file=sys.stderr, flush=True)
+
+        cp.measure(cap, samples=args.samples, progress=progress)
+    made = cp.write_tasks(store, cap, chosen, args.output) if chosen else []
+    if args.json:
+        print(render.to_json(cp.rows(cap, made)))
+        return 0
+    print(cp.format_table(cap))
+    if made:
+        print(cp.format_tasks(made))
+    return 0
+
+
+def cmd_apply(args, store) -> int:
+    """``forge-tui apply MODEL KERNEL_DIR...``: the model with exported kernels swapped in, checked and timed."""
+    from forge_tui.apply import apply, format_report
+
+    if args.samples is not None and args.samples < 1:
+        return fail("--samples must be 1 or more")
+    dirs, seen = [], set()
+    for d in args.kernel_dirs:
+        key = os.path.realpath(d)
+        if key in seen:
+            print(f"forge-tui: note: {d} is given more than once; applying it once", file=sys.stderr)
+            continue
+        seen.add(key)
+        dirs.append(d)
+    result = apply(args.model, dirs, backend=args.backend, samples=args.samples)
+    print(render.to_json(result) if args.json else format_report(result))
+    return 0 if result["check"]["passed"] else 1
+
+
+def cmd_export(args, store: Store) -> int:
+    """``forge-tui export RUN_ID [--node ID] -o DIR``: the kernel as a module for model code."""
+    from forge_tui.export import export_run
+
+    why = _export_target_problem(args.output)
+    if why and not args.force:
+        return fail(why)
+    res = export_run(store, args.run_id, args.output, node_id=args.node, build=args.build)
+    print(render.to_json(render.export_dict(res)) if args.json else render.export_text(res))
+    return 0
+
+
+def _export_target_problem(out: Path) -> Optional[str]:
+    """Why ``export -o DIR`` should not write into ``out`` without --force, or None.
+
+    A missing or empty directory is fine, and so is a previous export (its ``manifest.json``
+    names a run and a node): its files are replaced.
+    """
+    out = Path(out).expanduser()
+    if not out.exists():
+        return None
+    if not out.is_dir():
+        return f"{out} exists and is not a directory: pass another -o DIR"
+    try:
+        if not any(out.iterdir()):
+            return None
+        manifest = json.loads((out / "manifest.json").read_text())
+        if isinstance(manifest, dict) and "run_id" in manifest and "node_id" in manifest:
+            return None
+    except (OSError, ValueError):
+        pass
+    return (f"{out} is not empty and holds no previous export: pass another -o DIR, or --force to write "
+            f"the export's files into it")
+
+
+def cmd_llm(args, store) -> int:
+    """``forge-tui llm check``: one small request; model, latency and tokens, or why it failed."""
+    from forge_tui.llm.check import check
+    from forge_tui.llm.config import load, missing
+
+    why = missing(load(args), who="llm check")  # ConfigError (a broken file) is a usage error: exit 2
+    if why:
+        return fail(why)
+    ok, line = check(args)
+    if not ok:
+        fail(line)
+        return 1
+    print(line)
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "resume": cmd_resume, "stop": cmd_stop, "ls": cmd_ls, "show": cmd_show,
+            "eval": cmd_eval, "tasks": cmd_tasks, "capture": cmd_capture, "apply": cmd_apply,
+            "llm": cmd_llm, "export": cmd_export}

@@ -1,0 +1,77 @@
+"""``forge-tui``'s entry point: parse, open the database as the command needs it, dispatch,
+and turn user-facing errors into one line on stderr (exit code 2; never a traceback)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+from forge_tui.cli.commands import COMMANDS, fail
+from forge_tui.cli.parse import build_parser
+from forge_tui.core.errors import user_message
+from store import Store, StoreError, default_db_path
+
+#: Commands that never open the database.
+NO_STORE = ("tasks", "llm", "apply", "eval")
+#: Commands that only read it: they create nothing (no directory, file or lock).
+READ_ONLY = ("ls", "show", "export")
+
+
+def _read_only_store(path: Path) -> Store:
+    """``path`` (an existing file) opened read-only. A file of an older schema, or one whose schema
+    creation was cut short (a full disk, a kill), is opened once for writing to migrate or finish it."""
+    try:
+        return Store(path, readonly=True)
+    except StoreError as exc:
+        if "to migrate it" not in str(exc) and "holds no forge-tui data" not in str(exc):
+            raise
+    Store(path).close()
+    return Store(path, readonly=True)
+
+
+def _dispatch(args) -> int:
+    import forge_tui.cli as cli  # _has_terminal and _open_app are looked up there (see commands._cli)
+
+    if args.cmd is None and not cli._has_terminal():
+        return fail("the runs browser needs a terminal (stdin or stdout is not a tty): run forge-tui from a "
+                    "terminal, or use forge-tui ls / show RUN")
+    if args.cmd in NO_STORE or args.cmd == "capture" and not args.select:
+        return COMMANDS[args.cmd](args, None)
+    path = Path(args.db or default_db_path()).expanduser()
+    if path.is_dir():
+        return fail(f"{path} is a directory: pass a database file (e.g. --db {path / 'forge.db'})")
+    if args.cmd in READ_ONLY:
+        if not path.exists():
+            if args.cmd == "ls":
+                print("[]" if args.json else f"no runs: no database at {path} yet; start one with: "
+                      f"forge-tui run softmax")
+                return 0
+            return fail(f"no database at {path}: pass --db PATH, or start a run first")
+        store = _read_only_store(path)
+    else:
+        store = Store(path)
+    if args.cmd is None:
+        return cli._open_app(store)
+    return COMMANDS[args.cmd](args, store)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "proposer", "x") is None:
+        from forge_tui.llm.config import default_proposer
+
+        args.proposer = default_proposer(args)
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        print("forge-tui: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # output piped into head & co.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as exc:  # user-facing errors (ForgeError: StoreError, SearchError, ...) become one line
+        msg = user_message(exc)
+        if msg is None:
+            raise
+        return fail(msg)

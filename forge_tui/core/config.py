@@ -1,0 +1,118 @@
+"""The typed configuration of one search run, with the one set of defaults the CLI and the
+app share (STYLE.md 10). Imports nothing of ours but ``core``.
+
+``RunConfig`` holds what a person chose; ``forge_tui.search.create`` turns it into a stored
+run (resolving ``auto`` backend, the default ``parallel`` and the LLM endpoint's layered
+settings: defaults < config file < environment < these fields).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+from forge_tui.core.errors import ForgeError
+from forge_tui.core.status import BackendName, ProposerName
+
+#: ``backend`` value that picks ``cuda`` where a GPU and nvcc exist, else ``host``.
+AUTO = "auto"
+#: Every ``backend`` a person may ask for.
+BACKEND_CHOICES: tuple[str, ...] = (AUTO, *BackendName)
+#: Every proposer.
+PROPOSER_CHOICES: tuple[str, ...] = tuple(ProposerName)
+
+#: Largest ``iterations`` (a search this long would run for weeks) and ``parallel``.
+MAX_ITERATIONS = 10_000_000
+MAX_PARALLEL = 64
+#: ``seed`` range: input and proposer seeds derive from it with offsets, and torch and the
+#: worker's generators take it as a signed 64-bit integer.
+MAX_SEED = 2**31 - 1
+
+
+class RunConfigError(ForgeError, ValueError):
+    """A run setting out of range; refused before anything is created (exit code 2)."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One search run as a person asks for it (``forge-tui run`` flags, the app's new-search form).
+
+    Attributes:
+        task: catalog task name, or a task file's path.
+        iterations: proposals to evaluate.
+        backend: ``auto``, ``cuda`` or ``host``.
+        proposer: ``tune`` or ``llm``.
+        seed: random seed of the search and of the correctness inputs.
+        c: UCT exploration constant (speedup units).
+        repairs: repair attempts for a failed LLM child.
+        parallel: expansions in flight while the GPU times one more; None: the default for the
+            proposer and backend (:func:`default_parallel`).
+        model / base_url: the LLM endpoint (llm only); "" leaves it to the environment and the
+            config file.
+        seed_kernel: a kernel source file for the root node instead of the task's seed.
+    """
+
+    task: str
+    iterations: int = 50
+    backend: str = AUTO
+    proposer: str = ProposerName.TUNE
+    seed: int = 0
+    c: float = 1.0
+    repairs: int = 2
+    parallel: Optional[int] = None
+    model: str = ""
+    base_url: str = ""
+    seed_kernel: Optional[str] = None
+
+    def problem(self) -> Optional[str]:
+        """One line naming a setting out of range, else None."""
+        if self.backend not in BACKEND_CHOICES:
+            return f"unknown backend {self.backend!r}: use {', '.join(BACKEND_CHOICES)}"
+        if self.proposer not in PROPOSER_CHOICES:
+            return f"unknown proposer {self.proposer!r}: use {' or '.join(PROPOSER_CHOICES)}"
+        return flag_problem(parallel=self.parallel, c=self.c, repairs=self.repairs, iterations=self.iterations,
+                            seed=self.seed)
+
+    def check(self) -> "RunConfig":
+        """``self``; raises RunConfigError naming the first setting out of range."""
+        why = self.problem()
+        if why:
+            raise RunConfigError(why)
+        return self
+
+
+#: The defaults, for parsers and forms that show them.
+DEFAULTS = RunConfig(task="")
+
+
+def flag_problem(*, parallel: Optional[int] = None, c: Optional[float] = None, repairs: Optional[int] = None,
+                 iterations: Optional[int] = None, seed: Optional[int] = None) -> Optional[str]:
+    """One line for a search setting out of range (named by its flag), else None; None skips a setting."""
+    if parallel is not None and not 1 <= parallel <= MAX_PARALLEL:
+        return f"--parallel must be between 1 and {MAX_PARALLEL}"
+    if c is not None and not (math.isfinite(c) and c >= 0):
+        return "--c (the UCT exploration constant) must be a finite number, 0 or more"
+    if repairs is not None and repairs < 0:
+        return "--repairs must be 0 or more"
+    if iterations is not None and not 0 <= iterations <= MAX_ITERATIONS:
+        return f"--iterations must be between 0 and {MAX_ITERATIONS:,}"
+    if seed is not None and not 0 <= seed <= MAX_SEED:
+        return f"--seed must be between 0 and {MAX_SEED}"
+    return None
+
+
+def default_parallel(proposer: str, backend: str) -> int:
+    """``parallel`` when none is given, for a proposer and a *resolved* backend (cuda or host).
+
+    llm: 2 requests in flight (a reply takes seconds to minutes; two keep the GPU busier
+    without flooding the endpoint). tune on cuda: 4, since a tune search is compile-bound
+    there (nvcc about 2 s per candidate against about 0.15 s of GPU evaluation on the H200,
+    docs/benchmarks.md), and four compile threads give it about 3.7x the candidates per
+    minute. tune on host: 1 (compiles never overlap a host evaluation; more would only make
+    UCT decide with fewer results).
+    """
+    if proposer == ProposerName.LLM:
+        return 2
+    return 4 if backend == BackendName.CUDA else 1
