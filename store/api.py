@@ -103,10 +103,6 @@ class Store:
     def close(self) -> None:
         self.engine.dispose()
 
-    def integrity_check(self) -> str:
-        """Test helper, kept for compatibility: see :func:`store.testing.integrity_check`."""
-        return testing.integrity_check(self)
-
     def data_version(self) -> int:
         """A number that changes when another connection commits (cheap change detection).
 
@@ -336,14 +332,6 @@ class Store:
             out = [n.model_copy(update={"source": ""}) for n in out]
         return out
 
-    def count_nodes(self, run_id: int, *, final_only: bool = False) -> int:
-        """Test helper, kept for compatibility: see :func:`store.testing.count_nodes`."""
-        return testing.count_nodes(self, run_id, final_only=final_only)
-
-    def find_node_by_hash(self, run_id: int, source_hash: str) -> Optional[NodeRead]:
-        """Test helper, kept for compatibility: see :func:`store.testing.find_node_by_hash`."""
-        return testing.find_node_by_hash(self, run_id, source_hash)
-
     # ----------------------------------------------------------------- node details
     def compile_logs(self, node_id: int) -> list[CompileLogRead]:
         with self.session() as s:
@@ -421,10 +409,6 @@ class Store:
             return [LLMExchangeRead.model_validate(r, from_attributes=True) for r in rows]
 
     # ----------------------------------------------------------------- events
-    def add_event(self, run_id: int, kind: str, *, node_id: Optional[int] = None, payload: Optional[dict] = None) -> None:
-        """Test helper, kept for compatibility: see :func:`store.testing.add_event`."""
-        testing.add_event(self, run_id, kind, node_id=node_id, payload=payload)
-
     def events(self, run_id: Optional[int] = None, *, after_id: int = 0, limit: int = 10_000) -> list[EventRead]:
         """Events with ``id > after_id`` (of one run, or of all runs), oldest first."""
         with self.session() as s:
@@ -478,3 +462,21 @@ class Store:
             if run_id is not None:
                 q = q.where(Event.run_id == run_id)
             return int(s.exec(q).one() or 0)
+
+    # ----------------------------------------------------------------- test helpers (store/testing.py)
+    # Only tests call these; they delegate to store.testing and stay until the tests call it.
+    def integrity_check(self) -> str:
+        """Test helper, kept for compatibility: see :func:`store.testing.integrity_check`."""
+        return testing.integrity_check(self)
+
+    def count_nodes(self, run_id: int, *, final_only: bool = False) -> int:
+        """Test helper, kept for compatibility: see :func:`store.testing.count_nodes`."""
+        return testing.count_nodes(self, run_id, final_only=final_only)
+
+    def find_node_by_hash(self, run_id: int, source_hash: str) -> Optional[NodeRead]:
+        """Test helper, kept for compatibility: see :func:`store.testing.find_node_by_hash`."""
+        return testing.find_node_by_hash(self, run_id, source_hash)
+
+    def add_event(self, run_id: int, kind: str, *, node_id: Optional[int] = None, payload: Optional[dict] = None) -> None:
+        """Test helper, kept for compatibility: see :func:`store.testing.add_event`."""
+        testing.add_event(self, run_id, kind, node_id=node_id, payload=payload)
