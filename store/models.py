@@ -2,13 +2,16 @@
 
 Each table has a ``*Base`` with the columns, a table class with the primary key, and the
 store hands out frozen read models (``*Read``) rather than live ORM objects, so callers in
-other threads never touch a session. JSON-shaped columns are stored as TEXT holding JSON.
+other threads never touch a session. JSON-shaped columns are stored as TEXT holding JSON;
+each read model decodes them through a property named without ``_json`` (``NodeRead.timings``
+next to ``NodeRead.timings_json``).
 Times are UTC ISO-8601 strings; durations are in the unit their name says (``_ms``, ``_s``).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, fields as dataclass_fields
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from pydantic import ConfigDict
 from sqlmodel import Field, SQLModel
@@ -17,6 +20,31 @@ SCHEMA_VERSION = 3
 
 # Node and run statuses live in the shared vocabulary (re-exported here for store callers).
 from forge_tui.core.status import FINAL, IN_FLIGHT, NODE_STATUSES, RUN_STATUSES  # noqa: E402,F401
+
+
+def decode_json(text: Optional[str], empty: Callable[[], Any]) -> Any:
+    """``text`` (a ``*_json`` column) decoded; ``empty()`` when it is empty, ``null`` or not
+    valid JSON (as the app's tolerant reader does). ``empty`` is a factory (``dict``,
+    ``list``), so every call returns a fresh value."""
+    try:
+        value = json.loads(text) if text else None
+    except (TypeError, ValueError):
+        value = None
+    return empty() if value is None else value
+
+
+def _decoded(column: str, empty: Callable[[], Any], doc: str) -> property:
+    """A read-only property decoding ``column`` afresh on each access (see :func:`decode_json`).
+
+    Not cached: the models are frozen, and a cached dict handed to callers could be mutated
+    by one and seen changed by the next.
+    """
+    def get(self: Any) -> Any:
+        return decode_json(getattr(self, column), empty)
+
+    get.__name__ = column.removesuffix("_json")
+    get.__doc__ = f"``{column}`` decoded ({empty.__name__}; empty when unset): {doc}"
+    return property(get)
 
 
 class _Frozen(SQLModel):
@@ -44,6 +72,8 @@ class Task(TaskBase, table=True):
 
 class TaskRead(TaskBase, _Frozen):
     id: int
+
+    spec = _decoded("spec_json", dict, "shapes, dtypes, args, signature, bytes per shape")
 
 
 class RunBase(SQLModel):
@@ -81,6 +111,10 @@ class Run(RunBase, table=True):
 
 class RunRead(RunBase, _Frozen):
     id: int
+
+    config = _decoded("config_json", dict, "the run's configuration")
+    device = _decoded("device_json", dict, "device facts (gpu or cpu, driver, ...)")
+    baseline = _decoded("baseline_json", dict, '{"eager": {shape: median_ms}, "compile": {...}}')
 
 
 class NodeBase(SQLModel):
@@ -128,6 +162,10 @@ class Node(NodeBase, table=True):
 
 class NodeRead(NodeBase, _Frozen):
     id: int
+
+    params = _decoded("params_json", dict, "@tune parameter values, where known")
+    shapes = _decoded("shapes_json", dict, "{shape: {median_ms, baseline_ms, speedup, gbps, sol_pct}}")
+    timings = _decoded("timings_json", dict, "wall seconds of the pipeline stages")
 
 
 class CompileLogBase(SQLModel):
@@ -194,6 +232,9 @@ class Measurement(MeasurementBase, table=True):
 class MeasurementRead(MeasurementBase, _Frozen):
     id: int
 
+    samples = _decoded("samples_json", list, "the raw timed samples (ms)")
+    clocks = _decoded("clocks_json", dict, "clock readings around the measurement")
+
 
 class LLMExchangeBase(SQLModel):
     run_id: int = Field(foreign_key="run.id", index=True)
@@ -216,6 +257,8 @@ class LLMExchange(LLMExchangeBase, table=True):
 class LLMExchangeRead(LLMExchangeBase, _Frozen):
     id: int
 
+    messages = _decoded("messages_json", list, "the messages sent")
+
 
 class EventBase(SQLModel):
     run_id: int = Field(foreign_key="run.id", index=True)
@@ -231,6 +274,8 @@ class Event(EventBase, table=True):
 
 class EventRead(EventBase, _Frozen):
     id: int
+
+    payload = _decoded("payload_json", dict, "the event's details")
 
 
 @dataclass(frozen=True, slots=True)

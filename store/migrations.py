@@ -1,0 +1,80 @@
+"""Schema creation and forward-only migrations (the ``meta.schema_version`` row).
+
+Opening a file: no tables creates the schema; our tables without a version row finish a
+creation cut short; an older version migrates (refused on a read-only open); a newer one, or
+another application's tables, is refused with one line.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, SQLModel
+
+from store.errors import ForeignDatabase, StoreEmpty, StoreNeedsMigration, StoreTooNew
+from store.models import SCHEMA_VERSION, Meta
+
+#: Forward-only migrations: ``MIGRATIONS[v]`` takes a file from version v to v + 1.
+MIGRATIONS: dict[int, list[str]] = {
+    1: ["ALTER TABLE node ADD COLUMN confirmed_speedup FLOAT"],
+    2: ["ALTER TABLE node ADD COLUMN timings_json VARCHAR NOT NULL DEFAULT '{}'"],
+}
+
+
+def init_schema(engine: Engine, path: Path, *, readonly: bool) -> None:
+    """Bring the file at ``path`` to SCHEMA_VERSION, or raise the StoreError saying why not.
+
+    Raises:
+        StoreTooNew, StoreNeedsMigration, ForeignDatabase, StoreEmpty.
+    """
+    with Session(engine) as s:
+        tables = {r[0] for r in s.exec(text("SELECT name FROM sqlite_master WHERE type='table'"))
+                  if not r[0].startswith("sqlite_")}
+    # SQLite commits each CREATE TABLE on its own: a creation cut short (a full disk, a
+    # kill) leaves some of our tables and no version row; finish it rather than refuse
+    ours = tables <= set(SQLModel.metadata.tables)
+    if "meta" in tables:
+        with Session(engine) as s:
+            row = s.get(Meta, "schema_version")
+        if row is None and ours and not readonly:
+            create_schema(engine)
+            return
+        version = int(row.value) if row else 0
+        if version > SCHEMA_VERSION:
+            raise StoreTooNew(
+                f"{path} was written by a newer forge-tui (schema {version} > {SCHEMA_VERSION}); upgrade forge-tui"
+            )
+        if version < SCHEMA_VERSION:
+            if readonly:
+                raise StoreNeedsMigration(f"{path} has schema {version}; open it once without read-only to migrate it")
+            migrate(engine, version)
+        return
+    if tables and not ours:
+        raise ForeignDatabase(f"{path} is an SQLite file of another application (no forge-tui schema)")
+    if readonly:
+        raise StoreEmpty(f"{path} holds no forge-tui data")
+    create_schema(engine)
+
+
+def create_schema(engine: Engine) -> None:
+    """Create the missing tables, then the version row (the row marks the schema complete)."""
+    SQLModel.metadata.create_all(engine)
+    _set_version(engine)
+
+
+def migrate(engine: Engine, version: int) -> None:
+    """Apply forward-only migrations from ``version`` to SCHEMA_VERSION, in one transaction."""
+    with Session(engine) as s:
+        for v in range(max(version, 1), SCHEMA_VERSION):
+            for stmt in MIGRATIONS.get(v, []):
+                s.exec(text(stmt))
+        s.commit()
+    SQLModel.metadata.create_all(engine)
+    _set_version(engine)
+
+
+def _set_version(engine: Engine) -> None:
+    with Session(engine) as s:
+        s.merge(Meta(key="schema_version", value=str(SCHEMA_VERSION)))
+        s.commit()

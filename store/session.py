@@ -1,0 +1,113 @@
+"""Engine and connection set-up of the store: the SQLite pragmas, the init lock, the session.
+
+SQLite runs in WAL mode with ``busy_timeout`` and foreign keys on, so one search process
+writes while any number of UI processes read. ``$FORGE_BUSY_TIMEOUT_S`` (default 15) is how
+long a write waits for another process's lock before giving up with the "locked" message.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator, Optional
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlmodel import Session, create_engine
+
+from store.errors import explain
+from store.faults import Faults
+
+#: What a store call turns into a :class:`store.errors.StoreError` (through ``explain``).
+DB_ERRORS = (OperationalError, DBAPIError, sqlite3.Error)
+
+
+def now_iso() -> str:
+    """Current UTC time as an ISO-8601 string with seconds precision."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def default_db_path() -> Path:
+    """``$FORGE_DB`` if set, else ``forge.db`` in the platform's user data dir."""
+    env = os.environ.get("FORGE_DB")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("forge-tui", appauthor=False)) / "forge.db"
+
+
+def default_busy_timeout_s() -> float:
+    """``$FORGE_BUSY_TIMEOUT_S``, else 15 seconds."""
+    return float(os.environ.get("FORGE_BUSY_TIMEOUT_S") or 15.0)
+
+
+def make_engine(path: Path, *, readonly: bool, busy_timeout_s: float, faults: Optional[Faults]) -> Engine:
+    """An engine on ``path`` whose every connection gets the store's pragmas.
+
+    Read-only opens use ``mode=ro`` and leave the journal mode as it is; ``faults`` may cap
+    the page count (a simulated full disk).
+    """
+    uri = f"file:{path}?mode=ro" if readonly else f"file:{path}"
+    engine = create_engine(
+        "sqlite://",
+        creator=lambda: sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, check_same_thread=False),
+    )
+
+    def on_connect(dbapi_conn, _record) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
+        cur.execute("PRAGMA foreign_keys=ON")
+        if faults is not None and faults.max_pages:
+            cur.execute(f"PRAGMA max_page_count={int(faults.max_pages)}")
+        if not readonly:
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=FULL")
+        cur.close()
+
+    event.listen(engine, "connect", on_connect)
+    return engine
+
+
+@contextmanager
+def init_lock(path: Path, *, readonly: bool) -> Iterator[None]:
+    """Serialise schema creation and migration between processes opening one file.
+
+    Two searches started at once on a new file both saw no tables and both ran
+    CREATE TABLE ("table meta already exists", seen on the H200). An exclusive
+    ``flock`` on ``<db>.init-lock`` makes the second wait and then find the schema.
+    Read-only opens create nothing and take no lock; a directory where the lock file
+    cannot be made falls back to no lock.
+    """
+    if readonly:
+        yield
+        return
+    try:
+        fd = os.open(f"{path}.init-lock", os.O_CREAT | os.O_RDWR, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+@contextmanager
+def short_session(engine: Engine, path: Path, faults: Optional[Faults]) -> Iterator[Session]:
+    """A short session that commits on success and turns DB errors into StoreError."""
+    try:
+        with Session(engine, expire_on_commit=False) as s:
+            yield s
+            if faults is None:
+                s.commit()
+            else:
+                faults.commit(s)
+    except DB_ERRORS as exc:
+        raise explain(exc, path) from exc
