@@ -14,6 +14,8 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
+from forge_tui.core.status import BackendName
+
 
 class TimingGate:
     """A readers-writer lock: generations are readers, evaluations the (preferred) writer.
@@ -83,7 +85,7 @@ def endpoint_gate(proposer: Any, backend: str) -> Optional[tuple[TimingGate, str
         return None
     from forge_tui.llm.config import is_local_endpoint
 
-    host = backend == "host"
+    host = backend == BackendName.HOST
     what = "host" if host else "GPU"
     if is_local_endpoint(url):
         note = (f"on: the LLM endpoint {url} is on this machine, so no {what} evaluation overlaps a generation "

@@ -357,9 +357,9 @@ class Pipeline:
             proposal.kind = NodeKind.REPAIR
         if proposal.source and source_hash(proposal.source) in s.tried:
             # proposed in a thread while an identical source was stored: same verdict as the proposer's own check
+            why = "the model returned a source identical to one already tried"
             proposal = Proposal("", proposal.description or "duplicate proposal", kind=proposal.kind,
-                                exchange_id=proposal.exchange_id,
-                                failure=(NodeStatus.REJECTED, "the model returned a source identical to one already tried"))
+                                exchange_id=proposal.exchange_id, failure=(NodeStatus.REJECTED, why))
         node_id = s.add_node(proposal, parent, job.clock)
         job.node_id, job.source = node_id, proposal.source
         if proposal.failure:  # stored with its final status already

@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from forge_tui.core.status import FINAL, IN_FLIGHT, REPAIRABLE, BackendName, NodeKind, NodeStatus, ProposerName, RunStatus
+from forge_tui.core.status import (FINAL, IN_FLIGHT, REPAIRABLE, BackendName, NodeKind, NodeStatus, ProposerName,
+                                   RunStatus)
 from forge_tui.evaluate.compile import ToolchainError, find_nvcc
 from forge_tui.evaluate.evaluator import EvalResult, Evaluator, WorkerError
 from forge_tui.search import mcts
@@ -87,8 +88,8 @@ def backend_mismatch(path: os.PathLike | str, backend: str, *, label: str = "", 
             f"pass a {'.cu' if backend == BackendName.CUDA else '.cpp'} {kind} or --backend {want}")
 
 
-def create_run(store: Store, task: TaskSpec, *, backend: str = "auto", proposer: str = "tune", iterations: int = 50,
-               seed: int = 0, c: float = 1.0, model: str = "", config: Optional[dict] = None,
+def create_run(store: Store, task: TaskSpec, *, backend: str = "auto", proposer: str = ProposerName.TUNE,
+               iterations: int = 50, seed: int = 0, c: float = 1.0, model: str = "", config: Optional[dict] = None,
                seed_kernel: Optional[os.PathLike | str] = None):
     """Register the task and create a run in state ``created``.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from forge_tui.core.status import BackendName
 from kernels.base import TaskSpec
 from store import Store
 
@@ -37,7 +38,7 @@ def register_task(store: Store, task: TaskSpec) -> Any:
     spec = task.spec_dict()
     spec["ref"] = task_ref(task)
     return store.add_task(name=task.name, origin=task.origin, reference_source=task.source_text(), spec=spec,
-                          signature=task.signature("cuda"), content_hash=task.content_hash())
+                          signature=task.signature(BackendName.CUDA), content_hash=task.content_hash())
 
 
 def run_seed(run: Any, task: TaskSpec) -> tuple[Optional[str], str]:

@@ -4,8 +4,8 @@ Every exchange (messages, reply, model, tokens, latency, finish reason, error) i
 with :meth:`Store.add_llm_exchange` and attached to the node it produced. A reply without
 usable code becomes a ``rejected`` node carrying the reason. An endpoint that cannot answer
 (down, timing out or failing past the retry budget, refusing the key, unknown model) raises
-:class:`~forge_tui.search.proposers.base.ProposerUnavailable`: the run pauses with that reason and resumes later. The API key
-is held by the client only; it is scrubbed from everything stored.
+:class:`~forge_tui.search.proposers.base.ProposerUnavailable`: the run pauses with that reason
+and resumes later. The API key is held by the client only; it is scrubbed from everything stored.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import json
 from typing import Optional
 
 from forge_tui import hardware
-from forge_tui.core.status import NodeKind, NodeStatus, ProposerName
+from forge_tui.core.status import BackendName, NodeKind, NodeStatus, ProposerName
 from forge_tui.llm import prompts
 from forge_tui.llm.client import BadRequest, BadReply, ChatResult, LLMClient, LLMError
 from forge_tui.llm.config import ConfigError, LLMConfig
@@ -28,7 +28,7 @@ MAX_STORED_REPLY = 200_000
 def _flags(backend: str) -> str:
     from forge_tui.evaluate import compile as compiler
 
-    return " ".join(compiler.NVCC_FLAGS if backend == "cuda" else compiler.GXX_FLAGS)
+    return " ".join(compiler.NVCC_FLAGS if backend == BackendName.CUDA else compiler.GXX_FLAGS)
 
 
 def _kernel(node) -> prompts.KernelInfo:
