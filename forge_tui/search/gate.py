@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator, Optional
+
+from forge_tui.core.status import BackendName
 
 
 class TimingGate:
@@ -67,3 +69,31 @@ class TimingGate:
             with self._cv:
                 self._timing = False
                 self._cv.notify_all()
+
+
+def endpoint_gate(proposer: Any, backend: str) -> Optional[tuple[TimingGate, str]]:
+    """The gate a run's proposer calls for, with the note for the log and the run's config.
+
+    None when the proposer has no LLM client (the tuner): the gate stays open. A local
+    endpoint closes the device being timed (the GPU on cuda, the CPU on the host backend)
+    to generation, and the client is handed the gate's generation side; a remote one leaves
+    it open.
+    """
+    client = getattr(proposer, "client", None)
+    url = getattr(client, "base_url", None)
+    if client is None or url is None:
+        return None
+    from forge_tui.llm.config import is_local_endpoint
+
+    host = backend == BackendName.HOST
+    what = "host" if host else "GPU"
+    if is_local_endpoint(url):
+        note = (f"on: the LLM endpoint {url} is on this machine, so no {what} evaluation overlaps a generation "
+                f"(a local server shares the {'CPU, the device timed on the host backend,' if host else 'GPU'} "
+                f"and would spoil the timings)")
+        gate = TimingGate(True, note)
+        client.gate = gate.generation
+    else:
+        note = f"off: the LLM endpoint {url} is remote; generation overlaps {what} evaluation"
+        gate = TimingGate(False, note)
+    return gate, note

@@ -22,6 +22,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
+from forge_tui.core.status import FINAL, NodeStatus
+
 #: Progressive widening constants: children allowed = ceil(PW_K * visits ** PW_ALPHA).
 PW_K = 1.0
 PW_ALPHA = 0.5
@@ -35,7 +37,7 @@ class TreeNode:
 
     id: int
     parent: Optional[int]
-    status: str = "pending"
+    status: str = NodeStatus.PENDING
     reward: Optional[float] = None
     children: list[int] = field(default_factory=list)
     visits: int = 0
@@ -63,7 +65,7 @@ class Tree:
         self.root: Optional[int] = None
 
     # ------------------------------------------------------------------ building
-    def add(self, node_id: int, parent: Optional[int], status: str = "pending") -> TreeNode:
+    def add(self, node_id: int, parent: Optional[int], status: str = NodeStatus.PENDING) -> TreeNode:
         """Add a node (its parent must exist already)."""
         tn = TreeNode(node_id, parent, status)
         self.nodes[node_id] = tn
@@ -102,7 +104,6 @@ class Tree:
         Rows still in flight are added without a reward; statistics are recomputed.
         """
         t = cls(c)
-        from store import FINAL
 
         for r in rows:
             t.add(r.id, r.parent_id, r.status)
@@ -129,12 +130,12 @@ class Tree:
 
     def _select_from(self, node_id: int) -> Optional[int]:
         node = self.nodes[node_id]
-        if node.status != "ok":
+        if node.status != NodeStatus.OK:
             return None
         can_widen = not node.exhausted and len(node.children) + node.reserved < self.widen_limit(node)
         if can_widen:
             return node_id
-        kids = sorted((self.nodes[c] for c in node.children if self.nodes[c].status == "ok"),
+        kids = sorted((self.nodes[c] for c in node.children if self.nodes[c].status == NodeStatus.OK),
                       key=lambda ch: self.uct(node, ch), reverse=True)
         for ch in kids:
             found = self._select_from(ch.id)
@@ -204,6 +205,6 @@ class Tree:
 
 def reward(status: str, speedup: Optional[float]) -> float:
     """The documented reward: speedup over eager for ``ok`` nodes, 0 for anything else."""
-    if status != "ok" or speedup is None or not math.isfinite(speedup):
+    if status != NodeStatus.OK or speedup is None or not math.isfinite(speedup):
         return 0.0
     return float(speedup)

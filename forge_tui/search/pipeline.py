@@ -14,7 +14,7 @@ wait on the proposer (N LLM requests at once). Each expansion goes
   thread, where it sees every configuration already taken, so nothing is proposed twice.
 * Compiles run on ``compile_workers`` CPU threads (the compiler is a subprocess). On the
   host backend the CPU is the device being timed, so compiles wait while an evaluation
-  runs (``Search.cpu_gate``, the same readers-writer gate as the local-LLM one): proposals
+  runs (the search's ``cpu_gate``, the same readers-writer gate as the local-LLM one): proposals
   still overlap everything, compiles overlap each other, never a timing.
 * The evaluation worker (the GPU) evaluates exactly one candidate at a time, in the order
   the compiles finish, on its own thread.
@@ -41,16 +41,15 @@ import os
 import queue
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Callable, Optional, Protocol, Union
 
-from forge_tui.search.proposer import Proposal, source_hash
+from forge_tui.core.status import REPAIRABLE, NodeKind, NodeStatus, RunStatus
+from forge_tui.evaluate.evaluator import EvalResult
+from forge_tui.search import mcts
+from forge_tui.search.control import PAUSE, Verdict
+from forge_tui.search.gate import TimingGate
+from forge_tui.search.proposers.base import Proposal, Proposer, ProposerUnavailable, SearchContext, source_hash
 from forge_tui.search.stages import StageClock
-
-if TYPE_CHECKING:  # pragma: no cover
-    from forge_tui.search.runner import Search
-
-#: Node statuses a repair is attempted for.
-REPAIRABLE = ("compile_error", "incorrect", "crashed", "timeout")
 
 
 def usable_cores() -> int:
@@ -97,12 +96,12 @@ class SerialStore:
 class Job:
     """One expansion in flight.
 
-    kind: ``proposal`` or ``repair``. parent_id: the node expanded (for a repair, the failed
+    kind: :attr:`NodeKind.PROPOSAL` or :attr:`NodeKind.REPAIR`. parent_id: the node expanded (for a repair, the failed
     node). repairs: repairs made before this one in its chain. node_id: set once stored.
     reserved: holds a :meth:`Tree.reserve` on ``parent_id`` until the proposal arrives.
     """
 
-    kind: str
+    kind: NodeKind
     parent_id: int
     repairs: int = 0
     clock: StageClock = field(default_factory=StageClock)
@@ -112,35 +111,132 @@ class Job:
     reserved: bool = False
 
 
+class SearchHost(Protocol):
+    """What the pipeline needs from the search that drives it (:class:`~forge_tui.search.runner.Search`).
+
+    Every store write goes through these methods, on the search thread; the pipeline's
+    other threads use only ``proposer``, ``evaluator``, ``cpu_gate`` and
+    :meth:`run_on_worker`.
+    """
+
+    tree: mcts.Tree
+    tried: set[str]
+    proposer: Proposer
+    evaluator: Any
+    cpu_gate: TimingGate
+    lease_lost: threading.Event
+
+    def get_node(self, node_id: int) -> Any:
+        """The stored node (a ``NodeRead``)."""
+
+    def iterations_done(self) -> int:
+        """Evaluated non-root nodes: the run's progress towards its target."""
+
+    def iterations_target(self) -> int:
+        """The run's iteration target."""
+
+    def repair_budget(self) -> int:
+        """Repair attempts a failed node gets (its chain of repairs included)."""
+
+    def control_step(self) -> Verdict:
+        """One look at the control requests without waiting: a final ``(status, reason)``,
+        ``"pause"``, or None to go on (see :meth:`forge_tui.search.control.Control.step`)."""
+
+    def wait_control(self) -> Optional[tuple[RunStatus, str]]:
+        """Wait while paused; a final ``(status, reason)`` to stop with, or None once resumed."""
+
+    def confirm_best(self) -> None:
+        """Re-measure the best nodes before the run finishes (see :mod:`forge_tui.search.confirm`)."""
+
+    def add_node(self, proposal: Proposal, parent: Any, clock: Optional[StageClock] = None) -> int:
+        """Store a proposal as a pending node (or as a finished failed one), add it to the tree; its id."""
+
+    def set_status(self, node_id: int, stage: str, clock: Optional[StageClock] = None) -> None:
+        """Persist an in-flight stage of a node (once per change)."""
+
+    def run_on_worker(self, node_id: int, compiled: Any, clock: StageClock,
+                      on_stage: Callable[[str], None]) -> EvalResult:
+        """Evaluate a compiled candidate in the worker, behind the gates (any thread, one at a time)."""
+
+    def finish(self, node_id: int, result: EvalResult, clock: Optional[StageClock] = None) -> None:
+        """Record a node's result, its back-propagation and the run's counters in one transaction."""
+
+
+# ---------------------------------------------------------------------- events (to the search thread)
+@dataclass(frozen=True, eq=False)
+class Proposed:
+    """A proposal thread's proposal (None: nothing new below the parent)."""
+
+    job: "Job"
+    proposal: Optional[Proposal]
+    parent: Any
+
+
+@dataclass(frozen=True, eq=False)
+class ProposeFailed:
+    """A proposal thread raised (:class:`ProposerUnavailable` pauses the run; anything else is re-raised)."""
+
+    job: "Job"
+    error: BaseException
+
+
+@dataclass(frozen=True, eq=False)
+class StageBegan:
+    """A node reached a stage, as the worker names it (``compiling``, ``verifying``, ``timing``;
+    :meth:`SearchHost.set_status` persists only in-flight statuses)."""
+
+    job: "Job"
+    stage: str
+
+
+@dataclass(frozen=True, eq=False)
+class Evaluated:
+    """A node's verdict: a compile failure, or the worker's result."""
+
+    job: "Job"
+    result: EvalResult
+
+
+@dataclass(frozen=True, eq=False)
+class Crashed:
+    """A compile or worker thread raised: re-raised on the search thread."""
+
+    job: "Job"
+    error: BaseException
+
+
+Event = Union[Proposed, ProposeFailed, StageBegan, Evaluated, Crashed]
+
+
 class Pipeline:
     """Drives a run's iterations with expansions in flight (see the module docstring).
 
     Args:
-        search: the :class:`Search` whose tree, store, proposer and evaluator are used.
+        search: the search whose tree, store, proposer and evaluator are used (a :class:`SearchHost`).
         ctx: the search context proposers see (a snapshot of it for proposal threads).
         parallel: expansions in flight ahead of the evaluation worker (at least 1).
         compile_ahead: let one more expansion run while the worker evaluates (N+1 in all).
         compile_workers: compile threads (default :func:`default_compile_workers`).
     """
 
-    def __init__(self, search: "Search", ctx, *, parallel: int = 1, compile_ahead: bool = True,
+    def __init__(self, search: SearchHost, ctx: SearchContext, *, parallel: int = 1, compile_ahead: bool = True,
                  compile_workers: Optional[int] = None):
         self.s, self.ctx = search, ctx
         self.parallel = max(1, int(parallel))
         self.capacity = self.parallel + (1 if compile_ahead else 0)
         self.compile_workers = max(1, int(compile_workers or default_compile_workers(self.parallel)))
         self.concurrent = bool(getattr(search.proposer, "concurrent", False))
-        self.events: queue.Queue = queue.Queue()
+        self.events: queue.Queue[Event] = queue.Queue()
         self.compile_q: queue.Queue = queue.Queue()
         self.gpu_q: queue.Queue = queue.Queue()
         self.jobs: list[Job] = []  # in flight, in launch order
         self.repairs: list[tuple[int, int]] = []  # (failed node, repairs made in its chain) waiting for a slot
         self.threads: list[threading.Thread] = []
-        self.stopping: Optional[tuple[str, str]] = None
+        self.stopping: Optional[tuple[RunStatus, str]] = None
         self.exhausted = False
 
     # ------------------------------------------------------------------ main loop
-    def run(self) -> tuple[str, str]:
+    def run(self) -> tuple[RunStatus, str]:
         """Iterate to the run's target; returns the final ``(status, reason)``."""
         self._start_threads()
         lease_lost = False
@@ -152,14 +248,14 @@ class Pipeline:
         finally:
             self._stop_threads(wait=not lease_lost and not self.s.lease_lost.is_set())
 
-    def _loop(self) -> tuple[str, str]:
+    def _loop(self) -> tuple[RunStatus, str]:
         while True:
             if self.s.lease_lost.is_set():
-                return "interrupted", "another process took over this run's lease"  # no more writes
+                return RunStatus.INTERRUPTED, "another process took over this run's lease"  # no more writes
             paused = False
             if self.stopping is None:
-                ctl = self.s._control_step()
-                if ctl == "pause":
+                ctl = self.s.control_step()
+                if ctl == PAUSE:
                     paused = True
                 elif ctl is not None:
                     self.stopping = ctl
@@ -169,16 +265,16 @@ class Pipeline:
                 return self.stopping  # proposals still waiting on the model are abandoned
             if not self.jobs:
                 if paused:
-                    ctl = self.s._control()  # blocks until resumed or stopped
+                    ctl = self.s.wait_control()  # blocks until resumed or stopped
                     if ctl is not None:
                         return ctl
                     continue
-                if self.s._iterations_done() >= self.s.run.iterations_target:
-                    self.s._confirm_best()
-                    return "finished", ""
+                if self.s.iterations_done() >= self.s.iterations_target():
+                    self.s.confirm_best()
+                    return RunStatus.FINISHED, ""
                 if self.exhausted:
-                    self.s._confirm_best()  # a run that ends early is re-measured like one that runs out
-                    return "finished", "search space exhausted: every reachable configuration was tried"
+                    self.s.confirm_best()  # a run that ends early is re-measured like one that runs out
+                    return RunStatus.FINISHED, "search space exhausted: every reachable configuration was tried"
             try:
                 event = self.events.get(timeout=1.0)
             except queue.Empty:
@@ -189,22 +285,22 @@ class Pipeline:
         """Start expansions while a slot and the iteration budget allow."""
         s = self.s
         while len(self.jobs) < self.capacity and self.stopping is None:
-            if s._iterations_done() + len(self.jobs) >= s.run.iterations_target:
+            if s.iterations_done() + len(self.jobs) >= s.iterations_target():
                 return
             if sum(1 for j in self.jobs if j.node_id is None) >= self.parallel:
                 return  # N proposals under way already
             if self.repairs:
                 failed_id, made = self.repairs.pop(0)
-                job = Job("repair", failed_id, repairs=made)
+                job = Job(NodeKind.REPAIR, failed_id, repairs=made)
             else:
                 parent_id = s.tree.select()
                 if parent_id is None:
                     self.exhausted = not self.jobs and not self.repairs
                     return
-                job = Job("proposal", parent_id)
+                job = Job(NodeKind.PROPOSAL, parent_id)
             self.exhausted = False
             self.jobs.append(job)
-            parent = s.store.get_node(job.parent_id)
+            parent = s.get_node(job.parent_id)
             if self.concurrent:
                 s.tree.reserve(job.parent_id)
                 job.reserved = True
@@ -213,14 +309,12 @@ class Pipeline:
                                      name=f"propose-{job.parent_id}", daemon=True)
                 t.start()
             else:
-                from forge_tui.search.runner import ProposerUnavailable
-
                 try:
                     with job.clock.stage("propose_s"):
                         proposal = self._propose(job, self.ctx, parent)
                 except ProposerUnavailable as exc:
                     self.jobs.remove(job)
-                    self.stopping = ("paused", str(exc).splitlines()[0])
+                    self.stopping = (RunStatus.PAUSED, str(exc).splitlines()[0])
                     return
                 except BaseException:
                     self.jobs.remove(job)
@@ -228,32 +322,29 @@ class Pipeline:
                 self._proposed(job, proposal, parent)
 
     # ------------------------------------------------------------------ events (search thread)
-    def _handle(self, event: tuple) -> None:
-        kind, job = event[0], event[1]
+    def _handle(self, event: Event) -> None:
         s = self.s
-        if kind == "proposed":
-            self._proposed(job, event[2], event[3])
-        elif kind == "propose_failed":
+        job = event.job
+        if isinstance(event, Proposed):
+            self._proposed(job, event.proposal, event.parent)
+        elif isinstance(event, ProposeFailed):
             self._release(job)
             self.jobs.remove(job)
-            exc = event[2]
-            from forge_tui.search.runner import ProposerUnavailable
-
-            if isinstance(exc, ProposerUnavailable):
+            if isinstance(event.error, ProposerUnavailable):
                 if self.stopping is None:
-                    self.stopping = ("paused", str(exc).splitlines()[0])
+                    self.stopping = (RunStatus.PAUSED, str(event.error).splitlines()[0])
                 return
-            raise exc
-        elif kind == "stage":
+            raise event.error
+        elif isinstance(event, StageBegan):
             if job in self.jobs and job.node_id is not None:
-                s._set_status(job.node_id, event[2], job.clock)
-        elif kind == "done":
+                s.set_status(job.node_id, event.stage, job.clock)
+        elif isinstance(event, Evaluated):
             s.tree.end(job.node_id)
-            s._finish(job.node_id, event[2], job.clock)
+            s.finish(job.node_id, event.result, job.clock)
             self.jobs.remove(job)
-            self._queue_repair(job, event[2].status)
-        elif kind == "error":
-            raise event[2]
+            self._queue_repair(job, event.result.status)
+        elif isinstance(event, Crashed):
+            raise event.error
 
     def _proposed(self, job: Job, proposal: Optional[Proposal], parent) -> None:
         s = self.s
@@ -262,14 +353,14 @@ class Pipeline:
             s.tree.nodes[job.parent_id].exhausted = True
             self.jobs.remove(job)
             return
-        if job.kind == "repair":
-            proposal.kind = "repair"
+        if job.kind == NodeKind.REPAIR:
+            proposal.kind = NodeKind.REPAIR
         if proposal.source and source_hash(proposal.source) in s.tried:
             # proposed in a thread while an identical source was stored: same verdict as the proposer's own check
+            why = "the model returned a source identical to one already tried"
             proposal = Proposal("", proposal.description or "duplicate proposal", kind=proposal.kind,
-                                exchange_id=proposal.exchange_id,
-                                failure=("rejected", "the model returned a source identical to one already tried"))
-        node_id = s._add_node(proposal, parent, job.clock)
+                                exchange_id=proposal.exchange_id, failure=(NodeStatus.REJECTED, why))
+        node_id = s.add_node(proposal, parent, job.clock)
         job.node_id, job.source = node_id, proposal.source
         if proposal.failure:  # stored with its final status already
             self.jobs.remove(job)
@@ -285,24 +376,24 @@ class Pipeline:
 
     def _queue_repair(self, job: Job, status: str) -> None:
         """A failed node gets up to ``repairs`` repair expansions in a chain (the tuner none)."""
-        made = job.repairs + (1 if job.kind == "repair" else 0)
-        if status in REPAIRABLE and made < self.s._repair_budget() and self.stopping is None:
+        made = job.repairs + (1 if job.kind == NodeKind.REPAIR else 0)
+        if status in REPAIRABLE and made < self.s.repair_budget() and self.stopping is None:
             self.repairs.append((job.node_id, made))
 
     # ------------------------------------------------------------------ other threads
-    def _propose(self, job: Job, ctx, parent) -> Optional[Proposal]:
-        if job.kind == "repair":
+    def _propose(self, job: Job, ctx: SearchContext, parent: Any) -> Optional[Proposal]:
+        if job.kind == NodeKind.REPAIR:
             return self.s.proposer.repair(ctx, parent)
         return self.s.proposer.propose(ctx, parent)
 
-    def _propose_thread(self, job: Job, ctx, parent) -> None:
+    def _propose_thread(self, job: Job, ctx: SearchContext, parent: Any) -> None:
         try:
             with job.clock.stage("propose_s"):
                 proposal = self._propose(job, ctx, parent)
         except BaseException as exc:  # noqa: BLE001 - handed to the search thread
-            self.events.put(("propose_failed", job, exc))
+            self.events.put(ProposeFailed(job, exc))
             return
-        self.events.put(("proposed", job, proposal, parent))
+        self.events.put(Proposed(job, proposal, parent))
 
     def _compile_thread(self) -> None:
         ev = self.s.evaluator
@@ -311,7 +402,7 @@ class Pipeline:
             if job is None:
                 return
             job.clock.wait_since("compile_q", "compile_q_s")
-            self.events.put(("stage", job, "compiling"))
+            self.events.put(StageBegan(job, NodeStatus.COMPILING))
             try:
                 job.clock.mark("cgate")
                 with self.s.cpu_gate.generation():
@@ -319,10 +410,10 @@ class Pipeline:
                     with job.clock.stage("compile_s"):
                         verdict, compiled = ev.prepare(job.source)
             except BaseException as exc:  # noqa: BLE001
-                self.events.put(("error", job, exc))
+                self.events.put(Crashed(job, exc))
                 continue
             if verdict is not None:
-                self.events.put(("done", job, verdict))
+                self.events.put(Evaluated(job, verdict))
                 continue
             job.compiled = compiled
             job.clock.mark("gpu_q")
@@ -336,12 +427,12 @@ class Pipeline:
                 return
             job.clock.wait_since("gpu_q", "gpu_q_s")
             try:
-                result = s._run_on_worker(job.node_id, job.compiled, job.clock,
-                                          lambda st, j=job: self.events.put(("stage", j, st)))
+                result = s.run_on_worker(job.node_id, job.compiled, job.clock,
+                                         lambda st, j=job: self.events.put(StageBegan(j, st)))
             except BaseException as exc:  # noqa: BLE001
-                self.events.put(("error", job, exc))
+                self.events.put(Crashed(job, exc))
                 continue
-            self.events.put(("done", job, result))
+            self.events.put(Evaluated(job, result))
 
     def _start_threads(self) -> None:
         for i in range(self.compile_workers):

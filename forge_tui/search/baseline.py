@@ -1,0 +1,60 @@
+"""The run's baselines: the eager reference (and torch.compile on cuda), timed once per run.
+
+A node's speedup is over the eager baseline; ``speedup_compile`` (over torch.compile) is
+derived from the same figures (:func:`compile_speedup`).
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable, Optional
+
+from forge_tui.core.status import BackendName, NodeStatus
+from forge_tui.evaluate.evaluator import EvalResult, Evaluator
+from forge_tui.search.gate import TimingGate
+
+
+def measure_baseline(evaluator: Evaluator, task: Any, run: Any, gate: TimingGate, *, with_compile: bool,
+                     log: Callable[[str], None]) -> tuple[list[dict], dict]:
+    """Time the baselines behind ``gate``; returns the measurement rows and the run's summary
+    (``{"eager": {shape: median_ms}, "compile": {...}, "compile_error": str}``), for
+    :meth:`Store.record_baseline`."""
+    log("timing the eager baseline" + (" and torch.compile" if with_compile else ""))
+    with gate.timing():
+        b = evaluator.baseline(run.seed, compile_baseline=with_compile)
+    copy = evaluator.facts.get("copy_gbs")
+    rows: list[dict] = []
+    summary: dict = {"eager": {}, "compile": {}, "compile_error": b.get("compile_error", "")}
+    for shape, entry in b["shapes"].items():
+        dims = task.shapes_for(run.backend)[shape]
+        nbytes = int(task.bytes_moved(dims))
+        for subject in ("eager", "compile"):
+            st = entry.get(subject)
+            if not st:
+                continue
+            gbps = nbytes / (st["median_ms"] * 1e-3) / 1e9
+            summary[subject][shape] = st["median_ms"]
+            rows.append({"subject": subject, "shape": shape, "n": st["n"], "median_ms": st["median_ms"],
+                         "p10_ms": st["p10_ms"], "p90_ms": st["p90_ms"], "cv": st["cv"], "gbps": gbps,
+                         "sol_pct": 100 * gbps / copy if copy else None,
+                         "samples_json": json.dumps(st["samples"]),
+                         "clocks_json": json.dumps(entry.get("clocks", {})), "method": "baseline"})
+            log(f"  {subject:7s} {shape}: {st['median_ms'] * 1e3:.1f} us (CV {100 * st['cv']:.1f}%, "
+                f"{gbps:.0f} GB/s)")
+    return rows, summary
+
+
+def wants_compile_baseline(backend: str, config: dict) -> bool:
+    """torch.compile is timed on cuda unless the run's config says ``compile_baseline: false``."""
+    return backend == BackendName.CUDA and bool(config.get("compile_baseline", True))
+
+
+def compile_speedup(baseline_json: Optional[str], result: EvalResult) -> Optional[float]:
+    """The result's speedup over torch.compile (geometric mean over shapes), or None."""
+    base = json.loads(baseline_json or "{}").get("compile") or {}
+    if result.status != NodeStatus.OK or not base or not result.shapes:
+        return None
+    ratios = [base[s] / v["median_ms"] for s, v in result.shapes.items() if s in base and v["median_ms"] > 0]
+    if not ratios:
+        return None
+    return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
