@@ -43,19 +43,6 @@ def test_seed_passes_static_checks(name, backend):
     parse_params(src)  # every @tune has its #define
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_host_seed_evaluates_ok(name):
-    from forge_tui.evaluate.evaluator import Evaluator
-
-    task = TASKS[name]
-    ev = Evaluator(task, "host")
-    try:
-        res = ev.evaluate(task.seed_source("host"), seed=0)
-    finally:
-        ev.close()
-    assert res.status == "ok", f"{name}: {res.status}: {res.error}"
-
-
 def _variants(src: str, arch: str) -> list[tuple[str, str]]:
     """The seed; on sm_90 also variants in which every other value of every @tune parameter
     appears at least once.
