@@ -3,8 +3,11 @@
 Layout and lanes: ``tests/unit`` (in-process, no compiler), ``tests/integration`` (real g++
 compiles, the evaluation worker, the CLI in subprocesses, the fake LLM server over real
 HTTP), ``tests/ui`` (Textual pilot and snapshots) and ``tests/e2e`` (whole searches, kills
-and resumes, tmux). Everything under ``tests/e2e`` is marked ``slow``: the README's test
-command is the fast lane (``-m "not slow"``), CI runs the slow lane (``-m slow``) after it.
+and resumes, the adversarial corpus, tmux). Everything under ``tests/e2e`` is marked
+``slow``, and so are the few costly tests elsewhere (nvcc compiles where nvcc exists): the
+README's test command is the fast lane (``-m "not slow"``), CI runs the slow lane
+(``-m slow``) after it. A new test goes where its kind says; mark it ``slow`` if it takes
+more than a few seconds.
 """
 from __future__ import annotations
 

@@ -145,14 +145,28 @@ def test_pause_lets_the_nodes_in_flight_finish_then_resume_continues(tmp_path, s
             store.request_control(run.id, "pause")
 
     out: dict = {}
-    t = threading.Thread(target=lambda: out.setdefault("final", Search(store, run.id, log=log).execute()))
+    search = Search(store, run.id, log=log)
+    looks: list[str] = []  # each time the search looked at the controls and stayed paused
+    control_step = search._control_step
+
+    def counted_control_step():
+        ctl = control_step()
+        if ctl == "pause":
+            looks.append(ctl)
+        return ctl
+
+    search._control_step = counted_control_step
+    t = threading.Thread(target=lambda: out.setdefault("final", search.execute()))
     t.start()
     deadline = time.monotonic() + 120
     while store.get_run(run.id).status != "paused" or [n for n in store.nodes(run.id) if n.status in IN_FLIGHT]:
         assert time.monotonic() < deadline and t.is_alive(), lines
         time.sleep(0.2)
     held = len(store.nodes(run.id))
-    time.sleep(2.5)  # paused: nothing new starts
+    seen = len(looks)
+    while len(looks) < seen + 2:  # the search looks at the pause twice more, and starts nothing
+        assert time.monotonic() < deadline and t.is_alive(), lines
+        time.sleep(0.05)
     assert len(store.nodes(run.id)) == held and held < 7
     store.request_control(run.id, "")
     t.join(180)

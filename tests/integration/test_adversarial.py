@@ -44,6 +44,7 @@ def test_cuda_case_static_check(case):
         assert reason is None, f"{case.name} was rejected: {reason}"
 
 
+@pytest.mark.slow  # nvcc compiles: seconds each, the slow lane
 @pytest.mark.skipif(compiler.find_nvcc() is None, reason="nvcc not installed")
 def test_cuda_cases_compile_for_sm90():
     todo = [c for c in CUDA if c.expect != {"rejected"}]

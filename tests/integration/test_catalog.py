@@ -66,6 +66,7 @@ def _variants(src: str, arch: str) -> list[tuple[str, str]]:
     return out
 
 
+@pytest.mark.slow  # nvcc compiles: seconds each, the slow lane
 @pytest.mark.skipif(compiler.find_nvcc() is None, reason="nvcc not installed")
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("name", NAMES)

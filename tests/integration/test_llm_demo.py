@@ -47,6 +47,7 @@ def test_script_covers_every_reply():
         assert set(words) == {"cuda", "host"}
 
 
+@pytest.mark.slow  # nvcc compiles: seconds each, the slow lane
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 def test_cuda_replies_compile_for_sm90_except_the_broken_one():
     from concurrent.futures import ThreadPoolExecutor

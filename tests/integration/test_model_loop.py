@@ -106,6 +106,7 @@ def _compile_sm90(variants: list[tuple[str, str]]) -> list[str]:
     return [f"{label}: {(r.log or 'failed').strip().splitlines()[:3]}" for label, r in results if not r.ok]
 
 
+@pytest.mark.slow  # nvcc compiles: seconds each, the slow lane
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 def test_cuda_seeds_compile_for_sm90():
     bad = _compile_sm90([(s, (SEEDS / f"{s}.cu").read_text()) for s in ("block_softmax", "resnet50_mean_dim")])
