@@ -24,9 +24,9 @@ the stage points kill are real ones); the chain takes about a minute on two idle
 Robust on a loaded machine (it flaked in a fresh-clone CI run): every wait is a deadline on
 a state the test can see (a node's status, a build directory, a process gone), never a
 sleep or a duration; the deadlines are minutes, not seconds, since a CI box running the
-whole suite is several times slower than an idle one; a stage the poll did not see on the
-node it aimed at is caught on the next node that enters it (any node in that stage will do,
-the invariants hold for every node), and the search is stopped before it can finish.
+whole suite is several times slower than an idle one; a stage the poll misses (a short one
+on a loaded machine) cannot let the search run on and finish: a backstop kills the process
+before its first result is committed, and the point is tried again on the same node.
 """
 from __future__ import annotations
 
@@ -49,8 +49,11 @@ ITERATIONS = 3
 #: Deadlines (s), generous for a loaded CI machine: a stage to show up, one process of the
 #: chain to end, an orphaned worker to notice its search is gone.
 STAGE_WAIT_S = 300
-#: The kill a stage point falls back on when its poll missed the stage (see _env).
+#: The kill a stage point falls back on when its poll missed the stage (see _env), and how
+#: many times such a point is tried (the backstop leaves the node in flight, so the next
+#: process goes through the same stages of the same node again).
 STAGE_BACKSTOP = "finish_node:1"
+STAGE_ATTEMPTS = 3
 PROCESS_WAIT_S = 300
 WORKER_GONE_S = 60
 
@@ -224,7 +227,9 @@ def test_sigkill_at_twenty_points_then_resume(tmp_path_factory):
     t0 = time.monotonic()
     durations, searches = [], set()
     caught: dict[str, int] = {}  # stage -> kills that caught it
-    for i, point in enumerate(POINTS):
+    todo = [(i, point, 1) for i, point in enumerate(POINTS)]
+    while todo:
+        i, point, attempt = todo.pop(0)
         t_point = time.monotonic()
         if run_id is None:
             args = ["--db", str(db), "run", "softmax", "--headless", "--backend", "host", "--proposer", "tune",
@@ -248,8 +253,10 @@ def test_sigkill_at_twenty_points_then_resume(tmp_path_factory):
         assert proc.returncode == -signal.SIGKILL, f"point {i + 1} ({point.name}) was never reached:\n{out}"
         if point.mode != "stage":
             assert f"SIGKILL {point.mode} store commit" in out and point.spec.split(":")[0] in out, out
-        elif workers is None:  # the poll missed the stage: the backstop killed it
+        elif workers is None:  # the poll missed the stage: the backstop killed it; try the point again
             assert "SIGKILL before store commit" in out and STAGE_BACKSTOP.split(":")[0] in out, out
+            if attempt < STAGE_ATTEMPTS:
+                todo.insert(0, (i, point, attempt + 1))
         assert "Traceback" not in out, out
         for w in workers or []:  # the orphaned worker notices its search is gone and ends
             deadline = time.monotonic() + WORKER_GONE_S
@@ -268,7 +275,7 @@ def test_sigkill_at_twenty_points_then_resume(tmp_path_factory):
         was_in_flight |= state["in_flight"]
         durations.append(f"{time.monotonic() - t_point:.1f}")
     chain_s = time.monotonic() - t0
-    # every stage was really caught at least once (a miss on one point falls back on the backstop)
+    # every stage was really caught (a miss falls back on the backstop and the point is tried again)
     assert all(caught.get(s) for s in ("compiling", "verifying", "timing")), caught
     deadline = time.monotonic() + WORKER_GONE_S  # no worker of a killed search lives on
     while _workers_started_by(searches) and time.monotonic() < deadline:
