@@ -36,6 +36,21 @@ def get_init_inputs():
 '''
 
 
+def sqlite_exec(path: Path, *statements: str) -> Path:
+    """Run SQL ``statements`` on the SQLite file ``path`` (created if missing) and commit: a
+    file of another application, or a forge-tui database edited behind the store's back."""
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    try:
+        for sql in statements:
+            con.execute(sql)
+        con.commit()
+    finally:
+        con.close()
+    return path
+
+
 def cli_cmd(*args: str) -> list[str]:
     """The command line of ``forge-tui ARGS`` run with this interpreter."""
     return [sys.executable, "-m", "forge_tui.cli", *args]

@@ -1,12 +1,7 @@
-"""The model loop of benchmarks/h200_model_loop.sh, on the host: capture -> tune search from a
-hand-written seed (``--seed-kernel examples/seeds/*``) -> export -> apply.
-
-The GPU run uses the ``.cu`` seeds; here their launch signatures are checked against what the
-task loader derives for the captured tasks, they are compiled with nvcc for sm_90 where nvcc
-exists, and the whole loop runs with their ``.cpp`` twins. ResNet-50 needs torchvision, so its
-pool is stood in for by a small model whose ``nn.AdaptiveAvgPool2d(1)`` dispatches to the same
-``aten.mean.dim(x, [-1, -2], True)``.
-"""
+"""The model loop of benchmarks/h200_model_loop.sh on the host, whole: the tune values of the
+examples' .cu seeds compiled for sm_90 where nvcc exists, benchmarks/model_loop.py on the
+block, and an interrupted search that still exports and applies (the signatures, static
+checks and the captured tasks: tests/integration/test_model_loop.py)."""
 from __future__ import annotations
 
 import json

@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import subprocess
-import sys
-
 import shutil
+import sys
 from pathlib import Path
 
 import pytest

@@ -9,6 +9,7 @@ import pytest
 from tests.adversarial.cases import HERE as CORPUS
 from tests.conftest import SWISH_TASK_FILE, run_cli
 from tests.helpers import one_line_error_of as _one_line_error
+from tests.helpers import sqlite_exec
 
 RUN_KEYS = {"id", "task", "status", "backend", "proposer", "nodes", "best_speedup", "created_at"}
 NODE_KEYS = {"id", "parent", "status", "speedup", "median_ms", "description"}
@@ -130,13 +131,7 @@ def test_broken_flags(tmp_path, args):
 
 
 def test_db_of_another_app(tmp_path):
-    import sqlite3
-
-    p = tmp_path / "other.db"
-    con = sqlite3.connect(p)
-    con.execute("CREATE TABLE t (x)")
-    con.commit()
-    con.close()
+    p = sqlite_exec(tmp_path / "other.db", "CREATE TABLE t (x)")
     _one_line_error(run_cli("--db", str(p), "ls"), "another application")
 
 

@@ -2,7 +2,6 @@
 tested with a real worker in test_evaluate_host.py."""
 from __future__ import annotations
 
-
 from tests.conftest import run_cli
 
 

@@ -9,10 +9,10 @@ import subprocess
 import sys
 import time
 
-
 import pytest
 
 from store import Store, StoreError
+from tests.helpers import sqlite_exec
 
 
 def _task(store: Store, name: str = "softmax", h: str = "abc"):
@@ -228,11 +228,7 @@ def test_delete_run_removes_everything_of_that_run_only(store):
 
 # ----------------------------------------------------------------------------- bad files
 def test_sqlite_file_of_another_app_is_refused(tmp_path):
-    path = tmp_path / "other.db"
-    con = sqlite3.connect(path)
-    con.execute("CREATE TABLE contacts (name TEXT)")
-    con.commit()
-    con.close()
+    path = sqlite_exec(tmp_path / "other.db", "CREATE TABLE contacts (name TEXT)")
     with pytest.raises(StoreError, match="another application"):
         Store(path)
 
@@ -247,10 +243,7 @@ def test_garbage_file_is_refused(tmp_path):
 def test_newer_schema_is_refused(tmp_path):
     path = tmp_path / "forge.db"
     Store(path).close()
-    con = sqlite3.connect(path)
-    con.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
-    con.commit()
-    con.close()
+    sqlite_exec(path, "UPDATE meta SET value='99' WHERE key='schema_version'")
     with pytest.raises(StoreError, match="newer forge-tui"):
         Store(path)
 
