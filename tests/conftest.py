@@ -28,11 +28,18 @@ E2E = Path(__file__).resolve().parent / "e2e"
 os.environ["FORGE_MEM_FLOOR_MB"] = "0"
 
 
+#: Per-test limit (s) of the end-to-end tests that set none: whole searches on a CI machine
+#: that is running the suite on 2 loaded cores take minutes (pyproject's default is 300).
+E2E_TIMEOUT_S = 900
+
+
 def pytest_collection_modifyitems(config, items):
     """Everything under tests/e2e is slow (the slow lane), whatever its file says."""
     for item in items:
         if E2E in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.slow)
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(E2E_TIMEOUT_S))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -29,6 +29,7 @@ def _by_op(rows: list, op: str) -> list:
     return [r for r in rows if r["op"] == op]
 
 
+@pytest.mark.slow  # a timed capture in a subprocess (block_rows): the slow lane
 def test_block_operators_and_counts(block_rows):
     rows = block_rows
     softmax = _by_op(rows, "aten._softmax.default")
@@ -48,6 +49,7 @@ def test_block_operators_and_counts(block_rows):
     assert sum(r["count"] for r in _by_op(rows, "aten.bmm.default")) == 2
 
 
+@pytest.mark.slow  # a timed capture in a subprocess (block_rows): the slow lane
 def test_json_schema_and_ranking(block_rows):
     rows = block_rows
     assert isinstance(rows, list) and rows

@@ -27,6 +27,7 @@ def db_with_run(tmp_path_factory):
     return db, int(first.split()[1])
 
 
+@pytest.mark.slow  # a real search through the CLI (db_with_run): the slow lane
 def test_ls_json(db_with_run):
     db, run_id = db_with_run
     res = run_cli("--db", str(db), "ls", "--json")
@@ -42,6 +43,7 @@ def test_ls_json(db_with_run):
     assert plain.returncode == 0 and "softmax" in plain.stdout
 
 
+@pytest.mark.slow  # a real search through the CLI (db_with_run): the slow lane
 def test_show_json(db_with_run):
     db, run_id = db_with_run
     res = run_cli("--db", str(db), "show", str(run_id), "--json")
@@ -57,6 +59,7 @@ def test_show_json(db_with_run):
     assert plain.returncode == 0 and f"run {run_id}" in plain.stdout
 
 
+@pytest.mark.slow  # a real search through the CLI (db_with_run): the slow lane
 def test_show_unknown_run(db_with_run):
     db, _ = db_with_run
     _one_line_error(run_cli("--db", str(db), "show", "999"), "no run with id 999")
@@ -67,6 +70,7 @@ def test_empty_ls(tmp_path):
     assert res.returncode == 0 and json.loads(res.stdout) == []
 
 
+@pytest.mark.slow  # three CLI evaluations, a worker each: the slow lane
 def test_eval_json_seed_and_a_cheat(tmp_path):
     from kernels.registry import get_task
 
