@@ -235,6 +235,7 @@ def test_tasks_of_a_task_file(tmp_path, capsys):
     assert spec["signature"]["host"].endswith("int64_t out_d1)") and spec["shapes"]
 
 
+@pytest.mark.slow  # a real search in the foreground: the slow lane
 def test_no_terminal_runs_in_the_foreground_and_the_browser_refuses(tmp_path, capsys, spawned, clean_env):
     db = tmp_path / "t.db"
     rc = cli.main(["--db", str(db), "run", "rms_norm", "--backend", "host", "--proposer", "tune", "--iterations", "1"])
@@ -287,6 +288,7 @@ def test_config_file_mistakes_fail_every_command_that_reads_it(tmp_path, capsys,
     assert words in err and str(clean_env) in err
 
 
+@pytest.mark.slow  # two real searches (run, then resume): the slow lane
 def test_resume_iterations_says_the_target_changed(tmp_path, capsys, spawned, clean_env):
     from store import Store
 
