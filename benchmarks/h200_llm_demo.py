@@ -1,6 +1,6 @@
 """The LLM proposer's loop on a real backend, with scripted replies that are real kernels.
 
-Starts the scripted OpenAI-compatible server of the tests (``tests/llm/fakellm.py``: real
+Starts the scripted OpenAI-compatible server of the tests (``tests/fakellm.py``: real
 HTTP on 127.0.0.1, the real ``openai`` client on our side) and runs, as a subprocess::
 
     forge-tui --db OUT/llm.db run softmax --backend B --proposer llm --base-url http://127.0.0.1:PORT/v1
@@ -118,7 +118,7 @@ def answer(backend: str, stem: str, prose: str, desc: str) -> str:
 
 
 def import_fake_server():
-    """``tests/llm/fakellm.py``'s server and ``reply``. That module imports pytest for its
+    """``tests/fakellm.py``'s server and ``reply``. That module imports pytest for its
     fixtures only; where pytest is not installed (the GPU machine) a stand-in module with an
     identity ``fixture`` decorator is registered first."""
     try:
@@ -127,7 +127,7 @@ def import_fake_server():
         shim = types.ModuleType("pytest")
         shim.fixture = lambda *a, **k: a[0] if a and callable(a[0]) else (lambda f: f)
         sys.modules["pytest"] = shim
-    from tests.llm.fakellm import FakeLLM, reply
+    from tests.fakellm import FakeLLM, reply
 
     return FakeLLM, reply
 
@@ -251,7 +251,7 @@ def markdown(args, show: dict, nodes: list[dict], served: list[dict], timed_out:
     base = run.get("baseline") or {}
     lines = ["# LLM proposer with scripted replies (real kernels) on the " + args.backend + " backend", "",
              f"Machine: {machine or 'unknown'}.",
-             f"Endpoint: the scripted OpenAI-compatible server of tests/llm/fakellm.py on 127.0.0.1 (real HTTP, "
+             f"Endpoint: the scripted OpenAI-compatible server of tests/fakellm.py on 127.0.0.1 (real HTTP, "
              f"the openai client), model name `scripted`, `--parallel {args.parallel}`; GPU gate "
              f"{cfg_gate or '(not recorded)'}.",
              f"Run {run['id']} ({run['task']}): {run['status']}"

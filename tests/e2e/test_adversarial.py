@@ -1,0 +1,46 @@
+"""The adversarial corpus through the real harness: host cases run end to end in one
+sandboxed host-backend Evaluator and must get their expected verdict (never ``ok``). The
+CUDA cases' static checks and compiles are in tests/integration/test_adversarial.py.
+"""
+from __future__ import annotations
+
+import pytest
+
+from forge_tui.evaluate.evaluator import Evaluator
+from tests.integration.test_adversarial import HOST, LIMITS, MEMORY_MB
+
+
+@pytest.fixture(scope="module")
+def evaluator(softmax_task):
+    ev = Evaluator(softmax_task, "host", stage_limits=LIMITS, compile_timeout_s=5, memory_limit_mb=MEMORY_MB)
+    ev.start()
+    yield ev
+    ev.close()
+
+
+@pytest.mark.parametrize("case", HOST, ids=[c.name for c in HOST])
+def test_host_case_gets_its_verdict(case, evaluator, tmp_path):
+    marker = tmp_path / "never"
+    limits = dict(evaluator.limits)
+    if case.name.startswith("alloc_unbounded"):  # filling the cap takes seconds on a loaded 2-core machine
+        evaluator.limits.update(correctness=20, determinism=20)
+    try:
+        res = evaluator.evaluate(case.source(), seed=101)
+    finally:
+        evaluator.limits = limits
+    assert res.status != "ok", f"{case.name} was judged ok: the harness was fooled"
+    assert res.status in case.expect, f"{case.name}: {res.status} ({res.error})"
+    assert res.error, "every failure says what was seen"
+    assert len(res.output_tail) <= 70_000  # worker output stays capped
+    if case.name.startswith("alloc_unbounded"):  # check 24: the cap stopped it, and the text says so
+        assert "out of memory" in res.error and f"{MEMORY_MB} MB memory limit" in res.error, res.error
+    elif res.status == "crashed":
+        assert "out of memory" not in res.error, res.error  # no false memory diagnosis
+    assert not marker.exists()
+
+
+def test_the_worker_survives_the_corpus(evaluator, softmax_task):
+    """After timeouts and crashes the same Evaluator still judges the seed ok."""
+    res = evaluator.evaluate(softmax_task.seed_source("host"), seed=5)
+    assert res.status == "ok", res.error
+    assert evaluator.restarts >= 3

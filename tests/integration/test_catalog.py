@@ -1,0 +1,97 @@
+"""The operator catalog: every task's seeds pass on the host backend, every CUDA seed compiles
+with nvcc for sm_90 and sm_121 (and every @tune value, in a few combined variants, for sm_90), every
+seed passes the static checks, and the catalog lists without importing torch."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from forge_tui import hardware
+from forge_tui.evaluate import compile as compiler
+from forge_tui.evaluate.static import check_source
+from forge_tui.search.tune import apply_params, parse_params
+from kernels.registry import catalog
+
+from tests.helpers import ROOT  # noqa: E402
+TASKS = catalog()
+NAMES = sorted(TASKS)
+EXPECTED = {"softmax", "softmax_bf16", "adaptive_avg_pool2d", "layer_norm", "layer_norm_bf16", "rms_norm",
+            "rms_norm_bf16", "gelu", "gelu_tanh", "gelu_bf16", "gelu_tanh_bf16"}
+ARCHS = [hardware.arch_flag((9, 0)), hardware.arch_flag((12, 1))]
+
+
+def test_catalog_has_the_operators():
+    assert EXPECTED <= set(TASKS)
+    for name in EXPECTED:
+        t = TASKS[name]
+        assert t.seeds.get("cuda") and t.seeds.get("host"), name
+        assert t.check_shapes, name
+        for dims in list(t.shapes.values()) + list(t.host_shapes.values()):
+            assert t.bytes_moved(dims) > 0 and t.flops(dims) > 0, name
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("backend", ["cuda", "host"])
+def test_seed_passes_static_checks(name, backend):
+    src = TASKS[name].seed_source(backend)
+    assert src is not None
+    assert check_source(src, backend) is None
+    parse_params(src)  # every @tune has its #define
+
+
+def _variants(src: str, arch: str) -> list[tuple[str, str]]:
+    """The seed; on sm_90 also variants in which every other value of every @tune parameter
+    appears at least once.
+
+    Variant k moves every parameter to its k-th other value (parameters with fewer values
+    keep the seed's), so a seed needs as many variants as its longest value list has other
+    values (3-4), not one per value (20-26 for the softmax seeds): one value at a time on
+    both archs was ~300 nvcc runs, too slow for CI on 2 cores. FORGE_FULL_COMPILE=1 builds
+    each value alone, on both archs.
+    """
+    out = [("seed", src)]
+    full = os.environ.get("FORGE_FULL_COMPILE") == "1"
+    if arch != ARCHS[0] and not full:
+        return out
+    others = {p.name: [v for v in p.values if v != p.current] for p in parse_params(src)}
+    if full:
+        return out + [(f"{n}={v}", apply_params(src, {n: v})) for n, vs in others.items() for v in vs]
+    for k in range(max((len(vs) for vs in others.values()), default=0)):
+        cfg = {n: vs[k] for n, vs in others.items() if k < len(vs)}
+        out.append((" ".join(f"{n}={v}" for n, v in cfg.items()), apply_params(src, cfg)))
+    return out
+
+
+@pytest.mark.slow  # nvcc compiles: seconds each, the slow lane
+@pytest.mark.skipif(compiler.find_nvcc() is None, reason="nvcc not installed")
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name", NAMES)
+def test_cuda_seed_and_tune_values_compile(name, arch):
+    src = TASKS[name].seed_source("cuda")
+    jobs = _variants(src, arch)
+
+    def build(job):
+        label, text = job
+        return label, compiler.compile_source(text, "cuda", arch=arch)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(build, jobs))
+    bad = [f"{label}: {r.log.strip().splitlines()[:3] if r.log else 'failed'}" for label, r in results if not r.ok]
+    assert not bad, f"{name} on {arch}: " + "; ".join(bad)
+
+
+def test_tasks_cli_lists_catalog_and_catalog_skips_torch():
+    code = ("import sys; from kernels.registry import catalog; c = catalog(); "
+            "assert 'torch' not in sys.modules, 'catalog imported torch'; print(len(c))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout.strip()) >= len(EXPECTED)
+    r = subprocess.run([sys.executable, "-m", "forge_tui.cli", "tasks"], capture_output=True, text=True, cwd=ROOT,
+                       timeout=60, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert r.returncode == 0, r.stderr
+    for name in EXPECTED:
+        assert any(line.split()[:1] == [name] for line in r.stdout.splitlines()), name
