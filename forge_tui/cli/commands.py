@@ -257,7 +257,7 @@ def cmd_tasks(args, store) -> int:
 
 def cmd_capture(args, store: Store) -> int:
     """``forge-tui capture FILE``: the aten operators a model's forward runs; --select makes tasks."""
-    from forge_tui import capture as cp
+    from forge_tui.model import capture as cp
 
     if args.samples is not None and args.samples < 1:
         return fail("--samples must be 1 or more")
@@ -283,7 +283,7 @@ def cmd_capture(args, store: Store) -> int:
 
 def cmd_apply(args, store) -> int:
     """``forge-tui apply MODEL KERNEL_DIR...``: the model with exported kernels swapped in, checked and timed."""
-    from forge_tui.apply import apply, format_report
+    from forge_tui.model.apply import apply, format_report
 
     if args.samples is not None and args.samples < 1:
         return fail("--samples must be 1 or more")
@@ -302,7 +302,7 @@ def cmd_apply(args, store) -> int:
 
 def cmd_export(args, store: Store) -> int:
     """``forge-tui export RUN_ID [--node ID] -o DIR``: the kernel as a module for model code."""
-    from forge_tui.export import export_run
+    from forge_tui.model.export import export_run
 
     why = _export_target_problem(args.output)
     if why and not args.force:
