@@ -10,6 +10,7 @@ from typing import Any, Iterable
 
 from forge_tui.core.present import (CONFIRMATION_JSON, confirmation, legends, run_best, shown_speedup,
                                     speedup_cell, speedup_mark)
+from forge_tui.core.status import BackendName
 
 
 def to_json(data: Any) -> str:
@@ -124,7 +125,7 @@ def eval_text(res) -> str:
 
 def tasks_text(tasks: Iterable) -> str:
     return "\n".join(f"{t.name:22} {t.description}\n{'':22} shapes: {', '.join(t.shapes)}\n"
-                     f"{'':22} cuda: {t.signature('cuda')}\n{'':22} host: {t.signature('host')}" for t in tasks)
+                     + "\n".join(f"{'':22} {b}: {t.signature(b)}" for b in BackendName) for t in tasks)
 
 
 def export_dict(res) -> dict:

@@ -13,7 +13,7 @@ import json
 from typing import Optional
 
 from forge_tui import hardware
-from forge_tui.core.status import BackendName, NodeKind, NodeStatus, ProposerName
+from forge_tui.core.status import NodeKind, NodeStatus, ProposerName
 from forge_tui.llm import prompts
 from forge_tui.llm.client import BadRequest, BadReply, ChatResult, LLMClient, LLMError
 from forge_tui.llm.config import ConfigError, LLMConfig
@@ -26,9 +26,9 @@ MAX_STORED_REPLY = 200_000
 
 
 def _flags(backend: str) -> str:
-    from forge_tui.evaluate import compile as compiler
+    from forge_tui.evaluate.backends import get_backend
 
-    return " ".join(compiler.NVCC_FLAGS if backend == BackendName.CUDA else compiler.GXX_FLAGS)
+    return " ".join(get_backend(backend).flags)
 
 
 def _kernel(node) -> prompts.KernelInfo:
