@@ -18,7 +18,7 @@ from forge_tui.app.screens.help import HelpScreen
 from forge_tui.app.screens.run import RunScreen
 from forge_tui.app.screens.runs import RunsScreen
 from forge_tui.app.spawn import log_path, spawn_search
-from store import Store, StoreError, default_db_path
+from store import Store, StoreError, StoreNotFound, default_db_path
 
 
 class ForgeApp(App):
@@ -76,8 +76,10 @@ class ForgeApp(App):
         state, its log and how to get back to it (``run()`` returns it; see cli.py)."""
         try:
             run = self.store.get_run(run_id)
-        except StoreError:
+        except StoreNotFound:
             return f"run {run_id}: not in {self.db_path}"
+        except StoreError as exc:  # locked, unreadable: say so rather than "not in"
+            return f"run {run_id}: {exc.line}"
         if stopping and run.status in ("running", "paused", "created"):
             state = "stopping after the node in flight (resumable)"
         else:
