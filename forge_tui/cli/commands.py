@@ -131,7 +131,7 @@ def cmd_run(args, store: Store) -> int:
     if args.headless:
         return _search(store, run.id)
     if run.proposer == ProposerName.LLM:
-        _pin_endpoint_env(json.loads(run.config_json or "{}"))
+        _pin_endpoint_env(run.config)
     return _background(store, run.id, "started")
 
 
@@ -145,7 +145,7 @@ def cmd_resume(args, store: Store) -> int:
     held = store.lease_holder(run.id)  # before anything is written to the run
     if held:
         return fail(held)
-    cfg = json.loads(run.config_json or "{}")
+    cfg = run.config
     if run.proposer == ProposerName.LLM:
         from forge_tui.llm.config import LLMConfig, endpoint_overrides, missing
 

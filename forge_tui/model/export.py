@@ -128,7 +128,7 @@ def export_run(store: Store, run_id: int, out_dir, *, node_id: Optional[int] = N
     node = pick_node(store, run, node_id)
     task_row = store.get_task(run.task_id)
     try:
-        ref = json.loads(task_row.spec_json)["ref"]
+        ref = task_row.spec["ref"]
         task = load_task_ref(ref)
     except (KeyError, ValueError, ImportError) as exc:
         raise ExportError(f"cannot rebuild the task of run {run.id} ({run.task_name}): "
@@ -138,7 +138,7 @@ def export_run(store: Store, run_id: int, out_dir, *, node_id: Optional[int] = N
     speedup, kind = {"confirmed": (node.confirmed_speedup, "confirmed"),
                      "failed": (node.speedup, "search; its confirmation failed")}.get(
         confirmation(node), (node.speedup, "search"))
-    device = json.loads(run.device_json or "{}")
+    device = run.device
     module = render_module(task, backend, run_id=run.id, node_id=node.id, speedup=speedup)
     manifest = {
         "task": task.name, "origin": task.origin, "backend": backend, "signature": task.signature(backend),

@@ -177,7 +177,7 @@ class Search:
         self.store, self.run_id, self.log = SerialStore(store), run_id, log
         self.run = store.get_run(run_id)
         task_row = store.get_task(self.run.task_id)
-        self.task = load_task_ref(json.loads(task_row.spec_json)["ref"])
+        self.task = load_task_ref(task_row.spec["ref"])
         self.proposer = proposer or make_proposer(self.run.proposer, self.run, self.store)
         if getattr(self.proposer, "store", None) is store:
             self.proposer.store = self.store  # a proposer writing from its thread goes through the lock too
@@ -268,7 +268,7 @@ class Search:
         self.evaluator = self.evaluator_factory(self.task, run.backend)
         facts = self.evaluator.start()
         if run.fingerprint and run.fingerprint != self.evaluator.fingerprint:
-            old = json.loads(run.device_json or "{}")
+            old = run.device
             raise SearchError(
                 f"run {run.id} was measured on another environment ({old.get('gpu') or old.get('cpu')}, torch "
                 f"{old.get('torch')}, {old.get('compiler', '?')}); its timings cannot be mixed with this one's: "
@@ -278,7 +278,7 @@ class Search:
         self._setup_gate()
         self.log(f"device: {facts.get('gpu') or facts.get('cpu')} ({run.backend}), copy bandwidth "
                  f"{facts.get('copy_gbs')} GB/s")
-        if not json.loads(self.run.baseline_json or "{}"):
+        if not self.run.baseline:
             rows, summary = measure_baseline(self.evaluator, self.task, self.run, self.gate, log=self.log,
                                              with_compile=wants_compile_baseline(self.run.backend, self._config()))
             self.run = self.store.record_baseline(self.run_id, rows, json.dumps(summary))
@@ -301,10 +301,7 @@ class Search:
         return Pipeline(self, ctx, parallel=parallel, compile_ahead=ahead, compile_workers=workers).run()
 
     def _config(self) -> dict:
-        try:
-            return json.loads(self.run.config_json or "{}")
-        except ValueError:
-            return {}
+        return self.run.config
 
     def _setup_gate(self) -> None:
         """Close the device being timed to generation when the LLM endpoint is on this machine;

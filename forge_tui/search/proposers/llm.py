@@ -32,10 +32,7 @@ def _flags(backend: str) -> str:
 
 
 def _kernel(node) -> prompts.KernelInfo:
-    try:
-        shapes = json.loads(node.shapes_json or "{}")
-    except ValueError:
-        shapes = {}
+    shapes = node.shapes
     return prompts.KernelInfo(id=node.id, source=node.source or "", description=node.description or "",
                               status=node.status, speedup=node.speedup, median_ms=node.median_ms, shapes=shapes,
                               error=node.error or "")
@@ -61,7 +58,7 @@ class LLMProposer:
     def from_run(cls, run, store) -> "LLMProposer":
         """The proposer a run was created with: its stored config; the key from the environment."""
         try:
-            cfg = LLMConfig.from_dict(json.loads(run.config_json or "{}"), where=f"run {run.id}'s config",
+            cfg = LLMConfig.from_dict(run.config, where=f"run {run.id}'s config",
                                       strict=False)
         except (ConfigError, ValueError) as exc:
             raise ProposerError(str(exc)) from exc
