@@ -39,12 +39,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from forge_tui.core.errors import one_line
+from forge_tui.core.present import confirmation
 from forge_tui.core.status import NodeStatus
 from forge_tui.evaluate.backends import available_backends, get_backend
 from forge_tui.model import template
 from forge_tui.model.errors import ExportError
 from store import Store
-from store.models import confirmation
 
 #: Files an export writes (and replaces) in its directory.
 KERNEL_FILES = {b.name: b.kernel_filename for b in available_backends()}
@@ -131,8 +132,7 @@ def export_run(store: Store, run_id: int, out_dir, *, node_id: Optional[int] = N
         ref = task_row.spec["ref"]
         task = load_task_ref(ref)
     except (KeyError, ValueError, ImportError) as exc:
-        raise ExportError(f"cannot rebuild the task of run {run.id} ({run.task_name}): "
-                          f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        raise ExportError(f"cannot rebuild the task of run {run.id} ({run.task_name}): {one_line(exc)}") from None
     backend = run.backend
     out = Path(out_dir).expanduser()
     speedup, kind = {"confirmed": (node.confirmed_speedup, "confirmed"),
