@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from forge_tui.app.spawn import start_search
 from forge_tui.cli import render
 from forge_tui.core.config import RunConfig, flag_problem
 from forge_tui.core.errors import ForgeError, user_message
@@ -70,11 +71,12 @@ def _exit_code(final) -> int:
     return EXIT_BY_STATUS.get(final.status, 1)
 
 
-def _background(store: Store, run_id: int, what: str) -> int:
-    """Start (or resume) the search detached, then open the app on it."""
+def _background(store: Store, run, what: str) -> int:
+    """Start (or resume) the search detached (as the app does: :func:`start_search` pins an llm
+    run's stored endpoint for the child), then open the app on it."""
     cli = _cli()
-    log = cli.spawn_search(store.path, run_id)
-    return cli._open_app(store, run_id, note=f"search {what} in the background; its log: {log}")
+    log = start_search(cli.spawn_search, store.path, run, run.id)
+    return cli._open_app(store, run.id, note=f"search {what} in the background; its log: {log}")
 
 
 def _headless_without_terminal(args) -> None:
@@ -87,20 +89,6 @@ def _headless_without_terminal(args) -> None:
         print("forge-tui: no terminal (stdin or stdout is not a tty): running the search in the foreground, "
               "as with --headless", file=sys.stderr, flush=True)
         args.headless = True
-
-
-def _pin_endpoint_env(cfg: dict) -> None:
-    """Make a search started from here see ``cfg``'s endpoint, whatever this shell's environment says.
-
-    The background search is ``resume --headless`` in a child process, and resume lets
-    OPENAI_BASE_URL and FORGE_LLM_MODEL override the run's stored endpoint; the child gets
-    the one this command just decided (a ``--base-url`` flag beats the environment).
-    """
-    for var, key in (("OPENAI_BASE_URL", "base_url"), ("FORGE_LLM_MODEL", "model")):
-        if cfg.get(key):
-            os.environ[var] = cfg[key]
-        else:
-            os.environ.pop(var, None)
 
 
 def run_config(args) -> RunConfig:
@@ -130,9 +118,7 @@ def cmd_run(args, store: Store) -> int:
     _headless_without_terminal(args)
     if args.headless:
         return _search(store, run.id)
-    if run.proposer == ProposerName.LLM:
-        _pin_endpoint_env(run.config)
-    return _background(store, run.id, "started")
+    return _background(store, run, "started")
 
 
 def cmd_resume(args, store: Store) -> int:
@@ -173,9 +159,7 @@ def cmd_resume(args, store: Store) -> int:
         return _search(store, run.id, extra_iterations=args.iterations)
     if args.iterations is not None:  # the background search is started without --iterations
         run = store.update_run(run.id, iterations_target=run.iterations_done + args.iterations)
-    if run.proposer == ProposerName.LLM:
-        _pin_endpoint_env(cfg)
-    return _background(store, run.id, "resumed")
+    return _background(store, run, "resumed")
 
 
 def cmd_stop(args, store: Store) -> int:
