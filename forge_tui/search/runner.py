@@ -28,7 +28,7 @@ from forge_tui.core.status import (FINAL, IN_FLIGHT, REPAIRABLE, BackendName, No
 from forge_tui.core.config import AUTO
 from forge_tui.evaluate.backends import (Backend, UnknownBackendError, available_backends, backend_for_suffix,
                                         get_backend)
-from forge_tui.evaluate.compile import ToolchainError, find_nvcc
+from forge_tui.evaluate.compile import ToolchainError
 from forge_tui.hardware import has_gpu
 from forge_tui.evaluate.evaluator import EvalResult, Evaluator, WorkerError
 from forge_tui.search import mcts
@@ -72,12 +72,15 @@ def resolve_backend(backend: str) -> BackendName:
 
 
 def _unusable(backend: Backend) -> Optional[str]:
-    """Why ``backend`` cannot run here (its GPU-less compiler is not checked: a missing g++
-    shows at the first compile, as before), else None."""
+    """Why ``backend`` cannot run here, else None: :meth:`Backend.unusable_reason` with the GPU
+    looked up through this module's ``has_gpu``. Only a backend that needs a GPU is checked
+    (a missing g++ shows at the first compile, as before)."""
     if not backend.needs_gpu:
         return None
-    if not find_nvcc():
-        return backend.unusable_reason() or "nvcc not found"
+    try:
+        backend.find_compiler()
+    except ToolchainError as exc:
+        return str(exc)
     if not has_gpu():
         return "no NVIDIA GPU found on this machine: pass --backend host"
     return None
