@@ -12,7 +12,7 @@ import time
 
 from forge_tui.evaluate.evaluator import Evaluator
 from forge_tui.search.runner import resolve_backend, task_ref
-from forge_tui.search.tune import apply_params
+from forge_tui.search.proposers.tune import apply_params
 from kernels.registry import get_task
 
 

@@ -67,7 +67,7 @@ def _stats(xs: list[float]) -> dict:
 
 def build_store(path: Path, n_nodes: int = 5000, seed: int = 1) -> int:
     """Write a ``n_nodes`` run into ``path`` through the Store API; returns its run id."""
-    from forge_tui.search.tune import apply_params, parse_params
+    from forge_tui.search.proposers.tune import apply_params, parse_params
     from store import Store
 
     rng = random.Random(seed)

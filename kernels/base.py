@@ -18,10 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from forge_tui.core.status import BackendName
+
 #: C types of each dtype in the generated signature, per backend.
 _C_TYPES = {
-    "cuda": {"float32": "float", "bfloat16": "__nv_bfloat16", "float16": "__half", "int64": "int64_t", "int32": "int"},
-    "host": {"float32": "float", "bfloat16": "uint16_t", "float16": "uint16_t", "int64": "int64_t", "int32": "int"},
+    BackendName.CUDA: {"float32": "float", "bfloat16": "__nv_bfloat16", "float16": "__half", "int64": "int64_t",
+                       "int32": "int"},
+    BackendName.HOST: {"float32": "float", "bfloat16": "uint16_t", "float16": "uint16_t", "int64": "int64_t",
+                       "int32": "int"},
 }
 #: Bytes per element.
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8, "int64": 8, "int32": 4}
@@ -38,7 +42,7 @@ TOLERANCES = {
 
 
 #: The seed files of a catalog operator: one per backend, for every dtype and variant.
-SEED_FILES = {"cuda": "seed.cu", "host": "seed.cpp"}
+SEED_FILES = {BackendName.CUDA: "seed.cu", BackendName.HOST: "seed.cpp"}
 #: The macro that selects a dtype's branches in a seed file (float32 is the default: none).
 DTYPE_MACROS = {"float32": {}, "bfloat16": {"FORGE_DTYPE_BF16": 1}}
 
@@ -91,7 +95,7 @@ class TaskSpec:
         deterministic: the op's output is a pure function of its input (check 9).
         module: dotted module path the worker imports to rebuild this spec.
         origin: ``catalog``, ``file`` (a KernelBench-layout task file, see
-            :mod:`kernels.taskfile`) or ``captured`` (a file written by ``forge-tui capture``).
+            :mod:`forge_tui.model.taskfile`) or ``captured`` (a file written by ``forge-tui capture``).
         reference_source: the reference's source text when it is not a function of a
             catalog module (a task file's whole text).
         sizes_of: ``(*inputs) -> tuple[int, ...]``: the int64 ``size`` args for input tensors of
@@ -100,7 +104,7 @@ class TaskSpec:
             ``sizes(dims)``. It must be a self-contained module-level function (its body may
             use only its arguments and builtins): ``forge-tui export`` copies its source into
             the exported module. Catalog tasks set it; task files do not need it (their
-            sizes are the dims of every tensor argument, see :mod:`kernels.taskfile`).
+            sizes are the dims of every tensor argument, see :mod:`forge_tui.model.taskfile`).
         file: absolute path of the task file a ``file``/``captured`` task came from.
         capture: the file's ``FORGE_CAPTURE`` dict (the recorded aten op and where it came
             from) for a ``captured`` task, else None.
@@ -143,13 +147,13 @@ class TaskSpec:
                 parts.append(f"{ctypes_[a.dtype]}* {a.name}")
             else:
                 parts.append(f"int64_t {a.name}")
-        if backend == "cuda":
+        if backend == BackendName.CUDA:
             parts.append("cudaStream_t stream")
         return f'extern "C" int forge_launch({", ".join(parts)})'
 
     def shapes_for(self, backend: str) -> Mapping[str, Mapping[str, int]]:
         """Timed shapes on ``backend``."""
-        return self.shapes if backend == "cuda" else self.host_shapes
+        return self.shapes if backend == BackendName.CUDA else self.host_shapes
 
     def seed_source(self, backend: str) -> Optional[str]:
         """The seed kernel's source on ``backend``, or None when the task has none: the seed
@@ -191,7 +195,7 @@ class TaskSpec:
             "shapes": per_shape(self.shapes),
             "host_shapes": per_shape(self.host_shapes),
             "check_shapes": {k: dict(v) for k, v in self.check_shapes.items()},
-            "signature": {b: self.signature(b) for b in ("cuda", "host")},
+            "signature": {b.value: self.signature(b) for b in (BackendName.CUDA, BackendName.HOST)},
             **extra,
         }
 

@@ -18,7 +18,7 @@ A task names its macros (:attr:`kernels.base.TaskSpec.seed_macros`) and :func:`r
 the branches they select and drops the rest, as ``unifdef`` does: the result is the plain
 text of one variant (what the database stores, the LLM reads and the UI diffs), with no
 ``FORGE_*`` left in it and exactly that variant's ``@tune`` lines, where the tuner
-(:mod:`forge_tui.search.tune`) reads the first declaration of each knob. It is what the C
+(:mod:`forge_tui.search.proposers.tune`) reads the first declaration of each knob. It is what the C
 preprocessor keeps of those conditionals with ``-DFORGE_...``, so the raw file, compiled
 as it is, is the variant with every ``FORGE_*`` macro 0. Conditionals on other macros
 (``#if FAST``) pass through untouched. Errors: :class:`SeedError` with one line.

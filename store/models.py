@@ -20,6 +20,8 @@ SCHEMA_VERSION = 3
 
 # Node and run statuses live in the shared vocabulary (re-exported here for store callers).
 from forge_tui.core.status import FINAL, IN_FLIGHT, NODE_STATUSES, RUN_STATUSES  # noqa: E402,F401
+# What a node's confirmed_speedup says: one reading, core's (re-exported for store callers).
+from forge_tui.core.present import confirmation  # noqa: E402,F401
 
 
 def decode_json(text: Optional[str], empty: Callable[[], Any]) -> Any:
@@ -143,17 +145,6 @@ class NodeBase(SQLModel):
     timings_json: str = "{}"
     created_at: str = ""
     finished_at: Optional[str] = None
-
-
-def confirmation(node) -> Optional[str]:
-    """What a node's (a ``NodeRead``'s or a ``NodeSummary``'s) ``confirmed_speedup`` says:
-    ``None`` when the run did not re-measure it, ``"confirmed"`` for a confirmed figure,
-    ``"failed"`` when the re-measurement failed (the kernel crashed or came out incorrect with
-    fresh inputs): the search stores that as 0, which is never a confirmed speedup."""
-    c = getattr(node, "confirmed_speedup", None)
-    if c is None:
-        return None
-    return "confirmed" if c > 0 else "failed"  # NaN compares false: failed too
 
 
 class Node(NodeBase, table=True):

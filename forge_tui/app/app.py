@@ -17,8 +17,8 @@ from textual.screen import Screen
 from forge_tui.app.screens.help import HelpScreen
 from forge_tui.app.screens.run import RunScreen
 from forge_tui.app.screens.runs import RunsScreen
-from forge_tui.app.spawn import log_path, spawn_search
-from store import Store, StoreError, default_db_path
+from forge_tui.app.spawn import log_path, spawn_search, start_search
+from store import Store, StoreError, StoreNotFound, default_db_path
 
 
 class ForgeApp(App):
@@ -68,16 +68,23 @@ class ForgeApp(App):
         self.push_screen(RunScreen(run_id, note=note))
 
     def spawn(self, run_id: int) -> Path:
-        """Start the search of a run in its own session; returns its log file."""
-        return self._spawner(self.db_path, run_id)
+        """Start the search of a run in its own session, the CLI's way (an llm run's child gets
+        the run's stored endpoint, see :func:`start_search`); returns its log file."""
+        try:
+            run = self.store.get_run(run_id)
+        except StoreError:  # the child reports it; start it as before
+            run = None
+        return start_search(self._spawner, self.db_path, run, run_id)
 
     def leave_line(self, run_id: int, stopping: bool = False) -> str:
         """The line printed in the terminal when the app opened on one run exits: the run's
         state, its log and how to get back to it (``run()`` returns it; see cli.py)."""
         try:
             run = self.store.get_run(run_id)
-        except StoreError:
+        except StoreNotFound:
             return f"run {run_id}: not in {self.db_path}"
+        except StoreError as exc:  # locked, unreadable: say so rather than "not in"
+            return f"run {run_id}: {exc.line}"
         if stopping and run.status in ("running", "paused", "created"):
             state = "stopping after the node in flight (resumable)"
         else:

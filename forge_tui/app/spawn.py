@@ -2,10 +2,18 @@
 dropped SSH connection never stops it). Output goes to ``logs/run-ID.log`` beside the db."""
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+from forge_tui.core.status import ProposerName
+
+#: The environment variables a ``resume`` lets override an llm run's stored endpoint, and the
+#: run config keys they stand for.
+ENDPOINT_VARS = (("OPENAI_BASE_URL", "base_url"), ("FORGE_LLM_MODEL", "model"))
 
 
 def log_path(db: Path, run_id: int) -> Path:
@@ -23,3 +31,39 @@ def spawn_search(db: Path, run_id: int) -> Path:
                          stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
     return log
+
+
+@contextlib.contextmanager
+def endpoint_env(cfg: dict) -> Iterator[None]:
+    """While inside: OPENAI_BASE_URL / FORGE_LLM_MODEL say ``cfg``'s endpoint (unset where it
+    stores none), whatever this process's environment said; restored on the way out."""
+    saved = {var: os.environ.get(var) for var, _ in ENDPOINT_VARS}
+    try:
+        for var, key in ENDPOINT_VARS:
+            if cfg.get(key):
+                os.environ[var] = str(cfg[key])
+            else:
+                os.environ.pop(var, None)
+        yield
+    finally:
+        for var, old in saved.items():
+            if old is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = old
+
+
+def start_search(spawner: Callable[[Path, int], Path], db: Path, run: Optional[Any], run_id: int) -> Path:
+    """Start the background search of a run through ``spawner(db, run_id)`` (``spawn_search``
+    or a test's stand-in): the one path the CLI (``run``, ``resume``) and the app share.
+
+    The child is ``resume --headless``, and resume lets OPENAI_BASE_URL and FORGE_LLM_MODEL
+    override an llm run's stored endpoint; so the child is started with the run's stored
+    endpoint (``run``: its read model, None when it could not be read) in those variables,
+    and the search never switches model or server when it starts.
+    """
+    if run is None or run.proposer != ProposerName.LLM:
+        return spawner(db, run_id)
+    with endpoint_env(run.config):
+        return spawner(db, run_id)
+

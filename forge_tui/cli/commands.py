@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from forge_tui.app.spawn import start_search
 from forge_tui.cli import render
 from forge_tui.core.config import RunConfig, flag_problem
 from forge_tui.core.errors import ForgeError, user_message
@@ -70,11 +71,12 @@ def _exit_code(final) -> int:
     return EXIT_BY_STATUS.get(final.status, 1)
 
 
-def _background(store: Store, run_id: int, what: str) -> int:
-    """Start (or resume) the search detached, then open the app on it."""
+def _background(store: Store, run, what: str) -> int:
+    """Start (or resume) the search detached (as the app does: :func:`start_search` pins an llm
+    run's stored endpoint for the child), then open the app on it."""
     cli = _cli()
-    log = cli.spawn_search(store.path, run_id)
-    return cli._open_app(store, run_id, note=f"search {what} in the background; its log: {log}")
+    log = start_search(cli.spawn_search, store.path, run, run.id)
+    return cli._open_app(store, run.id, note=f"search {what} in the background; its log: {log}")
 
 
 def _headless_without_terminal(args) -> None:
@@ -87,20 +89,6 @@ def _headless_without_terminal(args) -> None:
         print("forge-tui: no terminal (stdin or stdout is not a tty): running the search in the foreground, "
               "as with --headless", file=sys.stderr, flush=True)
         args.headless = True
-
-
-def _pin_endpoint_env(cfg: dict) -> None:
-    """Make a search started from here see ``cfg``'s endpoint, whatever this shell's environment says.
-
-    The background search is ``resume --headless`` in a child process, and resume lets
-    OPENAI_BASE_URL and FORGE_LLM_MODEL override the run's stored endpoint; the child gets
-    the one this command just decided (a ``--base-url`` flag beats the environment).
-    """
-    for var, key in (("OPENAI_BASE_URL", "base_url"), ("FORGE_LLM_MODEL", "model")):
-        if cfg.get(key):
-            os.environ[var] = cfg[key]
-        else:
-            os.environ.pop(var, None)
 
 
 def run_config(args) -> RunConfig:
@@ -130,9 +118,7 @@ def cmd_run(args, store: Store) -> int:
     _headless_without_terminal(args)
     if args.headless:
         return _search(store, run.id)
-    if run.proposer == ProposerName.LLM:
-        _pin_endpoint_env(json.loads(run.config_json or "{}"))
-    return _background(store, run.id, "started")
+    return _background(store, run, "started")
 
 
 def cmd_resume(args, store: Store) -> int:
@@ -145,7 +131,7 @@ def cmd_resume(args, store: Store) -> int:
     held = store.lease_holder(run.id)  # before anything is written to the run
     if held:
         return fail(held)
-    cfg = json.loads(run.config_json or "{}")
+    cfg = run.config
     if run.proposer == ProposerName.LLM:
         from forge_tui.llm.config import LLMConfig, endpoint_overrides, missing
 
@@ -173,9 +159,7 @@ def cmd_resume(args, store: Store) -> int:
         return _search(store, run.id, extra_iterations=args.iterations)
     if args.iterations is not None:  # the background search is started without --iterations
         run = store.update_run(run.id, iterations_target=run.iterations_done + args.iterations)
-    if run.proposer == ProposerName.LLM:
-        _pin_endpoint_env(cfg)
-    return _background(store, run.id, "resumed")
+    return _background(store, run, "resumed")
 
 
 def cmd_stop(args, store: Store) -> int:
@@ -257,7 +241,7 @@ def cmd_tasks(args, store) -> int:
 
 def cmd_capture(args, store: Store) -> int:
     """``forge-tui capture FILE``: the aten operators a model's forward runs; --select makes tasks."""
-    from forge_tui import capture as cp
+    from forge_tui.model import capture as cp
 
     if args.samples is not None and args.samples < 1:
         return fail("--samples must be 1 or more")
@@ -283,7 +267,7 @@ def cmd_capture(args, store: Store) -> int:
 
 def cmd_apply(args, store) -> int:
     """``forge-tui apply MODEL KERNEL_DIR...``: the model with exported kernels swapped in, checked and timed."""
-    from forge_tui.apply import apply, format_report
+    from forge_tui.model.apply import apply, format_report
 
     if args.samples is not None and args.samples < 1:
         return fail("--samples must be 1 or more")
@@ -302,7 +286,7 @@ def cmd_apply(args, store) -> int:
 
 def cmd_export(args, store: Store) -> int:
     """``forge-tui export RUN_ID [--node ID] -o DIR``: the kernel as a module for model code."""
-    from forge_tui.export import export_run
+    from forge_tui.model.export import export_run
 
     why = _export_target_problem(args.output)
     if why and not args.force:

@@ -10,7 +10,7 @@ from typing import Optional
 from forge_tui.cli.commands import COMMANDS, fail
 from forge_tui.cli.parse import build_parser
 from forge_tui.core.errors import user_message
-from store import Store, StoreError, default_db_path
+from store import Store, StoreNeedsWrite, default_db_path
 
 #: Commands that never open the database.
 NO_STORE = ("tasks", "llm", "apply", "eval")
@@ -23,9 +23,8 @@ def _read_only_store(path: Path) -> Store:
     creation was cut short (a full disk, a kill), is opened once for writing to migrate or finish it."""
     try:
         return Store(path, readonly=True)
-    except StoreError as exc:
-        if "to migrate it" not in str(exc) and "holds no forge-tui data" not in str(exc):
-            raise
+    except StoreNeedsWrite:  # an older schema (StoreNeedsMigration) or none yet (StoreEmpty)
+        pass
     Store(path).close()
     return Store(path, readonly=True)
 

@@ -10,6 +10,7 @@ from typing import Any, Iterable
 
 from forge_tui.core.present import (CONFIRMATION_JSON, confirmation, legends, run_best, shown_speedup,
                                     speedup_cell, speedup_mark)
+from forge_tui.core.status import BackendName
 
 
 def to_json(data: Any) -> str:
@@ -57,15 +58,14 @@ def node_dicts(nodes: list, llm: dict) -> list[dict]:
              # a failed re-measurement is stored as 0: never a confirmed figure
              "confirmed_speedup": n.confirmed_speedup if confirmation(n) == "confirmed" else None,
              "confirmation": confirmation(n), "error": n.error.splitlines()[0] if n.error else "",
-             "shapes": json.loads(n.shapes_json or "{}"), "llm": llm.get(n.id),
-             "timings": json.loads(n.timings_json or "{}")} for n in nodes]
+             "shapes": n.shapes, "llm": llm.get(n.id), "timings": n.timings} for n in nodes]
 
 
 def show_json(run, nodes: list, llm: dict) -> str:
     best = next((n for n in nodes if n.id == run.best_node_id), None)
     summary = run_summary(run, best)
-    summary["baseline"] = json.loads(run.baseline_json or "{}")
-    summary["device_facts"] = json.loads(run.device_json or "{}")
+    summary["baseline"] = run.baseline
+    summary["device_facts"] = run.device
     return to_json({"run": summary, "nodes": node_dicts(nodes, llm)})
 
 
@@ -88,7 +88,7 @@ def show_text(run, nodes: list) -> str:
     device = _device(run.device_json)
     lines = [f"run {run.id}: {run.task_name} on {device or run.backend} ({run.backend}, {run.proposer}) "
              f"{run.status}{' - ' + run.status_reason if run.status_reason else ''}"]
-    base = json.loads(run.baseline_json or "{}")
+    base = run.baseline
     for shape, ms in (base.get("eager") or {}).items():
         comp = (base.get("compile") or {}).get(shape)
         lines.append(f"  eager {shape}: {ms * 1e3:.1f} us" + (f"   torch.compile: {comp * 1e3:.1f} us" if comp else ""))
@@ -124,7 +124,7 @@ def eval_text(res) -> str:
 
 def tasks_text(tasks: Iterable) -> str:
     return "\n".join(f"{t.name:22} {t.description}\n{'':22} shapes: {', '.join(t.shapes)}\n"
-                     f"{'':22} cuda: {t.signature('cuda')}\n{'':22} host: {t.signature('host')}" for t in tasks)
+                     + "\n".join(f"{'':22} {b}: {t.signature(b)}" for b in BackendName) for t in tasks)
 
 
 def export_dict(res) -> dict:

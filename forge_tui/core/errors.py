@@ -42,3 +42,14 @@ def user_message(exc: BaseException) -> Optional[str]:
     if isinstance(exc, FileNotFoundError):
         return f"no such file: {exc.filename}"
     return None
+
+
+def one_line(exc: BaseException) -> str:
+    """One line for any exception, where even a bug must not end in a traceback (the app's
+    workers): :func:`user_message` for user-facing errors, else the first line of the
+    message, else the exception's class name."""
+    msg = user_message(exc)
+    if msg is not None:
+        return msg
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

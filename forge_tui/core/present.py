@@ -27,7 +27,8 @@ def confirmation(node: Any) -> Optional[str]:
     """What a node's ``confirmed_speedup`` says: ``None`` when the run did not re-measure it,
     ``"confirmed"`` for a confirmed figure, ``"failed"`` when the re-measurement failed (the
     kernel crashed or came out incorrect with fresh inputs): the search stores that as 0,
-    which is never a confirmed speedup. (The same reading as ``store.models.confirmation``.)"""
+    which is never a confirmed speedup.
+    ``store.models.confirmation`` is this function, re-exported."""
     c = getattr(node, "confirmed_speedup", None)
     if c is None:
         return None

@@ -56,17 +56,8 @@ class Stats:
 
     @staticmethod
     def of(samples: list) -> "Stats":
-        s = sorted(samples)
-        n = len(s)
-
-        def q(p: float) -> float:
-            k = (n - 1) * p
-            lo, hi = math.floor(k), math.ceil(k)
-            return s[lo] + (s[hi] - s[lo]) * (k - lo)
-
-        mean = sum(s) / n
-        var = sum((x - mean) ** 2 for x in s) / max(n - 1, 1)
-        return Stats(q(0.5), q(0.1), q(0.9), (math.sqrt(var) / mean) if mean > 0 else 0.0, n, list(samples))
+        t = TimingStats.of(samples)  # the one quantile/CV computation
+        return Stats(t.median_ms, t.p10_ms, t.p90_ms, t.cv, t.n, list(samples))
 
     def as_dict(self) -> dict:
         return {"median_ms": self.median, "p10_ms": self.p10, "p90_ms": self.p90, "cv": self.cv, "n": self.n}

@@ -49,7 +49,7 @@ def load_task(ref: dict):
     ValueError (a catalog task that no longer exists).
     """
     if ref.get("file") or ref.get("text"):
-        from kernels.taskfile import load_task_file
+        from forge_tui.model.taskfile import load_task_file
 
         return load_task_file(ref.get("file") or f"{ref.get('name', 'task')}.py", origin=ref.get("origin", "file"),
                               text=ref.get("text"))

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from forge_tui.evaluate.backends import get_backend
+
 MAX_SOURCE_CHARS = 24_000
 MAX_LOG_CHARS = 6_000
 MAX_SIBLINGS = 8
@@ -84,12 +86,11 @@ def measurements(k: KernelInfo) -> str:
 
 
 def _fence_lang(backend: str) -> str:
-    return "cuda" if backend == "cuda" else "cpp"
+    return get_backend(backend).lexer
 
 
 def system_prompt(backend: str) -> str:
-    what = "CUDA kernel source (.cu) compiled with nvcc" if backend == "cuda" else \
-        "C++17 source (.cpp) compiled with g++ for the host CPU"
+    what = get_backend(backend).source_description
     return (
         "You are an expert GPU performance engineer. You write fast, correct kernels that replace a "
         f"PyTorch operator. Each answer is one complete {what}. You change one idea at a time and "
@@ -99,7 +100,7 @@ def system_prompt(backend: str) -> str:
 def rules(task: TaskInfo, backend: str) -> str:
     lang = _fence_lang(backend)
     stream = (" Launch every kernel on the `stream` argument; do not create streams, do not call "
-              "cudaDeviceSynchronize or cudaMalloc." if backend == "cuda" else "")
+              "cudaDeviceSynchronize or cudaMalloc." if get_backend(backend).launch_has_stream else "")
     return (
         "Rules:\n"
         f"1. Reply with ONE complete source file in ONE fenced code block (```{lang} ... ```). "
@@ -128,7 +129,7 @@ def task_section(task: TaskInfo, backend: str) -> str:
 
 def hardware_section(facts: dict, backend: str, flags: str) -> str:
     lines = ["## Hardware"]
-    if backend == "cuda":
+    if get_backend(backend).needs_gpu:
         gpu = facts.get("gpu") or "unknown GPU"
         cap_ = facts.get("capability")
         if isinstance(cap_, (list, tuple)) and len(cap_) == 2:

@@ -33,7 +33,9 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from forge_tui.core.config import AUTO
 from forge_tui.core.status import BackendName
+from forge_tui.evaluate.backends import backend_for_device
 from forge_tui.model.capture.describe import (call_key, describe, dtype_name, mutation, spec_text, tensor_leaves,
                                               tensor_specs)
 from forge_tui.model.capture.model_file import build, load_model_file, resolve_device, run_forward
@@ -212,7 +214,7 @@ def apply(model_path: str | Path, kernel_dirs: Sequence[str | Path], *, backend:
     check = _check(ref, got)
     result: dict = {
         "model": str(mf.path), "device": _device_name(device),
-        "backend": BackendName.CUDA if device == "cuda" else BackendName.HOST,
+        "backend": backend_for_device(device).name,
         "kernels": [{"dir": str(k.dir), "op": k.op, "label": k.label, "replaced": k.replaced,
                      "speedup": k.manifest.get("speedup")} for k in kernels],
         "replacements": total, "check": check, "latency": None, "speedup": None,
@@ -227,7 +229,7 @@ def apply(model_path: str | Path, kernel_dirs: Sequence[str | Path], *, backend:
 
 def _backend_for(kernels: Sequence[Kernel], backend: str) -> str:
     kinds = {k.manifest.get("backend", BackendName.CUDA) for k in kernels}
-    if backend != "auto":
+    if backend != AUTO:
         return backend
     if len(kinds) > 1:
         raise ApplyError(f"the kernels were built for different backends ({', '.join(sorted(kinds))}): "
@@ -278,7 +280,7 @@ def _time(mf, model, inputs, kernels, device: str, *, samples, warmup) -> dict:
     plain = _Null()
     method = "eager"
     before, after = fwd(Swap(kernels, enabled=False, count=False)), fwd(Swap(kernels, count=False))
-    if device == "cuda":
+    if backend_for_device(device).supports_cuda_graphs:
         try:
             before_g, _ = cuda_graph(fwd(plain))
             after_g, _ = cuda_graph(fwd(Swap(kernels, count=False)))

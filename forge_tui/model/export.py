@@ -39,14 +39,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from forge_tui.core.status import BackendName, NodeStatus
+from forge_tui.core.errors import one_line
+from forge_tui.core.present import confirmation
+from forge_tui.core.status import NodeStatus
+from forge_tui.evaluate.backends import available_backends, get_backend
 from forge_tui.model import template
 from forge_tui.model.errors import ExportError
 from store import Store
-from store.models import confirmation
 
 #: Files an export writes (and replaces) in its directory.
-KERNEL_FILES = {BackendName.CUDA: "kernel.cu", BackendName.HOST: "kernel.cpp"}
+KERNEL_FILES = {b.name: b.kernel_filename for b in available_backends()}
 MODULE_FILE = "forge_kernel.py"
 
 
@@ -127,17 +129,16 @@ def export_run(store: Store, run_id: int, out_dir, *, node_id: Optional[int] = N
     node = pick_node(store, run, node_id)
     task_row = store.get_task(run.task_id)
     try:
-        ref = json.loads(task_row.spec_json)["ref"]
+        ref = task_row.spec["ref"]
         task = load_task_ref(ref)
     except (KeyError, ValueError, ImportError) as exc:
-        raise ExportError(f"cannot rebuild the task of run {run.id} ({run.task_name}): "
-                          f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        raise ExportError(f"cannot rebuild the task of run {run.id} ({run.task_name}): {one_line(exc)}") from None
     backend = run.backend
     out = Path(out_dir).expanduser()
     speedup, kind = {"confirmed": (node.confirmed_speedup, "confirmed"),
                      "failed": (node.speedup, "search; its confirmation failed")}.get(
         confirmation(node), (node.speedup, "search"))
-    device = json.loads(run.device_json or "{}")
+    device = run.device
     module = render_module(task, backend, run_id=run.id, node_id=node.id, speedup=speedup)
     manifest = {
         "task": task.name, "origin": task.origin, "backend": backend, "signature": task.signature(backend),
@@ -181,25 +182,24 @@ def _user_inputs(task) -> list:
 
 def _prebuild(source: str, backend: str, device: dict, out: Path) -> list:
     """Compile ``kernel.so`` into ``out`` with the search's flags; returns the files written."""
-    from forge_tui import hardware
     from forge_tui.evaluate import compile as compiler
 
-    if backend == BackendName.CUDA:
+    be = get_backend(backend)
+    arch = None
+    if be.needs_arch:
         cap_ = device.get("capability")
         if not cap_:
-            raise ExportError("--build for cuda needs the run's compute capability, and the run has none recorded")
-        arch = hardware.arch_flag(hardware.parse_arch(str(cap_)))
-    else:
-        arch = "host"
+            raise ExportError(f"--build for {be} needs the run's compute capability, and the run has none recorded")
+        arch = be.arch_for({"capability": cap_})
     try:
-        res = compiler.compile_source(source, backend, arch=arch if backend == BackendName.CUDA else None)
+        res = compiler.compile_source(source, backend, arch=arch)
     except compiler.ToolchainError as exc:
         raise ExportError(str(exc)) from None
     if not res.ok:
         raise ExportError(f"--build: the kernel did not compile: {res.log.strip().splitlines()[0] if res.log.strip() else ''}")
     shutil.copyfile(res.library, out / "kernel.so")
-    flags = compiler.NVCC_FLAGS if backend == BackendName.CUDA else compiler.GXX_FLAGS
-    (out / "kernel.so.key").write_text(build_key(source, flags, arch) + "\n")
+    flags = be.flags
+    (out / "kernel.so.key").write_text(build_key(source, flags, arch or "host") + "\n")
     return ["kernel.so", "kernel.so.key"]
 
 
@@ -292,10 +292,10 @@ def _reference_values(task) -> tuple[str, dict]:
 def _common_values(task, backend: str, ins: list, out_arg, n_sizes: int, *, run_id: int, node_id: int,
                    speedup: Optional[float], n_user: int) -> dict:
     """The head's and the operator's values: the data section, the docstring, the signature."""
-    from forge_tui.evaluate import compile as compiler
     from kernels.base import TOLERANCES, tolerance_for
 
-    flags = list(compiler.NVCC_FLAGS if backend == BackendName.CUDA else compiler.GXX_FLAGS)
+    be = get_backend(backend)
+    flags = list(be.flags)
     shown = f"{speedup:.3f}x over eager PyTorch" if speedup else "speedup not measured"
     tolerance = tolerance_for(out_arg.dtype) if out_arg.dtype in TOLERANCES else TOLERANCES["float32"]
     return {
@@ -307,7 +307,7 @@ def _common_values(task, backend: str, ins: list, out_arg, n_sizes: int, *, run_
         "TOLERANCE": repr(tolerance), "FLAGS": repr(flags), "SOURCE_NAME": repr(KERNEL_FILES[backend]),
         "RUN_ID": str(run_id), "NODE_ID": str(node_id), "SPEEDUP": repr(speedup), "SHOWN": shown,
         "PARAMS": ", ".join(a.name for a in ins), "ANNOTATED": ", ".join(f"{a.name}: torch.Tensor" for a in ins),
-        "COMPILER": "nvcc" if backend == BackendName.CUDA else "g++",
+        "COMPILER": be.compiler_name,
         "USER_NAMES": ", ".join(a.name for a in ins[:n_user]),
     }
 
@@ -335,7 +335,7 @@ def _self_check(task, text: str) -> None:
 def _readme(task, backend: str, manifest: dict) -> str:
     user = manifest["inputs"]
     args = ", ".join(i["name"] for i in user)
-    where = "CUDA tensors on one GPU" if backend == BackendName.CUDA else "CPU tensors"
+    where = get_backend(backend).tensor_place
     kind = f"{manifest['speedup']:.3f}x over eager PyTorch ({manifest['speedup_kind']})" if manifest["speedup"] else ""
     lines = [
         f"# {task.name}: exported by forge-tui (run {manifest['run_id']}, node {manifest['node_id']}, {backend})",
@@ -343,7 +343,7 @@ def _readme(task, backend: str, manifest: dict) -> str:
         f"{task.description}. {kind}".strip(),
         "",
         f"- `{manifest['source']}`: the kernel; `{MODULE_FILE}`: a module that needs only torch and "
-        f"{'nvcc' if backend == BackendName.CUDA else 'g++'}; `manifest.json`: what this is.",
+        f"{get_backend(backend).compiler_name}; `manifest.json`: what this is.",
         "",
         "```python",
         "import sys; sys.path.insert(0, \"/path/to/this/dir\")",

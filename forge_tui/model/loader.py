@@ -65,10 +65,11 @@ class ModelFile:
         return self.path.stem
 
 
-def one_line(exc: BaseException) -> str:
-    """``Type: first line of the message`` (the type alone when there is no message)."""
+def one_line(exc: BaseException, limit: Optional[int] = None) -> str:
+    """``Type: first line of the message`` (the type alone when there is no message); the
+    line is cut to ``limit`` characters when given."""
     text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+    return f"{type(exc).__name__}: {text.splitlines()[0][:limit]}" if text else type(exc).__name__
 
 
 def resolve(path) -> Path:

@@ -160,8 +160,8 @@ def sanitise(name: str) -> str:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
+    """:func:`forge_tui.model.loader.one_line`, its message cut to 300 characters."""
+    return loader.one_line(exc, 300)
 
 
 def _dtype_name(dtype) -> str:

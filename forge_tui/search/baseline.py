@@ -9,7 +9,8 @@ import json
 import math
 from typing import Any, Callable, Optional
 
-from forge_tui.core.status import BackendName, NodeStatus
+from forge_tui.core.status import NodeStatus
+from forge_tui.evaluate.backends import get_backend
 from forge_tui.evaluate.evaluator import EvalResult, Evaluator
 from forge_tui.search.gate import TimingGate
 
@@ -46,7 +47,7 @@ def measure_baseline(evaluator: Evaluator, task: Any, run: Any, gate: TimingGate
 
 def wants_compile_baseline(backend: str, config: dict) -> bool:
     """torch.compile is timed on cuda unless the run's config says ``compile_baseline: false``."""
-    return backend == BackendName.CUDA and bool(config.get("compile_baseline", True))
+    return get_backend(backend).has_compile_baseline and bool(config.get("compile_baseline", True))
 
 
 def compile_speedup(baseline_json: Optional[str], result: EvalResult) -> Optional[float]:

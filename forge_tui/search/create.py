@@ -30,7 +30,7 @@ def load_task(name: str) -> Any:
     """A catalog task by name, or a task file by path (``.py`` or a name with a path separator).
     Raises TaskError."""
     if name.endswith(".py") or os.sep in name:
-        from kernels.taskfile import load_task_file
+        from forge_tui.model.taskfile import load_task_file
 
         return load_task_file(name)
     from kernels.registry import get_task

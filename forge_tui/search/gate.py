@@ -14,7 +14,7 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
-from forge_tui.core.status import BackendName
+from forge_tui.evaluate.backends import get_backend
 
 
 class TimingGate:
@@ -85,8 +85,8 @@ def endpoint_gate(proposer: Any, backend: str) -> Optional[tuple[TimingGate, str
         return None
     from forge_tui.llm.config import is_local_endpoint
 
-    host = backend == BackendName.HOST
-    what = "host" if host else "GPU"
+    host = get_backend(backend).cpu_is_timed
+    what = "host" if host else get_backend(backend).device_word
     if is_local_endpoint(url):
         note = (f"on: the LLM endpoint {url} is on this machine, so no {what} evaluation overlaps a generation "
                 f"(a local server shares the {'CPU, the device timed on the host backend,' if host else 'GPU'} "

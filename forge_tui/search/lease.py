@@ -11,7 +11,7 @@ import threading
 from typing import Any, Callable, Optional
 
 from forge_tui.core.status import RunStatus
-from store import StoreError, now_iso
+from store import StoreError, StoreLocked, now_iso
 
 HEARTBEAT_S = 5.0
 
@@ -65,7 +65,7 @@ class Lease:
         try:
             self.store.update_run(self.run_id, event_kind="status", **fields)
         except StoreError as exc:
-            if "locked" in str(exc):  # waiting out the lock again would only delay the exit
+            if isinstance(exc, StoreLocked):  # waiting out the lock again would only delay the exit
                 self.log(f"could not record the run's final state: {str(exc).splitlines()[0]}")
                 return
             try:

@@ -25,7 +25,11 @@ from typing import Any, Callable, Optional
 
 from forge_tui.core.status import (FINAL, IN_FLIGHT, REPAIRABLE, BackendName, NodeKind, NodeStatus, ProposerName,
                                    RunStatus)
-from forge_tui.evaluate.compile import ToolchainError, find_nvcc
+from forge_tui.core.config import AUTO
+from forge_tui.evaluate.backends import (Backend, UnknownBackendError, available_backends, backend_for_suffix,
+                                        get_backend)
+from forge_tui.evaluate.compile import ToolchainError
+from forge_tui.hardware import has_gpu
 from forge_tui.evaluate.evaluator import EvalResult, Evaluator, WorkerError
 from forge_tui.search import mcts
 from forge_tui.search.baseline import compile_speedup, measure_baseline, wants_compile_baseline
@@ -48,31 +52,38 @@ __all__ = ["HEARTBEAT_S", "ProposerUnavailable", "Search", "SearchError", "backe
            "task_ref"]
 
 
-def has_gpu() -> bool:
-    """True when an NVIDIA device node or driver entry exists (checked without torch)."""
-    if Path("/dev/nvidia0").exists() or Path("/dev/nvidiactl").exists():
-        return True
-    gpus = Path("/proc/driver/nvidia/gpus")
-    return gpus.is_dir() and any(gpus.iterdir())
+def resolve_backend(backend: str) -> BackendName:
+    """``auto`` -> the first usable backend (``cuda`` where a GPU and nvcc exist, else ``host``).
+
+    Raises SearchError for an unknown or unusable backend. ``has_gpu`` is looked up in this
+    module at call time (tests replace ``forge_tui.search.runner.has_gpu``).
+    """
+    if backend == AUTO:
+        return next((b.name for b in available_backends() if _unusable(b) is None), BackendName.HOST)
+    try:
+        chosen = get_backend(backend)
+    except UnknownBackendError:
+        raise SearchError(f"unknown backend {backend!r}: use {AUTO}, "
+                          f"{' or '.join(b.name.value for b in available_backends())}") from None
+    why = _unusable(chosen)
+    if why:
+        raise SearchError(why)
+    return chosen.name
 
 
-def resolve_backend(backend: str) -> str:
-    """``auto`` -> ``cuda`` where a GPU and nvcc exist, else ``host``. Raises SearchError."""
-    if backend == "auto":
-        return BackendName.CUDA if has_gpu() and find_nvcc() else BackendName.HOST
-    if backend == BackendName.CUDA:
-        if not find_nvcc():
-            raise SearchError("nvcc not found: install the CUDA toolkit (or set CUDA_HOME) or pass --backend host")
-        if not has_gpu():
-            raise SearchError("no NVIDIA GPU found on this machine: pass --backend host")
-    elif backend != BackendName.HOST:
-        raise SearchError(f"unknown backend {backend!r}: use auto, cuda or host")
-    return BackendName(backend)
-
-
-#: Source suffixes that say which backend a kernel file is written for.
-SOURCE_BACKENDS = {".cu": BackendName.CUDA, ".cuh": BackendName.CUDA, ".cpp": BackendName.HOST,
-                   ".cc": BackendName.HOST, ".cxx": BackendName.HOST}
+def _unusable(backend: Backend) -> Optional[str]:
+    """Why ``backend`` cannot run here, else None: :meth:`Backend.unusable_reason` with the GPU
+    looked up through this module's ``has_gpu``. Only a backend that needs a GPU is checked
+    (a missing g++ shows at the first compile, as before)."""
+    if not backend.needs_gpu:
+        return None
+    try:
+        backend.find_compiler()
+    except ToolchainError as exc:
+        return str(exc)
+    if not has_gpu():
+        return "no NVIDIA GPU found on this machine: pass --backend host"
+    return None
 
 
 def backend_mismatch(path: os.PathLike | str, backend: str, *, label: str = "", whose: str = "the backend",
@@ -81,11 +92,11 @@ def backend_mismatch(path: os.PathLike | str, backend: str, *, label: str = "", 
     cuda, ``.cpp`` host), else None (other suffixes are not judged). ``run --seed-kernel``
     and ``eval`` share it."""
     path = Path(path)
-    want = SOURCE_BACKENDS.get(path.suffix)
-    if want is None or want == backend:
+    want = backend_for_suffix(path.suffix)
+    if want is None or want.name == backend:
         return None
     return (f"{label or path} is a {path.suffix} file but {whose} is {backend}: "
-            f"pass a {'.cu' if backend == BackendName.CUDA else '.cpp'} {kind} or --backend {want}")
+            f"pass a {get_backend(backend).source_suffix} {kind} or --backend {want}")
 
 
 def create_run(store: Store, task: TaskSpec, *, backend: str = "auto", proposer: str = ProposerName.TUNE,
@@ -169,13 +180,13 @@ class Search:
         self.store, self.run_id, self.log = SerialStore(store), run_id, log
         self.run = store.get_run(run_id)
         task_row = store.get_task(self.run.task_id)
-        self.task = load_task_ref(json.loads(task_row.spec_json)["ref"])
+        self.task = load_task_ref(task_row.spec["ref"])
         self.proposer = proposer or make_proposer(self.run.proposer, self.run, self.store)
         if getattr(self.proposer, "store", None) is store:
             self.proposer.store = self.store  # a proposer writing from its thread goes through the lock too
         self.gate = TimingGate()
         # host backend: the CPU is the device being timed, so no compile runs during an evaluation
-        self.cpu_gate = TimingGate(self.run.backend == BackendName.HOST,
+        self.cpu_gate = TimingGate(get_backend(self.run.backend).cpu_is_timed,
                                    "on: host backend, the compiler would share the CPU being timed")
         self.records: list[dict] = []
         self._status_seen: dict[int, str] = {}
@@ -260,7 +271,7 @@ class Search:
         self.evaluator = self.evaluator_factory(self.task, run.backend)
         facts = self.evaluator.start()
         if run.fingerprint and run.fingerprint != self.evaluator.fingerprint:
-            old = json.loads(run.device_json or "{}")
+            old = run.device
             raise SearchError(
                 f"run {run.id} was measured on another environment ({old.get('gpu') or old.get('cpu')}, torch "
                 f"{old.get('torch')}, {old.get('compiler', '?')}); its timings cannot be mixed with this one's: "
@@ -270,7 +281,7 @@ class Search:
         self._setup_gate()
         self.log(f"device: {facts.get('gpu') or facts.get('cpu')} ({run.backend}), copy bandwidth "
                  f"{facts.get('copy_gbs')} GB/s")
-        if not json.loads(self.run.baseline_json or "{}"):
+        if not self.run.baseline:
             rows, summary = measure_baseline(self.evaluator, self.task, self.run, self.gate, log=self.log,
                                              with_compile=wants_compile_baseline(self.run.backend, self._config()))
             self.run = self.store.record_baseline(self.run_id, rows, json.dumps(summary))
@@ -293,10 +304,7 @@ class Search:
         return Pipeline(self, ctx, parallel=parallel, compile_ahead=ahead, compile_workers=workers).run()
 
     def _config(self) -> dict:
-        try:
-            return json.loads(self.run.config_json or "{}")
-        except ValueError:
-            return {}
+        return self.run.config
 
     def _setup_gate(self) -> None:
         """Close the device being timed to generation when the LLM endpoint is on this machine;
@@ -305,7 +313,7 @@ class Search:
         if found is None:
             return
         self.gate, note = found
-        self.log(f"{'CPU' if self.run.backend == BackendName.HOST else 'GPU'} gate {note}")
+        self.log(f"{get_backend(self.run.backend).device_word} gate {note}")
         cfg = self._config()
         if cfg.get("gpu_gate") != note:
             cfg["gpu_gate"] = note

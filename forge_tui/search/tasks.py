@@ -1,7 +1,6 @@
 """How a run finds its task again: the task's stored reference, its row, the run's seed kernel."""
 from __future__ import annotations
 
-import json
 from typing import Any, Optional
 
 from forge_tui.core.status import BackendName
@@ -43,7 +42,7 @@ def register_task(store: Store, task: TaskSpec) -> Any:
 
 def run_seed(run: Any, task: TaskSpec) -> tuple[Optional[str], str]:
     """A run's root kernel: ``(source or None, where it came from)``; ``--seed-kernel`` wins."""
-    given = json.loads(run.config_json or "{}").get("seed_kernel")
+    given = run.config.get("seed_kernel")
     if given:
         return given["source"], given["path"]
     return task.seed_source(run.backend), "the catalog"

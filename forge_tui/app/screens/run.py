@@ -31,6 +31,7 @@ from forge_tui.app.widgets.footer import ForgeFooter
 from forge_tui.app.widgets.measurements import MeasurementsPane, best_curve
 from forge_tui.app.widgets.node_tree import NodeTree
 from forge_tui.app.widgets.transcript import TranscriptPane
+from forge_tui.core.status import BackendName
 from store import StoreError
 from store.models import RunRead
 
@@ -468,7 +469,7 @@ class RunScreen(Screen):
             for pane in [p for p in DETAIL_PANES if p in self._stale and self.pane_visible(p)]:
                 self._stale.discard(pane)
                 if pane == "code":
-                    self.query_one(CodeView).show(d, self.run.backend if self.run else "host")
+                    self.query_one(CodeView).show(d, self.run.backend if self.run else BackendName.HOST)
                 elif pane == "meas":
                     self.query_one(MeasurementsPane).show(d)
                 else:

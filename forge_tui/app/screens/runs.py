@@ -16,7 +16,7 @@ from forge_tui.app.messages import PollFailed, RunsLoaded
 from forge_tui.app.screens.dialogs import ConfirmScreen, NewSearchScreen
 from forge_tui.app.widgets.footer import ForgeFooter
 from forge_tui.core.config import RunConfig
-from forge_tui.errors import one_line
+from forge_tui.core.errors import one_line
 from store import StoreError
 from store.models import NodeSummary, RunRead
 

@@ -17,6 +17,8 @@ from textual.message import Message
 from forge_tui.app.format import cap
 from forge_tui.app.messages import NodeDetail
 from forge_tui.app.widgets.line_view import LineView, plain_lines
+from forge_tui.core.status import BackendName
+from forge_tui.evaluate.backends import get_backend
 
 MODES = ("parent", "best", "root", "full")
 MODE_TITLES = {"parent": "diff vs parent", "best": "diff vs best", "root": "diff vs root", "full": "full source"}
@@ -66,9 +68,9 @@ class CodeView(LineView):
     def on_mount(self) -> None:
         self.set_lines([Text("select a node", style="dim")])
 
-    def show(self, detail: NodeDetail, backend: str = "host") -> None:
+    def show(self, detail: NodeDetail, backend: str = BackendName.HOST) -> None:
         self.detail = detail
-        self.lexer = "cuda" if backend == "cuda" else "cpp"
+        self.lexer = get_backend(backend).lexer
         self.refresh_body()
 
     def action_cycle_mode(self) -> None:

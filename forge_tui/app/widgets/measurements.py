@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Sparkline, Static
 
 from forge_tui.app.format import (CONFIRM_FAILED, CONFIRMED, MARK_STYLE, cap, confirmation, confirmed_mark, failed_mark,
-                                  fmt_ms, loads, shown_speedup, speedup_style, speedup_text)
+                                  fmt_ms, shown_speedup, speedup_style, speedup_text)
 from forge_tui.app.messages import NodeDetail
 from store.models import MeasurementRead, NodeRead, RunRead
 
@@ -100,7 +100,7 @@ class MeasurementsPane(VerticalScroll):
         run = self.run
         if run is None:
             return
-        base = loads(run.baseline_json)
+        base = run.baseline
         eager = base.get("eager") or {}
         comp = base.get("compile") or {}
         by_subject = {(m.subject, m.shape): m for m in self.baseline}
@@ -110,8 +110,8 @@ class MeasurementsPane(VerticalScroll):
         node_meas = {m.shape: m for m in (d.measurements if d else []) if m.subject == "candidate"
                      and not _confirmation(m)}
         confirm = {(m.subject, m.shape): m for m in (d.measurements if d else []) if _confirmation(m)}
-        shapes = list(dict.fromkeys(list(eager) + list(loads(node.shapes_json) if node else {})))
-        dev = loads(run.device_json)
+        shapes = list(dict.fromkeys(list(eager) + list(node.shapes if node else {})))
+        dev = run.device
         device = dev.get("gpu") or dev.get("cpu") or run.backend
         method = next((m.method for m in self.baseline if m.method and m.method != "baseline"), "")
         if not method:
@@ -167,7 +167,7 @@ class MeasurementsPane(VerticalScroll):
             for what, n in (("node", node), ("best", best)):
                 if n is None or (what == "best" and node is not None and n.id == node.id):
                     continue
-                st = loads(n.shapes_json).get(shape)
+                st = n.shapes.get(shape)
                 if not st:
                     continue
                 mm = node_meas.get(shape) if what == "node" else None

@@ -10,7 +10,7 @@ from textual.containers import VerticalScroll
 from rich.markdown import Markdown
 from textual.widgets import Static
 
-from forge_tui.app.format import cap, loads
+from forge_tui.app.format import cap
 from forge_tui.app.messages import NodeDetail
 from store.models import RunRead
 
@@ -20,7 +20,7 @@ MSG_CAP = 12_000
 def seed_origin(run: Optional[RunRead]) -> str:
     """Where a run's root kernel came from: the ``--seed-kernel`` file (kept in the run's
     config as ``seed_kernel``) or the task catalog."""
-    given = loads(run.config_json).get("seed_kernel") if run is not None else None
+    given = run.config.get("seed_kernel") if run is not None else None
     path = given.get("path") if isinstance(given, dict) else None
     return f"the file `{path}` (--seed-kernel)" if path else "the task catalog"
 
@@ -34,7 +34,7 @@ def transcript_markdown(detail: Optional[NodeDetail], run: Optional[RunRead] = N
         if n.proposer == "tune" or n.kind == "seed":
             out.append("*no LLM exchange: this node came from "
                        + (f"{seed_origin(run)} (the run's seed)*" if n.kind == "seed" else "the parameter tuner*"))
-            params = loads(n.params_json)
+            params = n.params
             if params:
                 out += ["", "| parameter | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in params.items()]
         else:
@@ -47,7 +47,7 @@ def transcript_markdown(detail: Optional[NodeDetail], run: Optional[RunRead] = N
                 + (f"  **finish** {ex.finish_reason}" if ex.finish_reason else ""), ""]
         if ex.error:
             out += [f"> error: {ex.error.splitlines()[0] if ex.error else ''}", ""]
-        for m in loads(ex.messages_json, []) or []:
+        for m in ex.messages:
             role = m.get("role", "?") if isinstance(m, dict) else "?"
             content = m.get("content", "") if isinstance(m, dict) else str(m)
             if not isinstance(content, str):

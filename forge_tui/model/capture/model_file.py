@@ -9,7 +9,8 @@ from typing import Optional
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from forge_tui.core.status import BackendName
+from forge_tui.core.config import AUTO
+from forge_tui.evaluate.backends import UnknownBackendError, available_backends, get_backend
 from forge_tui.model import loader
 from forge_tui.model.errors import CaptureError
 from forge_tui.model.loader import ModelFile, one_line
@@ -58,15 +59,16 @@ def resolve_device(backend: str) -> str:
     Raises:
         CaptureError: ``cuda`` asked for but no CUDA device is visible to torch.
     """
-    if backend == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if backend == BackendName.CUDA:
-        if not torch.cuda.is_available():
-            raise CaptureError("no CUDA device visible to torch: check the driver, or pass --backend host")
-        return "cuda"
-    if backend == BackendName.HOST:
-        return "cpu"
-    raise CaptureError(f"unknown backend {backend!r}: use auto, cuda or host")
+    if backend == AUTO:
+        return next(b for b in available_backends() if not b.needs_gpu or torch.cuda.is_available()).torch_device
+    try:
+        chosen = get_backend(backend)
+    except UnknownBackendError:
+        raise CaptureError(f"unknown backend {backend!r}: use {AUTO}, "
+                           f"{' or '.join(b.name.value for b in available_backends())}") from None
+    if chosen.needs_gpu and not torch.cuda.is_available():
+        raise CaptureError("no CUDA device visible to torch: check the driver, or pass --backend host")
+    return chosen.torch_device
 
 
 def _to_device(x, device: str):

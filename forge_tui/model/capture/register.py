@@ -43,7 +43,7 @@ def write_tasks(store, cap: Capture, groups: Sequence[OpGroup], out_dir: Optiona
         try:
             task = load_task_file(str(path), origin="captured")
         except Exception as exc:
-            from forge_tui.errors import user_message
+            from forge_tui.core.errors import user_message
 
             why = user_message(exc) or _first_line(exc)
             raise CaptureError(f"the task file {path} for #{g.index} {g.op} does not load: {why}") from exc

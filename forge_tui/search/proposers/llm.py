@@ -13,7 +13,7 @@ import json
 from typing import Optional
 
 from forge_tui import hardware
-from forge_tui.core.status import BackendName, NodeKind, NodeStatus, ProposerName
+from forge_tui.core.status import NodeKind, NodeStatus, ProposerName
 from forge_tui.llm import prompts
 from forge_tui.llm.client import BadRequest, BadReply, ChatResult, LLMClient, LLMError
 from forge_tui.llm.config import ConfigError, LLMConfig
@@ -26,16 +26,13 @@ MAX_STORED_REPLY = 200_000
 
 
 def _flags(backend: str) -> str:
-    from forge_tui.evaluate import compile as compiler
+    from forge_tui.evaluate.backends import get_backend
 
-    return " ".join(compiler.NVCC_FLAGS if backend == BackendName.CUDA else compiler.GXX_FLAGS)
+    return " ".join(get_backend(backend).flags)
 
 
 def _kernel(node) -> prompts.KernelInfo:
-    try:
-        shapes = json.loads(node.shapes_json or "{}")
-    except ValueError:
-        shapes = {}
+    shapes = node.shapes
     return prompts.KernelInfo(id=node.id, source=node.source or "", description=node.description or "",
                               status=node.status, speedup=node.speedup, median_ms=node.median_ms, shapes=shapes,
                               error=node.error or "")
@@ -61,7 +58,7 @@ class LLMProposer:
     def from_run(cls, run, store) -> "LLMProposer":
         """The proposer a run was created with: its stored config; the key from the environment."""
         try:
-            cfg = LLMConfig.from_dict(json.loads(run.config_json or "{}"), where=f"run {run.id}'s config",
+            cfg = LLMConfig.from_dict(run.config, where=f"run {run.id}'s config",
                                       strict=False)
         except (ConfigError, ValueError) as exc:
             raise ProposerError(str(exc)) from exc
