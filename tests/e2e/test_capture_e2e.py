@@ -44,7 +44,7 @@ def answer(source: str, desc: str) -> str:
 
 @pytest.mark.slow
 def test_capture_search_export_apply(tmp_path):
-    pytest.importorskip("kernels.taskfile")
+    pytest.importorskip("forge_tui.model.taskfile")
     if not (ROOT / "forge_tui" / "export.py").exists():
         pytest.skip("forge-tui export is not there yet")
     fake = FakeLLM()

@@ -23,7 +23,7 @@ from tests.integration.test_model_loop import SEEDS, _compile_sm90, captured  # 
 @pytest.mark.parametrize("seed", ["block_softmax", "resnet50_mean_dim"])
 def test_cuda_seed_tune_values_compile_for_sm90(seed):
     """Every @tune value, one parameter at a time, compiles (what the tuner's first steps try)."""
-    from forge_tui.search import tune
+    from forge_tui.search.proposers import tune
 
     src = (SEEDS / f"{seed}.cu").read_text()
     variants = [(f"{p.name}={v}", tune.apply_params(src, {p.name: v}))

@@ -88,7 +88,7 @@ def test_text_table(tmp_path, capsys):
 
 
 def test_text_table_timed(tmp_path):
-    from forge_tui import capture as cp
+    from forge_tui.model import capture as cp
 
     cap = cp.record(BLOCK, "host")
     cp.measure(cap, samples=1)
@@ -98,7 +98,7 @@ def test_text_table_timed(tmp_path):
 
 
 def test_select_writes_registers_and_prints_run_command(tmp_path, capsys, monkeypatch):
-    taskfile = pytest.importorskip("kernels.taskfile")
+    taskfile = pytest.importorskip("forge_tui.model.taskfile")
     import torch
 
     from store import Store
@@ -140,7 +140,7 @@ def test_select_writes_registers_and_prints_run_command(tmp_path, capsys, monkey
 
 
 def test_select_inplace_op_becomes_its_functional_twin(tmp_path, capsys):
-    taskfile = pytest.importorskip("kernels.taskfile")
+    taskfile = pytest.importorskip("forge_tui.model.taskfile")
     import torch
 
     model = tmp_path / "inplace.py"
@@ -159,7 +159,7 @@ def test_select_inplace_op_becomes_its_functional_twin(tmp_path, capsys):
 
 
 def test_unsupported_dtype_is_refused_before_writing(tmp_path, capsys):
-    pytest.importorskip("kernels.taskfile")
+    pytest.importorskip("forge_tui.model.taskfile")
     model = tmp_path / "masked.py"
     model.write_text("import torch\nclass Model(torch.nn.Module):\n"
                      "    def forward(self, x, m):\n        return torch.where(m, x, 0.0)\n"

@@ -13,7 +13,7 @@ import pytest
 from forge_tui import hardware
 from forge_tui.evaluate import compile as compiler
 from forge_tui.evaluate.static import check_source
-from forge_tui.search.tune import apply_params, parse_params
+from forge_tui.search.proposers.tune import apply_params, parse_params
 from kernels.registry import catalog
 
 from tests.helpers import ROOT  # noqa: E402

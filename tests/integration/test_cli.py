@@ -331,7 +331,7 @@ def test_out_of_range_flags(tmp_path, capsys, clean_env, args, words):
 
 
 def test_apply_deduplicates_kernel_dirs(tmp_path, capsys, monkeypatch):
-    import forge_tui.apply as ap
+    import forge_tui.model.apply as ap
 
     seen = []
     monkeypatch.setattr(ap, "apply", lambda model, dirs, **kw: seen.append(dirs) or {"check": {"passed": True}})

@@ -77,12 +77,12 @@ def captured(tmp_path_factory):
 @pytest.mark.parametrize("name,seed", [("block", "block_softmax"), ("pool", "resnet50_mean_dim")])
 @pytest.mark.parametrize("backend", ["cuda", "host"])
 def test_seed_signatures_match_the_captured_tasks(captured, name, seed, backend):
-    from kernels.taskfile import load_task_file
+    from forge_tui.model.taskfile import load_task_file
 
     task = load_task_file(captured[name], origin="captured")
     src = (SEEDS / f"{seed}.{'cu' if backend == 'cuda' else 'cpp'}").read_text()
     assert _launch_decl(src) == re.sub(r"\s+", " ", task.signature(backend))
-    from forge_tui.search import tune
+    from forge_tui.search.proposers import tune
 
     assert len(tune.parse_params(src)) >= 2  # the tuner has knobs to turn
 

@@ -104,7 +104,7 @@ def test_show_never_gives_a_failed_confirmation_as_a_confirmed_figure(db, capsys
 
 
 def test_export_does_not_pick_a_node_whose_confirmation_failed(db):
-    from forge_tui.export import pick_node
+    from forge_tui.model.export import pick_node
 
     s = Store(db)
     assert pick_node(s, s.get_run(1)).id == 3  # the confirmed one, not the higher search-time #2

@@ -150,7 +150,7 @@ def test_llm_modules_import_neither_textual_nor_torch():
     import sys
 
     code = ("import sys, forge_tui.llm.client, forge_tui.llm.prompts, forge_tui.llm.parse, forge_tui.llm.check, "
-            "forge_tui.search.llm_proposer; print(sorted(m for m in ('textual', 'torch') if m in sys.modules))")
+            "forge_tui.search.proposers.llm; print(sorted(m for m in ('textual', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -10,7 +10,7 @@ import pytest
 
 from forge_tui.search import mcts, tune
 from forge_tui.search.mcts import Tree, reward
-from forge_tui.search.proposer import source_hash
+from forge_tui.search.proposers.base import source_hash
 from store.models import FINAL
 
 
@@ -319,7 +319,8 @@ def test_propose_config_is_reproducible_for_a_seeded_rng():
 
 
 def test_tune_proposer_never_proposes_a_tried_source(softmax_task):
-    from forge_tui.search.proposer import SearchContext, TuneProposer
+    from forge_tui.search.proposers.base import SearchContext
+    from forge_tui.search.proposers.tune import TuneProposer
 
     seed = softmax_task.seed_source("host")
     t = Tree()

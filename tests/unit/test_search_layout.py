@@ -60,20 +60,10 @@ def test_search_modules_stay_under_500_lines():
         assert n <= 500, f"{path.relative_to(ROOT)} has {n} lines"
 
 
-def test_shims_re_export_the_moved_names():
-    from forge_tui.search import llm_proposer, proposer, proposers, tune
-    from forge_tui.search.proposers import base, llm
-    from forge_tui.search.proposers import tune as new_tune
+def test_runner_keeps_its_public_names():
     from forge_tui.search import runner
+    from forge_tui.search.proposers import base
 
-    assert proposers.__doc__
-    for shim in (proposer, tune, llm_proposer):
-        first = Path(shim.__file__).read_text().splitlines()[0]
-        assert first.startswith("# TEMP-SHIM: moved to forge_tui.search.proposers"), first
-    assert proposer.SearchContext is base.SearchContext and proposer.TuneProposer is new_tune.TuneProposer
-    assert proposer.source_hash is base.source_hash and proposer.ProposerError is base.ProposerError
-    assert tune.apply_params is new_tune.apply_params and tune.parse_params is new_tune.parse_params
-    assert llm_proposer.LLMProposer is llm.LLMProposer and llm_proposer.MAX_STORED_REPLY == llm.MAX_STORED_REPLY
     assert runner.ProposerUnavailable is base.ProposerUnavailable
     for name in ("Search", "SearchError", "create_run", "resolve_backend", "backend_mismatch", "task_ref",
                  "load_task_ref", "register_task"):

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from forge_tui.evaluate.compile import GXX_FLAGS
-from forge_tui.search.tune import apply_params, parse_params
+from forge_tui.search.proposers.tune import apply_params, parse_params
 from kernels.registry import catalog
 
 ROOT = Path(__file__).resolve().parents[2]

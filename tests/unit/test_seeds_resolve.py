@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from forge_tui.search.tune import parse_params
+from forge_tui.search.proposers.tune import parse_params
 from kernels.base import seed_macros
 from kernels.registry import catalog
 from kernels.seedfile import SeedError, resolve

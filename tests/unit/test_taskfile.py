@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kernels.registry import TaskError
-from kernels.taskfile import load_task_file, layout_of
+from forge_tui.model.taskfile import load_task_file, layout_of
 from tests.conftest import SWISH_TASK_FILE
 
 SWISH = SWISH_TASK_FILE
