@@ -8,6 +8,7 @@ wrapper taking tensors, with the same -O3 and arch), each in a fresh build direc
 checks that the extension's output equals the contract library's on one input.
 Prints Markdown: median, mean, min, max seconds of each.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,9 +38,11 @@ def wrapper(task, backend: str) -> tuple[str, str]:
     if backend == "cuda":
         call.append("at::cuda::getCurrentCUDAStream()")
     decl = f"int run({', '.join(params)});"
-    body = (("#include <torch/extension.h>\n#include <ATen/cuda/CUDAContext.h>\n" if backend == "cuda"
-             else "#include <torch/extension.h>\n")
-            + f"int run({', '.join(params)}) {{ return forge_launch({', '.join(call)}); }}\n")
+    body = (
+        "#include <torch/extension.h>\n#include <ATen/cuda/CUDAContext.h>\n"
+        if backend == "cuda"
+        else "#include <torch/extension.h>\n"
+    ) + f"int run({', '.join(params)}) {{ return forge_launch({', '.join(call)}); }}\n"
     return decl, body
 
 
@@ -64,8 +67,9 @@ def main() -> None:
     ours, libs = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(a.ours):
-            r = compiler.compile_source(src + f"\n// build {i} {time.time_ns()}\n", backend, arch=arch,
-                                        root=Path(tmp) / f"c{i}")
+            r = compiler.compile_source(
+                src + f"\n// build {i} {time.time_ns()}\n", backend, arch=arch, root=Path(tmp) / f"c{i}"
+            )
             assert r.ok, r.log
             ours.append(r.seconds)
             libs.append(r.library)
@@ -78,11 +82,20 @@ def main() -> None:
             bdir = Path(tmp) / f"ext{i}"
             bdir.mkdir()
             t0 = time.perf_counter()
-            kw = dict(cuda_sources=[src + "\n" + body], extra_cuda_cflags=flags) if backend == "cuda" else \
-                dict(extra_cflags=flags)
+            kw = (
+                dict(cuda_sources=[src + "\n" + body], extra_cuda_cflags=flags)
+                if backend == "cuda"
+                else dict(extra_cflags=flags)
+            )
             cpp = [decl] if backend == "cuda" else [src + "\n" + body]
-            mod = load_inline(name=f"forge_bench_{i}_{time.time_ns()}", cpp_sources=cpp, functions=["run"],
-                              build_directory=str(bdir), verbose=False, **kw)
+            mod = load_inline(
+                name=f"forge_bench_{i}_{time.time_ns()}",
+                cpp_sources=cpp,
+                functions=["run"],
+                build_directory=str(bdir),
+                verbose=False,
+                **kw,
+            )
             ext.append(time.perf_counter() - t0)
         same = None  # no extension built: nothing to compare
         if a.ext:
@@ -101,12 +114,16 @@ def main() -> None:
             same = all(torch.equal(x, y) for x, y in zip(o1, o2))
 
     def row(name, xs):
-        return (f"| {name} | {len(xs)} | {statistics.median(xs):.2f} | {statistics.mean(xs):.2f} | "
-                f"{min(xs):.2f} | {max(xs):.2f} |")
+        return (
+            f"| {name} | {len(xs)} | {statistics.median(xs):.2f} | {statistics.mean(xs):.2f} | "
+            f"{min(xs):.2f} | {max(xs):.2f} |"
+        )
 
-    print(f"Compile latency, task `{task.name}` seed, backend {backend}{f' ({arch})' if arch else ''}, "
-          f"{compiler.compiler_version(compiler.compiler_for(backend))}"
-          + (f"; outputs identical: {same}.\n" if same is not None else ".\n"))
+    print(
+        f"Compile latency, task `{task.name}` seed, backend {backend}{f' ({arch})' if arch else ''}, "
+        f"{compiler.compiler_version(compiler.compiler_for(backend))}"
+        + (f"; outputs identical: {same}.\n" if same is not None else ".\n")
+    )
     print("| build | n | median s | mean s | min s | max s |\n|---|---|---|---|---|---|")
     print(row("forge-tui contract (nvcc/g++, no torch headers)", ours))
     if ext:

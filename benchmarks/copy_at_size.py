@@ -9,6 +9,7 @@ buffers of half the shape's counted bytes each (the same bytes read + written) w
 the 1 GiB copy the same way, and prints Markdown: the size-matched copy's time, GB/s and
 share of the large copy's GB/s, i.e. the ceiling that "% of copy BW" should be read against.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,7 +43,10 @@ def main() -> None:
         for shape, dims in task.shapes_for("cuda").items():
             b = task.bytes_moved(dims)
             ms, gbs = copy_gbs(b // 2)
-            print(f"| {name} | {shape} | {b / 1e6:.1f} MB | {ms * 1e3:.1f} | {gbs:.0f} | {100 * gbs / big:.0f}% |", flush=True)
+            print(
+                f"| {name} | {shape} | {b / 1e6:.1f} MB | {ms * 1e3:.1f} | {gbs:.0f} | {100 * gbs / big:.0f}% |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

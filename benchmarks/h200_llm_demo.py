@@ -33,6 +33,7 @@ Usage: ``python3 benchmarks/h200_llm_demo.py --backend cuda --out $OUT`` (on the
 after installing the carried wheels: see the report of the session that added this), or
 ``python benchmarks/h200_llm_demo.py --backend host --out /tmp/llm-demo`` anywhere.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,56 +53,109 @@ sys.path.insert(0, str(ROOT))  # first: our tests/ and store/, whatever else is 
 
 #: Expansion replies in the order they are served: (file stem, {backend: (prose before the code, description)}).
 PROPOSALS = [
-    ("1_simple", {
-        "cuda": ("Let me start from a straightforward, correct kernel and measure it before optimising.\n\n"
-                 "Each row is independent, so one block per row works; an online softmax keeps a running "
-                 "(max, sum) per thread, so the row is read once for the statistics and once for the output.",
-                 "first kernel: one block per row, online (max, sum), warp-shuffle merge"),
-        "host": ("Let me start from a straightforward, correct kernel and measure it before optimising.\n\n"
-                 "Per row: a max pass, a pass that writes exp(x - max) and sums it, a pass that scales.",
-                 "first kernel: three passes per row, std::exp, double sum")}),
-    ("2_vectorised_broken", {
-        "cuda": ("The parent is memory bound. Wider loads should help: read the row as float4 where it is "
-                 "aligned, and keep the online statistics.",
-                 "float4 loads and stores, 512 threads per row"),
-        "host": ("The reductions are one long dependency chain each. Eight partial accumulators let g++ "
-                 "vectorise them.",
-                 "8 partial accumulators for the max and the sum")}),
-    ("3_no_max", {
-        "cuda": ("Attention scores are small, so the max subtraction is only there for safety; dropping it "
-                 "saves a reduction.",
-                 "skip the max subtraction: sum exp(x) directly"),
-        "host": ("Attention scores are small, so the max subtraction is only there for safety; dropping it "
-                 "saves a pass over the row.",
-                 "skip the max pass: sum exp(x) directly")}),
-    ("4_faster", {
-        "cuda": ("Rows of the attention shape fit in registers: load the row once, reduce max and sum with "
-                 "warp shuffles, write from registers. For the long LM-head rows, keep more loads in flight "
-                 "and write backwards so the second pass hits L2.",
-                 "rows in registers with float4 loads and warp-shuffle reductions; long rows stream with 4 loads "
-                 "in flight"),
-        "host": ("std::exp is a libm call that blocks vectorisation. A polynomial exp after range reduction "
-                 "(relative error below 2e-7) vectorises, and so do the max and the scale.",
-                 "vectorisable polynomial exp, 16 accumulators")}),
+    (
+        "1_simple",
+        {
+            "cuda": (
+                "Let me start from a straightforward, correct kernel and measure it before optimising.\n\n"
+                "Each row is independent, so one block per row works; an online softmax keeps a running "
+                "(max, sum) per thread, so the row is read once for the statistics and once for the output.",
+                "first kernel: one block per row, online (max, sum), warp-shuffle merge",
+            ),
+            "host": (
+                "Let me start from a straightforward, correct kernel and measure it before optimising.\n\n"
+                "Per row: a max pass, a pass that writes exp(x - max) and sums it, a pass that scales.",
+                "first kernel: three passes per row, std::exp, double sum",
+            ),
+        },
+    ),
+    (
+        "2_vectorised_broken",
+        {
+            "cuda": (
+                "The parent is memory bound. Wider loads should help: read the row as float4 where it is "
+                "aligned, and keep the online statistics.",
+                "float4 loads and stores, 512 threads per row",
+            ),
+            "host": (
+                "The reductions are one long dependency chain each. Eight partial accumulators let g++ vectorise them.",
+                "8 partial accumulators for the max and the sum",
+            ),
+        },
+    ),
+    (
+        "3_no_max",
+        {
+            "cuda": (
+                "Attention scores are small, so the max subtraction is only there for safety; dropping it "
+                "saves a reduction.",
+                "skip the max subtraction: sum exp(x) directly",
+            ),
+            "host": (
+                "Attention scores are small, so the max subtraction is only there for safety; dropping it "
+                "saves a pass over the row.",
+                "skip the max pass: sum exp(x) directly",
+            ),
+        },
+    ),
+    (
+        "4_faster",
+        {
+            "cuda": (
+                "Rows of the attention shape fit in registers: load the row once, reduce max and sum with "
+                "warp shuffles, write from registers. For the long LM-head rows, keep more loads in flight "
+                "and write backwards so the second pass hits L2.",
+                "rows in registers with float4 loads and warp-shuffle reductions; long rows stream with 4 loads "
+                "in flight",
+            ),
+            "host": (
+                "std::exp is a libm call that blocks vectorisation. A polynomial exp after range reduction "
+                "(relative error below 2e-7) vectorises, and so do the max and the scale.",
+                "vectorisable polynomial exp, 16 accumulators",
+            ),
+        },
+    ),
 ]
 #: Repair replies by the name of the kernel that failed: (file stem, {backend: (prose, description)}).
 REPAIRS = {
-    "2_vectorised_broken": ("2_vectorised_fixed", {
-        "cuda": ("The compiler says warp_merge is undefined: I called the helper without defining it. Define it.",
-                 "define the missing warp-merge helper"),
-        "host": ("The compiler says exp_sum was not declared: I called the helper without defining it. Define it.",
-                 "define the missing exp_sum helper")}),
-    "3_no_max": ("3_no_max_fixed", {
-        "cuda": ("The failure is on the 'large' inputs: exp(x) overflows without the max subtraction. Restore it "
-                 "(a max pass, then the sum of exp(x - max)).",
-                 "subtract the row max before exp (overflow on large inputs)"),
-        "host": ("The failure is on the 'large' inputs: exp(x) overflows without the max subtraction. Restore it "
-                 "(a vectorised max pass first).",
-                 "subtract the row max before exp (overflow on large inputs)")}),
+    "2_vectorised_broken": (
+        "2_vectorised_fixed",
+        {
+            "cuda": (
+                "The compiler says warp_merge is undefined: I called the helper without defining it. Define it.",
+                "define the missing warp-merge helper",
+            ),
+            "host": (
+                "The compiler says exp_sum was not declared: I called the helper without defining it. Define it.",
+                "define the missing exp_sum helper",
+            ),
+        },
+    ),
+    "3_no_max": (
+        "3_no_max_fixed",
+        {
+            "cuda": (
+                "The failure is on the 'large' inputs: exp(x) overflows without the max subtraction. Restore it "
+                "(a max pass, then the sum of exp(x - max)).",
+                "subtract the row max before exp (overflow on large inputs)",
+            ),
+            "host": (
+                "The failure is on the 'large' inputs: exp(x) overflows without the max subtraction. Restore it "
+                "(a vectorised max pass first).",
+                "subtract the row max before exp (overflow on large inputs)",
+            ),
+        },
+    ),
 }
 #: What each scripted kernel is meant to end as.
-EXPECTED = {"1_simple": "ok", "2_vectorised_broken": "compile_error", "2_vectorised_fixed": "ok",
-            "3_no_max": "incorrect", "3_no_max_fixed": "ok", "4_faster": "ok"}
+EXPECTED = {
+    "1_simple": "ok",
+    "2_vectorised_broken": "compile_error",
+    "2_vectorised_fixed": "ok",
+    "3_no_max": "incorrect",
+    "3_no_max_fixed": "ok",
+    "4_faster": "ok",
+}
 MARKER = re.compile(r"llm-demo: (\w+)")
 
 
@@ -169,11 +223,32 @@ def run_search(args, base_url: str, log) -> tuple[int, str, bool]:
     xdg = tempfile.mkdtemp(prefix="llm-demo-xdg-")  # no user config file may change the settings
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "XDG_CONFIG_HOME": xdg}
     env.pop("OPENAI_BASE_URL", None)
-    cmd = [sys.executable, "-m", "forge_tui.cli", "--db", str(args.db), "run", "softmax", "--backend", args.backend,
-           "--proposer", "llm", "--base-url", base_url, "--model", "scripted", "--iterations", str(args.iterations),
-           "--parallel", str(args.parallel), "--headless"]
-    log(f"$ forge-tui --db {args.db} run softmax --backend {args.backend} --proposer llm --base-url {base_url} "
-        f"--model scripted --iterations {args.iterations} --parallel {args.parallel} --headless")
+    cmd = [
+        sys.executable,
+        "-m",
+        "forge_tui.cli",
+        "--db",
+        str(args.db),
+        "run",
+        "softmax",
+        "--backend",
+        args.backend,
+        "--proposer",
+        "llm",
+        "--base-url",
+        base_url,
+        "--model",
+        "scripted",
+        "--iterations",
+        str(args.iterations),
+        "--parallel",
+        str(args.parallel),
+        "--headless",
+    ]
+    log(
+        f"$ forge-tui --db {args.db} run softmax --backend {args.backend} --proposer llm --base-url {base_url} "
+        f"--model scripted --iterations {args.iterations} --parallel {args.parallel} --headless"
+    )
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     timer_fired = threading.Event()
@@ -203,8 +278,13 @@ def run_search(args, base_url: str, log) -> tuple[int, str, bool]:
 
 def cli_text(args, *argv: str) -> str:
     """Output of ``forge-tui --db DB ARGV``."""
-    r = subprocess.run([sys.executable, "-m", "forge_tui.cli", "--db", str(args.db), *argv], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "forge_tui.cli", "--db", str(args.db), *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return r.stdout + r.stderr
 
 
@@ -219,11 +299,21 @@ def node_rows(db: Path, run_id: int) -> list[dict]:
             m = MARKER.search(n.source or "")
             name = m.group(1) if m else ("catalog seed" if n.kind == "seed" else "-")
             expected = EXPECTED.get(name)
-            out.append({"id": n.id, "parent": n.parent_id, "kind": n.kind, "reply": name, "status": n.status,
-                        "speedup": n.speedup, "confirmed_speedup": n.confirmed_speedup,
-                        "description": n.description or "",
-                        "error": (n.error or "").strip().splitlines()[0] if (n.error or "").strip() else "",
-                        "expected": expected, "as_expected": None if expected is None else n.status == expected})
+            out.append(
+                {
+                    "id": n.id,
+                    "parent": n.parent_id,
+                    "kind": n.kind,
+                    "reply": name,
+                    "status": n.status,
+                    "speedup": n.speedup,
+                    "confirmed_speedup": n.confirmed_speedup,
+                    "description": n.description or "",
+                    "error": (n.error or "").strip().splitlines()[0] if (n.error or "").strip() else "",
+                    "expected": expected,
+                    "as_expected": None if expected is None else n.status == expected,
+                }
+            )
         return out
     finally:
         close = getattr(st, "close", None)
@@ -235,11 +325,19 @@ def markdown(args, show: dict, nodes: list[dict], served: list[dict], timed_out:
     """``llm_demo.md``: the machine, the run, one row per node, what the server served."""
     run = show["run"]
     d = run.get("device_facts") or {}
-    machine = ", ".join(str(x) for x in (d.get("gpu") or d.get("cpu"), d.get("capability") and f"sm {d['capability']}",
-                                         d.get("driver") and f"driver {d['driver']}",
-                                         d.get("cuda_runtime") and f"CUDA {d['cuda_runtime']}",
-                                         d.get("torch") and f"torch {d['torch']}", d.get("compiler"),
-                                         d.get("copy_gbs") and f"copy bandwidth {d['copy_gbs']} GB/s") if x)
+    machine = ", ".join(
+        str(x)
+        for x in (
+            d.get("gpu") or d.get("cpu"),
+            d.get("capability") and f"sm {d['capability']}",
+            d.get("driver") and f"driver {d['driver']}",
+            d.get("cuda_runtime") and f"CUDA {d['cuda_runtime']}",
+            d.get("torch") and f"torch {d['torch']}",
+            d.get("compiler"),
+            d.get("copy_gbs") and f"copy bandwidth {d['copy_gbs']} GB/s",
+        )
+        if x
+    )
     cfg_gate = ""
     try:
         from store import Store
@@ -249,37 +347,53 @@ def markdown(args, show: dict, nodes: list[dict], served: list[dict], timed_out:
     except Exception:
         pass
     base = run.get("baseline") or {}
-    lines = ["# LLM proposer with scripted replies (real kernels) on the " + args.backend + " backend", "",
-             f"Machine: {machine or 'unknown'}.",
-             f"Endpoint: the scripted OpenAI-compatible server of tests/fakellm.py on 127.0.0.1 (real HTTP, "
-             f"the openai client), model name `scripted`, `--parallel {args.parallel}`; GPU gate "
-             f"{cfg_gate or '(not recorded)'}.",
-             f"Run {run['id']} ({run['task']}): {run['status']}"
-             + (f" - {run['status_reason']}" if run.get("status_reason") else "")
-             + (" (stopped by the demo's time limit)" if timed_out else "")
-             + f", {run['nodes']}/{run['iterations']} iterations, best {(run.get('best_speedup') or 0):.3f}x over eager.",
-             ""]
+    lines = [
+        "# LLM proposer with scripted replies (real kernels) on the " + args.backend + " backend",
+        "",
+        f"Machine: {machine or 'unknown'}.",
+        f"Endpoint: the scripted OpenAI-compatible server of tests/fakellm.py on 127.0.0.1 (real HTTP, "
+        f"the openai client), model name `scripted`, `--parallel {args.parallel}`; GPU gate "
+        f"{cfg_gate or '(not recorded)'}.",
+        f"Run {run['id']} ({run['task']}): {run['status']}"
+        + (f" - {run['status_reason']}" if run.get("status_reason") else "")
+        + (" (stopped by the demo's time limit)" if timed_out else "")
+        + f", {run['nodes']}/{run['iterations']} iterations, best {(run.get('best_speedup') or 0):.3f}x over eager.",
+        "",
+    ]
     for shape, ms in (base.get("eager") or {}).items():
         comp = (base.get("compile") or {}).get(shape)
         lines.append(f"- eager {shape}: {ms * 1e3:.1f} us" + (f", torch.compile {comp * 1e3:.1f} us" if comp else ""))
-    lines += ["", "| node | parent | kind | scripted reply | status | speedup | as meant | description / error |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| node | parent | kind | scripted reply | status | speedup | as meant | description / error |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for n in nodes:
         sp = f"{n['speedup']:.3f}x" if n["speedup"] else "-"
         if n["confirmed_speedup"]:
             sp += f" (confirmed {n['confirmed_speedup']:.3f}x)"
         meant = "-" if n["as_expected"] is None else ("yes" if n["as_expected"] else f"NO (meant {n['expected']})")
         text = n["description"][:90] + (f"; error: {n['error'][:160]}" if n["error"] else "")
-        lines.append(f"| {n['id']} | {n['parent'] or '-'} | {n['kind']} | {n['reply']} | {n['status']} | {sp} | "
-                     f"{meant} | {text.replace('|', '/')} |")
-    lines += ["", "Requests the server answered, in order: "
-              + ", ".join(f"{s['request']}" + (f" of {s['of']}" if s.get("of") else "") + f" -> {s['reply'] or 'no code'}"
-                          for s in served) + "."]
+        lines.append(
+            f"| {n['id']} | {n['parent'] or '-'} | {n['kind']} | {n['reply']} | {n['status']} | {sp} | "
+            f"{meant} | {text.replace('|', '/')} |"
+        )
+    lines += [
+        "",
+        "Requests the server answered, in order: "
+        + ", ".join(
+            f"{s['request']}" + (f" of {s['of']}" if s.get("of") else "") + f" -> {s['reply'] or 'no code'}"
+            for s in served
+        )
+        + ".",
+    ]
     llm = [n.get("llm") for n in show["nodes"] if n.get("llm")]
     if llm:
-        lines.append(f"Exchanges stored with their nodes: {len(llm)} (prompt tokens "
-                     f"{sum(x.get('prompt_tokens') or 0 for x in llm)}, completion tokens "
-                     f"{sum(x.get('completion_tokens') or 0 for x in llm)}; token counts are the fake server's).")
+        lines.append(
+            f"Exchanges stored with their nodes: {len(llm)} (prompt tokens "
+            f"{sum(x.get('prompt_tokens') or 0 for x in llm)}, completion tokens "
+            f"{sum(x.get('completion_tokens') or 0 for x in llm)}; token counts are the fake server's)."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -325,8 +439,12 @@ def main(argv=None) -> int:
     nodes = node_rows(args.db, run_id)
     log("requests served: " + json.dumps(script.served))
     (out / "llm_demo.md").write_text(markdown(args, show, nodes, script.served, timed_out))
-    (out / "llm_demo.json").write_text(json.dumps({"show": show, "nodes": nodes, "served": script.served,
-                                                    "search_exit": rc, "timed_out": timed_out}, indent=1) + "\n")
+    (out / "llm_demo.json").write_text(
+        json.dumps(
+            {"show": show, "nodes": nodes, "served": script.served, "search_exit": rc, "timed_out": timed_out}, indent=1
+        )
+        + "\n"
+    )
     print((out / "llm_demo.md").read_text())
     meant = [n for n in nodes if n["expected"] is not None]
     all_served = {n["reply"] for n in meant} >= set(EXPECTED)

@@ -29,6 +29,7 @@ Usage (GPU): ``python3 benchmarks/model_loop.py --out $OUT``, or ``benchmarks/de
 Usage (host, quick): ``python benchmarks/model_loop.py --backend host --size small --iterations 2
 --out /tmp/ml``. Exit status 0 when every model went through every step with matching outputs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,12 +46,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PRESETS = {
     "resnet50": {
-        "file": "examples/resnet50.py", "select": "aten.mean.dim", "seed": "examples/seeds/resnet50_mean_dim",
+        "file": "examples/resnet50.py",
+        "select": "aten.mean.dim",
+        "seed": "examples/seeds/resnet50_mean_dim",
         "env": {"large": {"FORGE_RESNET_BATCH": "32"}, "small": {"FORGE_RESNET_BATCH": "2"}},
         "what": "ResNet-50 global average pool (adaptive_avg_pool2d to 1x1 = mean over [-1, -2], keepdim)",
     },
     "block": {
-        "file": "examples/transformer_block.py", "select": "aten._softmax.default", "seed": "examples/seeds/block_softmax",
+        "file": "examples/transformer_block.py",
+        "select": "aten._softmax.default",
+        "seed": "examples/seeds/block_softmax",
         "env": {"large": {"FORGE_BLOCK_SIZE": "large"}, "small": {}},
         "what": "transformer block attention softmax over the last dim",
     },
@@ -88,8 +93,9 @@ class Loop:
         """Seconds left before the overall deadline."""
         return self.deadline - time.monotonic()
 
-    def cli(self, *argv: str, env: Optional[dict] = None, timeout: Optional[float] = None,
-            echo: bool = False) -> tuple[int, str, str, bool]:
+    def cli(
+        self, *argv: str, env: Optional[dict] = None, timeout: Optional[float] = None, echo: bool = False
+    ) -> tuple[int, str, str, bool]:
         """Run ``forge-tui --db DB ARGV``; returns ``(rc, stdout, stderr, timed_out)``.
 
         Past ``timeout`` seconds the process gets SIGTERM (a search then ends ``interrupted``),
@@ -156,11 +162,26 @@ class Loop:
         env = p["env"][a.size]
         ext = ".cu" if a.backend == "cuda" else ".cpp"
         seed = ROOT / (p["seed"] + ext)
-        res: dict = {"model_file": file, "env": env, "select": p["select"], "what": p["what"], "seed": str(seed.relative_to(ROOT)),
-                     "ok": False}
+        res: dict = {
+            "model_file": file,
+            "env": env,
+            "select": p["select"],
+            "what": p["what"],
+            "seed": str(seed.relative_to(ROOT)),
+            "ok": False,
+        }
         self.say(f"== {name}: {file} {' '.join(f'{k}={v}' for k, v in env.items())}")
-        cap_args = ["capture", file, "--select", p["select"], "-o", str(self.work / "tasks" / name), "--json",
-                    "--backend", a.backend]
+        cap_args = [
+            "capture",
+            file,
+            "--select",
+            p["select"],
+            "-o",
+            str(self.work / "tasks" / name),
+            "--json",
+            "--backend",
+            a.backend,
+        ]
         cap_args += ["--no-time"] if a.no_time else (["--samples", str(a.capture_samples)] if a.capture_samples else [])
         rc, out, _, _ = self.cli(*cap_args, env=env, timeout=max(60.0, self.left()))
         if rc != 0:
@@ -176,14 +197,28 @@ class Loop:
         row = tasks[0]
         res["op_row"] = {k: row.get(k) for k in ("index", "op", "count", "shapes", "literals", "time_us", "share")}
         task_path = row["task"]["path"]
-        self.say(f"  task {row['task']['name']}: #{row['index']} {row['op']} {row.get('shapes')} share "
-                 f"{row.get('share')}")
+        self.say(
+            f"  task {row['task']['name']}: #{row['index']} {row['op']} {row.get('shapes')} share {row.get('share')}"
+        )
 
         budget = self.search_budget(a.backend, models_left)
         res["search_budget_s"] = round(budget)
-        rc, out, _, timed_out = self.cli("run", task_path, "--backend", a.backend, "--proposer", "tune",
-                                         "--seed-kernel", str(seed), "--iterations", str(a.iterations), "--headless",
-                                         env=env, timeout=budget, echo=True)
+        rc, out, _, timed_out = self.cli(
+            "run",
+            task_path,
+            "--backend",
+            a.backend,
+            "--proposer",
+            "tune",
+            "--seed-kernel",
+            str(seed),
+            "--iterations",
+            str(a.iterations),
+            "--headless",
+            env=env,
+            timeout=budget,
+            echo=True,
+        )
         first = out.splitlines()[0].split() if out.strip() else []
         if len(first) != 2 or first[0] != "run":
             res["failed"] = "run (no run id)"
@@ -194,8 +229,10 @@ class Loop:
         if rc == 0:
             show = json.loads(out)
             res["show"] = show
-            self.say(f"  run {run_id}: {show['run']['status']}, {show['run']['nodes']} nodes, best "
-                     f"{show['run']['best_speedup']}")
+            self.say(
+                f"  run {run_id}: {show['run']['status']}, {show['run']['nodes']} nodes, best "
+                f"{show['run']['best_speedup']}"
+            )
         exp_dir = self.work / "export" / name
         rc, out, _, _ = self.cli("export", str(run_id), "-o", str(exp_dir), "--json")
         if rc != 0:
@@ -214,8 +251,10 @@ class Loop:
         ap = res["apply"]
         if ap["check"]["passed"]:
             lat = ap["latency"]
-            self.say(f"  apply: {ap['replacements']} call(s) replaced, outputs match; forward "
-                     f"{lat['before']['median_ms']:.3f} -> {lat['after']['median_ms']:.3f} ms ({ap['speedup']:.3f}x)")
+            self.say(
+                f"  apply: {ap['replacements']} call(s) replaced, outputs match; forward "
+                f"{lat['before']['median_ms']:.3f} -> {lat['after']['median_ms']:.3f} ms ({ap['speedup']:.3f}x)"
+            )
         else:
             self.say(f"  apply: outputs differ: {ap['check'].get('note')}")
         res["ok"] = rc == 0 and ap["check"]["passed"] and ap.get("replacements", 0) > 0
@@ -231,10 +270,20 @@ def machine_line(results: dict) -> str:
     for m in results["models"].values():
         d = (m.get("show") or {}).get("run", {}).get("device_facts") or {}
         if d:
-            keys = [("gpu", "{}"), ("cpu", "{}"), ("capability", "compute capability {}"), ("sm_count", "{} SMs"),
-                    ("l2_mb", "{} MB L2"), ("driver", "driver {}"), ("cuda_runtime", "CUDA {}"), ("torch", "torch {}"),
-                    ("arch", "{}"), ("compiler", "{}"), ("copy_gbs", "measured copy bandwidth {} GB/s"),
-                    ("host", "host {}")]
+            keys = [
+                ("gpu", "{}"),
+                ("cpu", "{}"),
+                ("capability", "compute capability {}"),
+                ("sm_count", "{} SMs"),
+                ("l2_mb", "{} MB L2"),
+                ("driver", "driver {}"),
+                ("cuda_runtime", "CUDA {}"),
+                ("torch", "torch {}"),
+                ("arch", "{}"),
+                ("compiler", "{}"),
+                ("copy_gbs", "measured copy bandwidth {} GB/s"),
+                ("host", "host {}"),
+            ]
             gpu = bool(d.get("gpu"))
             parts = [fmt.format(d[k]) for k, fmt in keys if d.get(k) not in (None, "") and not (gpu and k == "cpu")]
             return ", ".join(str(p) for p in parts)
@@ -243,12 +292,16 @@ def machine_line(results: dict) -> str:
 
 def report(results: dict) -> str:
     """``model_loop.md``: the machine, a summary table, then per model what each step gave."""
-    lines = ["# From the model and back: capture -> tune search -> export -> apply", "",
-             f"Machine: {machine_line(results)}{'; ' + results['machine'] if results.get('machine') else ''}. Backend {results['backend']}, {results['iterations']} tune "
-             f"iterations per search, model sizes '{results['size']}'.", "",
-             "| model | operator (capture #) | share of forward | run | status | nodes | best op speedup, search "
-             "(confirmed) | forward before ms | after ms | end-to-end | outputs |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# From the model and back: capture -> tune search -> export -> apply",
+        "",
+        f"Machine: {machine_line(results)}{'; ' + results['machine'] if results.get('machine') else ''}. Backend {results['backend']}, {results['iterations']} tune "
+        f"iterations per search, model sizes '{results['size']}'.",
+        "",
+        "| model | operator (capture #) | share of forward | run | status | nodes | best op speedup, search "
+        "(confirmed) | forward before ms | after ms | end-to-end | outputs |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, m in results["models"].items():
         row = m.get("op_row") or {}
         run = (m.get("show") or {}).get("run") or {}
@@ -266,28 +319,42 @@ def report(results: dict) -> str:
             f"{' (time limit)' if m.get('search_timed_out') else ''} | {run.get('nodes', '-')} | "
             f"{_f(search_sp, '{:.3f}x')} ({_f(best, '{:.3f}x')}) | "
             f"{_f((lat.get('before') or {}).get('median_ms'))} | {_f((lat.get('after') or {}).get('median_ms'))} | "
-            f"{_f(ap.get('speedup'), '{:.3f}x')} | {'match' if check else ('DIFFER' if check is False else '-')} |")
+            f"{_f(ap.get('speedup'), '{:.3f}x')} | {'match' if check else ('DIFFER' if check is False else '-')} |"
+        )
     lines.append("")
     how = "CUDA events, L2 flushed before every sample" if results["backend"] == "cuda" else "host clock, cache flushed"
-    lines.append(f"*best op speedup*: the exported node (the run's best) over eager PyTorch on the captured shape (forge-tui's "
-                 f"harness: {how}, interleaved with eager); in brackets its re-measurement at the end of a finished "
-                 "run (a search cut by its time limit confirms nothing). *forward*: `forge-tui apply`'s median "
-                 "forward latency before/after swapping the kernel in (CUDA graphs replayed on the GPU, eager on "
-                 "the host; samples interleaved).")
+    lines.append(
+        f"*best op speedup*: the exported node (the run's best) over eager PyTorch on the captured shape (forge-tui's "
+        f"harness: {how}, interleaved with eager); in brackets its re-measurement at the end of a finished "
+        "run (a search cut by its time limit confirms nothing). *forward*: `forge-tui apply`'s median "
+        "forward latency before/after swapping the kernel in (CUDA graphs replayed on the GPU, eager on "
+        "the host; samples interleaved)."
+    )
     for name, m in results["models"].items():
-        lines += ["", f"## {name}: {m['what']}", "",
-                  f"Model file `{m['model_file']}` {' '.join(f'{k}={v}' for k, v in m['env'].items())}; "
-                  f"selected `{m['select']}`; seed kernel `{m['seed']}`."]
+        lines += [
+            "",
+            f"## {name}: {m['what']}",
+            "",
+            f"Model file `{m['model_file']}` {' '.join(f'{k}={v}' for k, v in m['env'].items())}; "
+            f"selected `{m['select']}`; seed kernel `{m['seed']}`.",
+        ]
         if m.get("failed"):
             lines.append(f"**Stopped at: {m['failed']}** (see model_loop.log).")
         cap = m.get("capture")
         if cap:
-            lines += ["", f"Capture: {cap['n_groups']} operator groups; the top ones by share:", "",
-                      "| # | op | calls | us/call | share | inputs |", "|---|---|---|---|---|---|"]
+            lines += [
+                "",
+                f"Capture: {cap['n_groups']} operator groups; the top ones by share:",
+                "",
+                "| # | op | calls | us/call | share | inputs |",
+                "|---|---|---|---|---|---|",
+            ]
             for r in cap["rows"][:8]:
                 shapes = "; ".join("x".join(str(d) for d in s) for s in (r.get("shapes") or []))
-                lines.append(f"| {r['index']} | {r['op']} | {r['count']} | {_f(r.get('time_us'), '{:.1f}')} | "
-                             f"{_f(r.get('share'), '{:.1%}')} | {shapes} |")
+                lines.append(
+                    f"| {r['index']} | {r['op']} | {r['count']} | {_f(r.get('time_us'), '{:.1f}')} | "
+                    f"{_f(r.get('share'), '{:.1%}')} | {shapes} |"
+                )
         show = m.get("show")
         if show:
             run = show["run"]
@@ -300,38 +367,62 @@ def report(results: dict) -> str:
             exported = (m.get("export") or {}).get("node_id")
             if ok:  # the node export picked (the run's best, confirmed first)
                 best = next((n for n in ok if n["id"] == exported), None) or max(
-                    ok, key=lambda n: (n.get("confirmed_speedup") or 0, n.get("speedup") or 0))
+                    ok, key=lambda n: (n.get("confirmed_speedup") or 0, n.get("speedup") or 0)
+                )
                 best_id = best["id"]
-            lines += ["", f"Search: run {run['id']} {run['status']}{' - ' + run['status_reason'] if run.get('status_reason') else ''}, "
-                          f"{run['nodes']}/{run['iterations']} iterations, {len(ok)} correct nodes of {len(nodes)}."]
+            lines += [
+                "",
+                f"Search: run {run['id']} {run['status']}{' - ' + run['status_reason'] if run.get('status_reason') else ''}, "
+                f"{run['nodes']}/{run['iterations']} iterations, {len(ok)} correct nodes of {len(nodes)}.",
+            ]
             for shape, ms in eager.items():
-                lines.append(f"Eager {shape}: {ms * 1e3:.1f} us" + (f", torch.compile {comp[shape] * 1e3:.1f} us"
-                                                                     if comp.get(shape) else "") + ".")
+                lines.append(
+                    f"Eager {shape}: {ms * 1e3:.1f} us"
+                    + (f", torch.compile {comp[shape] * 1e3:.1f} us" if comp.get(shape) else "")
+                    + "."
+                )
             if best_id is not None:
-                lines.append(f"Best node {best_id} ({best['description']}): {_f(best.get('speedup'), '{:.3f}x')} at "
-                             f"search time, confirmed {_f(best.get('confirmed_speedup'), '{:.3f}x')}; "
-                             + "; ".join(f"{s}: {v['median_ms'] * 1e3:.1f} us vs eager {v['baseline_ms'] * 1e3:.1f} us"
-                                         + (f", {v['gbps']:.0f} GB/s" if v.get("gbps") else "")
-                                         for s, v in (best.get("shapes") or {}).items() if v.get("median_ms")) + ".")
+                lines.append(
+                    f"Best node {best_id} ({best['description']}): {_f(best.get('speedup'), '{:.3f}x')} at "
+                    f"search time, confirmed {_f(best.get('confirmed_speedup'), '{:.3f}x')}; "
+                    + "; ".join(
+                        f"{s}: {v['median_ms'] * 1e3:.1f} us vs eager {v['baseline_ms'] * 1e3:.1f} us"
+                        + (f", {v['gbps']:.0f} GB/s" if v.get("gbps") else "")
+                        for s, v in (best.get("shapes") or {}).items()
+                        if v.get("median_ms")
+                    )
+                    + "."
+                )
             failed = [n for n in nodes if n["status"] != "ok"]
             if failed:
-                lines.append(f"Failed nodes: " + "; ".join(f"#{n['id']} {n['status']} ({n['error'][:80]})" for n in failed[:5]))
+                lines.append(
+                    "Failed nodes: " + "; ".join(f"#{n['id']} {n['status']} ({n['error'][:80]})" for n in failed[:5])
+                )
         exp = m.get("export")
         if exp:
-            lines.append(f"Exported node {exp['node_id']} ({exp['speedup_kind']} speedup "
-                         f"{_f(exp.get('speedup'), '{:.3f}x')}).")
+            lines.append(
+                f"Exported node {exp['node_id']} ({exp['speedup_kind']} speedup {_f(exp.get('speedup'), '{:.3f}x')})."
+            )
         ap = m.get("apply")
         if ap:
             c = ap["check"]
-            lines.append(f"Apply on {ap.get('device')}: {ap.get('replacements')} call(s) replaced; outputs "
-                         + (f"match (max abs err {_f(c.get('max_abs_err'), '{:.3g}')}; {c.get('tolerance')})"
-                            if c["passed"] else f"DIFFER: {c.get('note')}") + ".")
+            lines.append(
+                f"Apply on {ap.get('device')}: {ap.get('replacements')} call(s) replaced; outputs "
+                + (
+                    f"match (max abs err {_f(c.get('max_abs_err'), '{:.3g}')}; {c.get('tolerance')})"
+                    if c["passed"]
+                    else f"DIFFER: {c.get('note')}"
+                )
+                + "."
+            )
             lat = ap.get("latency")
             if lat:
                 b, a = lat["before"], lat["after"]
-                lines.append(f"Forward ({lat['method']}, median of {lat['samples']}): before {b['median_ms']:.3f} ms "
-                             f"(p10 {b['p10_ms']:.3f}, p90 {b['p90_ms']:.3f}), after {a['median_ms']:.3f} ms (p10 "
-                             f"{a['p10_ms']:.3f}, p90 {a['p90_ms']:.3f}): {_f(ap.get('speedup'), '{:.3f}x')} end to end.")
+                lines.append(
+                    f"Forward ({lat['method']}, median of {lat['samples']}): before {b['median_ms']:.3f} ms "
+                    f"(p10 {b['p10_ms']:.3f}, p90 {b['p90_ms']:.3f}), after {a['median_ms']:.3f} ms (p10 "
+                    f"{a['p10_ms']:.3f}, p90 {a['p90_ms']:.3f}): {_f(ap.get('speedup'), '{:.3f}x')} end to end."
+                )
     return "\n".join(lines) + "\n"
 
 

@@ -6,14 +6,16 @@ correctness on every shape, interleaved timing against eager); per shape the lin
 the candidate's and eager's medians (us), the speedup, achieved GB/s and % of the copy
 bandwidth the worker measured, then the wall time of the evaluation.
 """
+
 from __future__ import annotations
 
 import argparse
 
+from sweep import evaluate_line  # benchmarks/sweep.py, beside this script
+
 from forge_tui.evaluate.evaluator import Evaluator
 from forge_tui.search.runner import task_ref
 from kernels.registry import catalog
-from sweep import evaluate_line  # benchmarks/sweep.py, beside this script
 
 
 def main() -> None:

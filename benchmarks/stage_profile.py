@@ -6,6 +6,7 @@ the wall seconds spent in each stage (load, correctness, timing) as reported by 
 worker's stage callbacks, plus the CPU cost of drawing one input set of the largest
 timed shape. Prints Markdown.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,12 @@ def profile(task, backend: str, repeat: int) -> dict:
         for s, v in acc.items():
             per_stage.setdefault(s, []).append(v)
     ev.close()
-    return {"status": r.status, "total": statistics.median(total),
-            "stages": {s: statistics.median(v) for s, v in per_stage.items()}, "compile_s": comp.seconds}
+    return {
+        "status": r.status,
+        "total": statistics.median(total),
+        "stages": {s: statistics.median(v) for s, v in per_stage.items()},
+        "compile_s": comp.seconds,
+    }
 
 
 def input_cost(task, backend: str) -> float:
@@ -71,8 +76,10 @@ def main() -> None:
         t = cat[n]
         p = profile(t, backend, a.repeat)
         stages = ", ".join(f"{k} {v:.2f}" for k, v in p["stages"].items())
-        print(f"| {n} | {p['status']} | {p['total']:.2f} | {stages} | {input_cost(t, backend):.2f} | {p['compile_s']:.2f} |",
-              flush=True)
+        print(
+            f"| {n} | {p['status']} | {p['total']:.2f} | {stages} | {input_cost(t, backend):.2f} | {p['compile_s']:.2f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ Usage: python benchmarks/sweep.py TASK [--backend cuda|host] [NAME=v1,v2 ...]
 Parameters not named keep the seed's value. Each configuration goes through the same
 Evaluator as a search (static checks, compile, correctness, interleaved timing).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -11,8 +12,8 @@ import itertools
 import time
 
 from forge_tui.evaluate.evaluator import Evaluator
-from forge_tui.search.runner import resolve_backend, task_ref
 from forge_tui.search.proposers.tune import apply_params
+from forge_tui.search.runner import resolve_backend, task_ref
 from kernels.registry import get_task
 
 
@@ -23,8 +24,11 @@ def evaluate_line(ev: Evaluator, source: str, seed: int, label: str) -> str:
     t0 = time.perf_counter()
     r = ev.evaluate(source, seed=seed)
     dt = time.perf_counter() - t0
-    per = "  ".join(f"{s}: {v['median_ms'] * 1e3:.1f}us/{v['baseline_ms'] * 1e3:.1f}us {v['speedup']:.2f}x "
-                    f"{v['gbps']:.0f}GB/s {v['sol_pct'] or 0:.0f}%SOL" for s, v in r.shapes.items())
+    per = "  ".join(
+        f"{s}: {v['median_ms'] * 1e3:.1f}us/{v['baseline_ms'] * 1e3:.1f}us {v['speedup']:.2f}x "
+        f"{v['gbps']:.0f}GB/s {v['sol_pct'] or 0:.0f}%SOL"
+        for s, v in r.shapes.items()
+    )
     return f"{label} {r.status} {r.speedup or 0:.3f}x  {per}  ({dt:.1f}s) {r.error[:200]}"
 
 

@@ -9,6 +9,7 @@ before each rep) on the same inputs, ``N`` times. Also gives the timing precisio
 evaluation with fresh inputs, and the range of those medians. Prints Markdown. On the host
 backend (no do_bench there) it prints only the precision: the candidate's and eager's CV.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,17 +47,22 @@ def repeated(name: str, backend: str, repeat: int):
 
 def host_precision(tasks: list, repeat: int) -> None:
     """The host backend's timing precision: CV over ``repeat`` evaluations, Markdown."""
-    print(f"| task | shape | cand us (median of {repeat}) | CV of cand medians | min-max us "
-          f"| eager us | CV of eager medians | CV of the speedups (eager / cand, per evaluation) |")
+    print(
+        f"| task | shape | cand us (median of {repeat}) | CV of cand medians | min-max us "
+        f"| eager us | CV of eager medians | CV of the speedups (eager / cand, per evaluation) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for name in tasks:
         _, _, ours = repeated(name, "host", repeat)
         for s, xs in ours.items():
             c, e = [x[0] for x in xs], [x[1] for x in xs]
             sp = [x[1] / x[0] for x in xs]
-            print(f"| {name} | {s} | {statistics.median(c) * 1e3:.1f} | {cv_pct(c):.2f}% "
-                  f"| {min(c) * 1e3:.1f}-{max(c) * 1e3:.1f} | {statistics.median(e) * 1e3:.1f} | {cv_pct(e):.2f}% "
-                  f"| {cv_pct(sp):.2f}% |", flush=True)
+            print(
+                f"| {name} | {s} | {statistics.median(c) * 1e3:.1f} | {cv_pct(c):.2f}% "
+                f"| {min(c) * 1e3:.1f}-{max(c) * 1e3:.1f} | {statistics.median(e) * 1e3:.1f} | {cv_pct(e):.2f}% "
+                f"| {cv_pct(sp):.2f}% |",
+                flush=True,
+            )
 
 
 def main() -> None:
@@ -70,8 +76,10 @@ def main() -> None:
         return
     from triton.testing import do_bench
 
-    print(f"| task | shape | forge cand us | do_bench cand us | diff | forge eager us | do_bench eager us | diff "
-          f"| CV of {a.repeat} forge cand medians | min-max us |")
+    print(
+        f"| task | shape | forge cand us | do_bench cand us | diff | forge eager us | do_bench eager us | diff "
+        f"| CV of {a.repeat} forge cand medians | min-max us |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name in a.tasks:
         task, comp, ours = repeated(name, "cuda", a.repeat)
@@ -81,14 +89,19 @@ def main() -> None:
             outs = alloc_outputs(task, dims, "cuda")
             args = lau.args(ins, outs, dims)
             dc = statistics.median(do_bench(lambda: lau(args), return_mode="median") for _ in range(a.repeat))
-            de = statistics.median(do_bench(lambda: task.reference(*ins), return_mode="median") for _ in range(a.repeat))
+            de = statistics.median(
+                do_bench(lambda: task.reference(*ins), return_mode="median") for _ in range(a.repeat)
+            )
             fc = statistics.median(x[0] for x in ours[s])
             fe = statistics.median(x[1] for x in ours[s])
             meds = [x[0] for x in ours[s]]
             cv = cv_pct(meds)
-            print(f"| {name} | {s} | {fc * 1e3:.1f} | {dc * 1e3:.1f} | {100 * (fc - dc) / dc:+.1f}% | "
-                  f"{fe * 1e3:.1f} | {de * 1e3:.1f} | {100 * (fe - de) / de:+.1f}% | {cv:.2f}% "
-                  f"| {min(meds) * 1e3:.1f}-{max(meds) * 1e3:.1f} |", flush=True)
+            print(
+                f"| {name} | {s} | {fc * 1e3:.1f} | {dc * 1e3:.1f} | {100 * (fc - dc) / dc:+.1f}% | "
+                f"{fe * 1e3:.1f} | {de * 1e3:.1f} | {100 * (fe - de) / de:+.1f}% | {cv:.2f}% "
+                f"| {min(meds) * 1e3:.1f}-{max(meds) * 1e3:.1f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

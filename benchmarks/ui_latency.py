@@ -25,6 +25,7 @@ Usage: python benchmarks/ui_latency.py [--nodes 5000] [--db PATH] [--no-write] [
 Prints the numbers and writes them into docs/benchmarks.md (section "UI latency") with
 the machine they ran on. Tests never assert on these numbers.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,8 +62,13 @@ def _samples(rng: random.Random, med: float, n: int = 100) -> list[float]:
 def _stats(xs: list[float]) -> dict:
     s = sorted(xs)
     med = statistics.median(s)
-    return {"median_ms": med, "p10_ms": s[len(s) // 10], "p90_ms": s[(9 * len(s)) // 10],
-            "cv": statistics.pstdev(s) / statistics.mean(s), "n": len(s)}
+    return {
+        "median_ms": med,
+        "p10_ms": s[len(s) // 10],
+        "p90_ms": s[(9 * len(s)) // 10],
+        "cv": statistics.pstdev(s) / statistics.mean(s),
+        "n": len(s),
+    }
 
 
 def build_store(path: Path, n_nodes: int = 5000, seed: int = 1) -> int:
@@ -74,22 +80,47 @@ def build_store(path: Path, n_nodes: int = 5000, seed: int = 1) -> int:
     store = Store(path)
     seed_src = (ROOT / "kernels" / "softmax" / "seed.cu").read_text()
     params = parse_params(seed_src)
-    task = store.add_task(name="softmax", origin="catalog", reference_source="torch.softmax(x, dim=-1)",
-                          spec={"shapes": list(SHAPES)}, signature="int forge_launch(const float*, float*, int64_t, "
-                          "int64_t, cudaStream_t)", content_hash="ui-latency")
-    run = store.create_run(task_id=task.id, task_name="softmax", backend="cuda", proposer="tune",
-                           iterations_target=n_nodes - 1)
-    device = {"gpu": "NVIDIA H200", "capability": "9.0", "sms": 132, "driver": "580.159.04", "torch": "2.11.0+cu130",
-              "copy_gbs": 4100.0}
+    task = store.add_task(
+        name="softmax",
+        origin="catalog",
+        reference_source="torch.softmax(x, dim=-1)",
+        spec={"shapes": list(SHAPES)},
+        signature="int forge_launch(const float*, float*, int64_t, int64_t, cudaStream_t)",
+        content_hash="ui-latency",
+    )
+    run = store.create_run(
+        task_id=task.id, task_name="softmax", backend="cuda", proposer="tune", iterations_target=n_nodes - 1
+    )
+    device = {
+        "gpu": "NVIDIA H200",
+        "capability": "9.0",
+        "sms": 132,
+        "driver": "580.159.04",
+        "torch": "2.11.0+cu130",
+        "copy_gbs": 4100.0,
+    }
     base_rows = []
     for shape, ms in EAGER_MS.items():
         st = _stats(_samples(rng, ms))
         gbps = SHAPES[shape] / (st["median_ms"] * 1e-3) / 1e9
-        base_rows.append({"subject": "eager", "shape": shape, **st, "gbps": gbps, "sol_pct": 100 * gbps / 4100,
-                          "samples_json": json.dumps(_samples(rng, ms)), "method": "baseline"})
+        base_rows.append(
+            {
+                "subject": "eager",
+                "shape": shape,
+                **st,
+                "gbps": gbps,
+                "sol_pct": 100 * gbps / 4100,
+                "samples_json": json.dumps(_samples(rng, ms)),
+                "method": "baseline",
+            }
+        )
     store.add_measurements(run.id, base_rows)
-    store.update_run(run.id, status="finished", device_json=json.dumps(device),
-                     baseline_json=json.dumps({"eager": EAGER_MS, "compile": {}, "compile_error": ""}))
+    store.update_run(
+        run.id,
+        status="finished",
+        device_json=json.dumps(device),
+        baseline_json=json.dumps({"eager": EAGER_MS, "compile": {}, "compile_error": ""}),
+    )
 
     parents: dict[int, int | None] = {}
     depth: dict[int, int] = {}
@@ -107,11 +138,24 @@ def build_store(path: Path, n_nodes: int = 5000, seed: int = 1) -> int:
             cfg = {p.name: rng.choice(p.values) for p in params}
         src = apply_params(seed_src, cfg) + f"// variant {i}: {json.dumps(cfg)}\n"
         d = 0 if parent is None else depth[parent] + 1
-        desc = "seed kernel from the catalog" if parent is None else "tune: " + ", ".join(
-            f"{k} -> {v}" for k, v in list(cfg.items())[: rng.randint(1, 2)])
-        node = store.add_node(run_id=run.id, parent_id=parent, depth=d, iteration=i, kind="seed" if i == 0 else
-                              "proposal", status="pending", source=src, source_hash=f"{i:016x}", description=desc,
-                              proposer="tune", params_json=json.dumps(cfg))
+        desc = (
+            "seed kernel from the catalog"
+            if parent is None
+            else "tune: " + ", ".join(f"{k} -> {v}" for k, v in list(cfg.items())[: rng.randint(1, 2)])
+        )
+        node = store.add_node(
+            run_id=run.id,
+            parent_id=parent,
+            depth=d,
+            iteration=i,
+            kind="seed" if i == 0 else "proposal",
+            status="pending",
+            source=src,
+            source_hash=f"{i:016x}",
+            description=desc,
+            proposer="tune",
+            params_json=json.dumps(cfg),
+        )
         parents[node.id], depth[node.id] = parent, d
         status = "ok"
         x = rng.random()
@@ -123,10 +167,20 @@ def build_store(path: Path, n_nodes: int = 5000, seed: int = 1) -> int:
         fields = {"status": status}
         meas, corr = [], []
         if status not in ("compile_error",):
-            corr = [{"shape": s, "trial": t, "seed": 1000 * i + t, "distribution": "normal",
-                     "max_abs_err": rng.random() * (1e-7 if status == "ok" else 1.0), "max_rel_err": rng.random() * 1e-6,
-                     "tolerance": "atol 1e-6 + rtol 1e-5 x max|ref|", "passed": status != "incorrect"}
-                    for s in SHAPES for t in range(3)]
+            corr = [
+                {
+                    "shape": s,
+                    "trial": t,
+                    "seed": 1000 * i + t,
+                    "distribution": "normal",
+                    "max_abs_err": rng.random() * (1e-7 if status == "ok" else 1.0),
+                    "max_rel_err": rng.random() * 1e-6,
+                    "tolerance": "atol 1e-6 + rtol 1e-5 x max|ref|",
+                    "passed": status != "incorrect",
+                }
+                for s in SHAPES
+                for t in range(3)
+            ]
         if status == "ok":
             sp_base = rng.lognormvariate(0.2, 0.25)
             shapes, sps, total = {}, [], 0.0
@@ -134,16 +188,30 @@ def build_store(path: Path, n_nodes: int = 5000, seed: int = 1) -> int:
                 sp = sp_base * rng.lognormvariate(0, 0.05)
                 cand = _stats(_samples(rng, ms / sp))
                 gbps = SHAPES[shape] / (cand["median_ms"] * 1e-3) / 1e9
-                shapes[shape] = {**{k: v for k, v in cand.items() if k != "n"}, "baseline_ms": ms, "speedup": sp,
-                                 "gbps": gbps, "sol_pct": 100 * gbps / 4100}
+                shapes[shape] = {
+                    **{k: v for k, v in cand.items() if k != "n"},
+                    "baseline_ms": ms,
+                    "speedup": sp,
+                    "gbps": gbps,
+                    "sol_pct": 100 * gbps / 4100,
+                }
                 sps.append(sp)
                 total += cand["median_ms"]
                 for subject, med in (("candidate", ms / sp), ("eager", ms)):
                     xs = _samples(rng, med)
                     st = _stats(xs)
                     g = SHAPES[shape] / (st["median_ms"] * 1e-3) / 1e9
-                    meas.append({"subject": subject, "shape": shape, **st, "gbps": g, "sol_pct": 100 * g / 4100,
-                                 "samples_json": json.dumps(xs), "method": "cuda events + device sync, L2 flush"})
+                    meas.append(
+                        {
+                            "subject": subject,
+                            "shape": shape,
+                            **st,
+                            "gbps": g,
+                            "sol_pct": 100 * g / 4100,
+                            "samples_json": json.dumps(xs),
+                            "method": "cuda events + device sync, L2 flush",
+                        }
+                    )
             speedup = (sps[0] * sps[1]) ** 0.5
             fields.update(speedup=speedup, median_ms=total, shapes_json=json.dumps(shapes))
             speed[node.id] = speedup
@@ -151,21 +219,37 @@ def build_store(path: Path, n_nodes: int = 5000, seed: int = 1) -> int:
             if speedup > best:
                 best_id, best = node.id, speedup
         else:
-            fields["error"] = {"compile_error": "compile failed: kernel.cu(118): error: identifier \"TILE_\" is "
-                               "undefined", "incorrect": "incorrect on attn_scores_4096x4096 trial 1: max abs err 0.43",
-                               "timeout": "timed out in timing after 180 s; worker killed",
-                               "crashed": "worker died during correctness (signal SIGSEGV)"}[status]
-        clog = {"command": "nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -shared -Xcompiler -fPIC kernel.cu -o k.so",
-                "log": ("kernel.cu(118): error: identifier \"TILE_\" is undefined\n1 error detected" if
-                        status == "compile_error" else ""), "seconds": 1.2 + rng.random(), "ok": status !=
-                "compile_error", "cached": False}
+            fields["error"] = {
+                "compile_error": 'compile failed: kernel.cu(118): error: identifier "TILE_" is undefined',
+                "incorrect": "incorrect on attn_scores_4096x4096 trial 1: max abs err 0.43",
+                "timeout": "timed out in timing after 180 s; worker killed",
+                "crashed": "worker died during correctness (signal SIGSEGV)",
+            }[status]
+        clog = {
+            "command": "nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -shared -Xcompiler -fPIC kernel.cu -o k.so",
+            "log": (
+                'kernel.cu(118): error: identifier "TILE_" is undefined\n1 error detected'
+                if status == "compile_error"
+                else ""
+            ),
+            "seconds": 1.2 + rng.random(),
+            "ok": status != "compile_error",
+            "cached": False,
+        }
         path_ids, cur = [], node.id
         while cur is not None:
             path_ids.append(cur)
             cur = parents[cur]
         stats = [(nid, 1 + i // (len(path_ids) + 1), speed.get(node.id, 0.0), best) for nid in path_ids]
-        store.finish_node(node.id, fields=fields, compile_log=clog, correctness=corr, measurements=meas, stats=stats,
-                          run_fields={"iterations_done": i, "best_node_id": best_id, "best_speedup": best or None})
+        store.finish_node(
+            node.id,
+            fields=fields,
+            compile_log=clog,
+            correctness=corr,
+            measurements=meas,
+            stats=stats,
+            run_fields={"iterations_done": i, "best_node_id": best_id, "best_speedup": best or None},
+        )
     store.update_run(run.id, status="finished", elapsed_s=n_nodes * 4.2, event_kind="status")
     store.close()
     return run.id
@@ -180,9 +264,12 @@ def tree_shape(path: Path, run_id: int) -> dict:
     kids: dict = {}
     for n in nodes:
         kids[n.parent_id] = kids.get(n.parent_id, 0) + 1
-    return {"nodes": len(nodes), "max_depth": max(n.depth for n in nodes),
-            "max_children": max(v for k, v in kids.items() if k is not None),
-            "db_mb": round(path.stat().st_size / 2**20, 1)}
+    return {
+        "nodes": len(nodes),
+        "max_depth": max(n.depth for n in nodes),
+        "max_children": max(v for k, v in kids.items() if k is not None),
+        "db_mb": round(path.stat().st_size / 2**20, 1),
+    }
 
 
 # ---------------------------------------------------------------------- measuring the app
@@ -196,7 +283,6 @@ async def _measure(db: Path, run_id: int, presses: int, size: tuple[int, int]) -
 
     from forge_tui.app.app import ForgeApp
     from forge_tui.app.screens.run import RunScreen
-    from forge_tui.app.widgets.code_view import CodeView
     from forge_tui.app.widgets.node_tree import NodeTree
 
     t0, c0 = time.perf_counter(), time.process_time()
@@ -305,8 +391,18 @@ async def _measure(db: Path, run_id: int, presses: int, size: tuple[int, int]) -
 
 
 def measure_in_subprocess(db: Path, run_id: int, presses: int, size: tuple[int, int]) -> dict:
-    cmd = [sys.executable, __file__, "--measure", str(db), "--run-id", str(run_id), "--presses", str(presses),
-           "--size", f"{size[0]}x{size[1]}"]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--measure",
+        str(db),
+        "--run-id",
+        str(run_id),
+        "--presses",
+        str(presses),
+        "--size",
+        f"{size[0]}x{size[1]}",
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
     if out.returncode != 0:
         raise RuntimeError(f"measurement failed:\n{out.stderr[-4000:]}")
@@ -331,8 +427,15 @@ def idle_cpu(db: Path, seconds: float, open_run: bool) -> dict:
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
     env = {**os.environ, "TERM": "xterm-256color", "LANG": "C.UTF-8"}
-    proc = subprocess.Popen([sys.executable, "-m", "forge_tui.cli", "--db", str(db)], stdin=slave, stdout=slave,
-                            stderr=slave, env=env, cwd=ROOT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "forge_tui.cli", "--db", str(db)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        cwd=ROOT,
+        start_new_session=True,
+    )
     os.close(slave)
     got = bytearray()
     stop = threading.Event()
@@ -374,8 +477,13 @@ def idle_cpu(db: Path, seconds: float, open_run: bool) -> dict:
             proc.wait()
         stop.set()
         os.close(master)
-    return {"cpu_pct": round(100.0 * (c1 - c0) / hz / (w1 - w0), 2), "cpu_s": round((c1 - c0) / hz, 3),
-            "window_s": round(w1 - w0, 1), "alive": alive, "first_output_s": round(start_s, 2)}
+    return {
+        "cpu_pct": round(100.0 * (c1 - c0) / hz / (w1 - w0), 2),
+        "cpu_s": round((c1 - c0) / hz, 3),
+        "window_s": round(w1 - w0, 1),
+        "alive": alive,
+        "first_output_s": round(start_s, 2),
+    }
 
 
 # ---------------------------------------------------------------------- report
@@ -390,8 +498,10 @@ def machine() -> str:
         pass
     import textual
 
-    return (f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared), "
-            f"Python {platform.python_version()}, Textual {textual.__version__}")
+    return (
+        f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared), "
+        f"Python {platform.python_version()}, Textual {textual.__version__}"
+    )
 
 
 def import_time(repeats: int = 3) -> float:
@@ -412,19 +522,26 @@ def section(res: dict) -> str:
         return f"median {statistics.median(xs):.1f} ms, p90 {_pct(xs, 0.9):.1f} ms, max {max(xs):.1f} ms"
 
     lines = [
-        SECTION, "",
-        textwrap.fill(f"`benchmarks/ui_latency.py`, {res['date']}. Machine: {res['machine']}; load average "
-        f"{res['load'][0]:.2f} / {res['load'][1]:.2f} at the start and end (the VM is shared: under load the wall "
-        f"times grow, so the CPU time of first paint is given too). The run: {shape['nodes']} nodes (depth up to "
-        f"{shape['max_depth']}, up to {shape['max_children']} children under one node, ~9 KB CUDA sources, 100 raw "
-        f"samples per measurement, 15% failures; {shape['db_mb']} MB of SQLite), built through the Store API"
-        + (f" in {res['build_s']:.0f} s" if res["build_s"] else "") + ". "
-        f"The app runs headless under Textual's `run_test` at {res['size']}; a key is sent as Pilot sends it, and "
-        f"its latency runs until its handler and the messages it caused are processed and the compositor has "
-        f"rendered the screen (the terminal write itself is not included; `pilot.pause` is not used for the "
-        f"latency because it waits at least 20 ms for the whole process to go idle: that figure is the \"key -> app idle again\" row). "
-        f"First paint is the median of {res['repeats']} fresh interpreters.", 92), "",
-        "| measure | value | aim |", "|---|---|---|",
+        SECTION,
+        "",
+        textwrap.fill(
+            f"`benchmarks/ui_latency.py`, {res['date']}. Machine: {res['machine']}; load average "
+            f"{res['load'][0]:.2f} / {res['load'][1]:.2f} at the start and end (the VM is shared: under load the wall "
+            f"times grow, so the CPU time of first paint is given too). The run: {shape['nodes']} nodes (depth up to "
+            f"{shape['max_depth']}, up to {shape['max_children']} children under one node, ~9 KB CUDA sources, 100 raw "
+            f"samples per measurement, 15% failures; {shape['db_mb']} MB of SQLite), built through the Store API"
+            + (f" in {res['build_s']:.0f} s" if res["build_s"] else "")
+            + ". "
+            f"The app runs headless under Textual's `run_test` at {res['size']}; a key is sent as Pilot sends it, and "
+            f"its latency runs until its handler and the messages it caused are processed and the compositor has "
+            f"rendered the screen (the terminal write itself is not included; `pilot.pause` is not used for the "
+            f'latency because it waits at least 20 ms for the whole process to go idle: that figure is the "key -> app idle again" row). '
+            f"First paint is the median of {res['repeats']} fresh interpreters.",
+            92,
+        ),
+        "",
+        "| measure | value | aim |",
+        "|---|---|---|",
         f"| first paint: app created -> run screen with its tree populated, cursor on the best node, rendered | "
         f"{res['first_paint_s']:.2f} s ({', '.join(f'{x:.2f}' for x in res['first_paint_all'])}; "
         f"CPU {res['first_paint_cpu_s']:.2f} s) | < 1 s |",
@@ -435,8 +552,7 @@ def section(res: dict) -> str:
         f"| keypress latency, {len(held)} down-arrows at 30/s (a held key; detail loads in flight) | "
         f"{dist(held)} | < 50 ms |",
         f"| key -> app idle again (`pilot.pause`, >= 20 ms, includes the detail load) | {dist(idle)} | |",
-        f"| key -> code, measurement and LLM panes show the new node (50 ms debounce + load + render) | "
-        f"{dist(d)} | |",
+        f"| key -> code, measurement and LLM panes show the new node (50 ms debounce + load + render) | {dist(d)} | |",
         f"| expand (l) the node with {res['expand_children']} children (first chunk of 100) | "
         f"{res['expand_ms']:.0f} ms | |",
         f"| jump to best (b) from the top of the tree | {res['jump_best_ms']:.0f} ms | |",
@@ -503,8 +619,15 @@ def main() -> None:
     res["idle_browser"] = idle_cpu(db, args.idle_s, open_run=False)
     print("idle CPU (run screen) ...", flush=True)
     res["idle_run"] = idle_cpu(db, args.idle_s, open_run=True)
-    res.update(shape=shape, build_s=build_s, size=args.size, repeats=len(runs), machine=machine(),
-               date=datetime.now(timezone.utc).strftime("%Y-%m-%d"), load=(load0, os.getloadavg()[0]))
+    res.update(
+        shape=shape,
+        build_s=build_s,
+        size=args.size,
+        repeats=len(runs),
+        machine=machine(),
+        date=datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        load=(load0, os.getloadavg()[0]),
+    )
     text = section(res)
     print(text)
     print(json.dumps({k: v for k, v in res.items() if not k.endswith("_ms") or not isinstance(v, list)}))

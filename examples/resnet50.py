@@ -7,6 +7,7 @@ to change the batch (default 8). Capture runs it in eval mode: convolutions, bat
 
 Needs torchvision; without it, importing this file fails with one line saying so.
 """
+
 import os
 
 import torch
@@ -15,8 +16,9 @@ import torch.nn as nn
 try:
     import torchvision
 except ImportError as exc:  # a clear line for forge-tui capture/apply instead of a traceback
-    raise ImportError("examples/resnet50.py needs torchvision (pip install torchvision), "
-                      "which is not installed here") from exc
+    raise ImportError(
+        "examples/resnet50.py needs torchvision (pip install torchvision), which is not installed here"
+    ) from exc
 
 BATCH = int(os.environ.get("FORGE_RESNET_BATCH", "8"))
 

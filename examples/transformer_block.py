@@ -10,6 +10,7 @@ Inputs: ``x`` float32 of shape (BATCH, SEQ, DIM). The sizes are small by default
 capture it on the CPU; set ``FORGE_BLOCK_SIZE=large`` for a GPU-sized block
 (8 x 1024 x 1024, 16 heads).
 """
+
 import math
 import os
 

@@ -6,6 +6,7 @@ candidate whose bytes / time exceeds the datasheet bandwidth skipped work. The *
 ceiling (what % of SOL is reported against) is the measured device-to-device copy
 bandwidth where we have it (GPU-FACTS.md: H200 4246 GB/s), else the datasheet value.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,8 +34,13 @@ class Peak:
 #: Keyed by a lower-case substring of the device name; first match wins (longest first).
 PEAKS: dict[str, Peak] = {
     "gb10": Peak(273.0, 31.0, 250.0, source="NVIDIA DGX Spark datasheet (273 GB/s LPDDR5X)"),
-    "h200": Peak(4800.0, 67.0, 989.0, copy_gbs=4246.0,
-                 source="NVIDIA H200 SXM datasheet; copy measured 2026-11-29 (GPU-FACTS.md)"),
+    "h200": Peak(
+        4800.0,
+        67.0,
+        989.0,
+        copy_gbs=4246.0,
+        source="NVIDIA H200 SXM datasheet; copy measured 2026-11-29 (GPU-FACTS.md)",
+    ),
     "h100 pcie": Peak(2000.0, 51.0, 756.0, source="NVIDIA H100 PCIe datasheet"),
     "h100": Peak(3350.0, 67.0, 989.0, source="NVIDIA H100 SXM datasheet"),
     "b200": Peak(8000.0, 80.0, 2250.0, source="NVIDIA B200 datasheet"),
@@ -106,9 +112,13 @@ def gpu_facts(index: int = 0) -> dict:
 
     props = torch.cuda.get_device_properties(index)
     return dict(
-        gpu=props.name, capability=f"{props.major}.{props.minor}", sm_count=props.multi_processor_count,
-        memory_gb=round(props.total_memory / 1e9, 1), l2_mb=round(getattr(props, "L2_cache_size", 0) / 2**20, 1),
-        cuda_runtime=torch.version.cuda, uuid=str(getattr(props, "uuid", "")),
+        gpu=props.name,
+        capability=f"{props.major}.{props.minor}",
+        sm_count=props.multi_processor_count,
+        memory_gb=round(props.total_memory / 1e9, 1),
+        l2_mb=round(getattr(props, "L2_cache_size", 0) / 2**20, 1),
+        cuda_runtime=torch.version.cuda,
+        uuid=str(getattr(props, "uuid", "")),
     )
 
 

@@ -9,6 +9,7 @@ The candidate contract (DESIGN.md): one source file exporting
 ``extern "C" int forge_launch(<inputs>, <outputs>, <int64 sizes>[, cudaStream_t stream])``
 in the order of :attr:`TaskSpec.args`; it returns 0 on success.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,10 +23,20 @@ from forge_tui.core.status import BackendName
 
 #: C types of each dtype in the generated signature, per backend.
 _C_TYPES = {
-    BackendName.CUDA: {"float32": "float", "bfloat16": "__nv_bfloat16", "float16": "__half", "int64": "int64_t",
-                       "int32": "int"},
-    BackendName.HOST: {"float32": "float", "bfloat16": "uint16_t", "float16": "uint16_t", "int64": "int64_t",
-                       "int32": "int"},
+    BackendName.CUDA: {
+        "float32": "float",
+        "bfloat16": "__nv_bfloat16",
+        "float16": "__half",
+        "int64": "int64_t",
+        "int32": "int",
+    },
+    BackendName.HOST: {
+        "float32": "float",
+        "bfloat16": "uint16_t",
+        "float16": "uint16_t",
+        "int64": "int64_t",
+        "int32": "int",
+    },
 }
 #: Bytes per element.
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8, "int64": 8, "int32": 4}
@@ -182,9 +193,13 @@ class TaskSpec:
         content hash does not change). The file's path is not part of it: the same text
         moved elsewhere is the same task.
         """
+
         def per_shape(shapes):
-            return {k: {"dims": dict(v), "bytes": int(self.bytes_moved(v)), "flops": int(self.flops(v))}
-                    for k, v in shapes.items()}
+            return {
+                k: {"dims": dict(v), "bytes": int(self.bytes_moved(v)), "flops": int(self.flops(v))}
+                for k, v in shapes.items()
+            }
+
         extra = {} if self.origin == "catalog" else {"origin": self.origin, "capture": self.capture}
         return {
             "name": self.name,

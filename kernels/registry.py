@@ -2,13 +2,14 @@
 
 Importing the catalog never imports torch. Errors: :class:`TaskError` with one line.
 """
+
 from __future__ import annotations
 
-from forge_tui.core.errors import ForgeError
 import importlib
 import pkgutil
 from pathlib import Path
 
+from forge_tui.core.errors import ForgeError
 from kernels.base import TaskSpec
 
 _ROOT = Path(__file__).parent

@@ -23,6 +23,7 @@ preprocessor keeps of those conditionals with ``-DFORGE_...``, so the raw file, 
 as it is, is the variant with every ``FORGE_*`` macro 0. Conditionals on other macros
 (``#if FAST``) pass through untouched. Errors: :class:`SeedError` with one line.
 """
+
 from __future__ import annotations
 
 import re
@@ -50,8 +51,10 @@ def _evaluate(expr: str, macros: Mapping[str, int], where: str) -> bool:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None:
-            raise SeedError(f"{where}: cannot resolve `#if {expr}` (only FORGE_* macros, integers, "
-                            "defined, !, &&, ||, ==, != and parentheses)")
+            raise SeedError(
+                f"{where}: cannot resolve `#if {expr}` (only FORGE_* macros, integers, "
+                "defined, !, &&, ||, ==, != and parentheses)"
+            )
         tok, pos = m.group(1), m.end()
         if tok == "defined":
             d = re.compile(r"\s*\(?\s*(FORGE_\w+)\s*\)?").match(text, pos)

@@ -1,4 +1,5 @@
 """Persistence for forge-tui: SQLModel tables and the one :class:`Store` API (no SQL elsewhere)."""
+
 from store.api import LEASE_STALE_S, Store, default_db_path, now_iso
 from store.errors import (
     ForeignDatabase,
@@ -17,8 +18,26 @@ from store.errors import (
 )
 from store.models import FINAL, IN_FLIGHT, NODE_STATUSES, RUN_STATUSES
 
-__all__ = ["Store", "StoreError", "default_db_path", "now_iso", "LEASE_STALE_S",
-           "FINAL", "IN_FLIGHT", "NODE_STATUSES", "RUN_STATUSES",
-           "ForeignDatabase", "LeaseHeld", "StoreCannotOpen", "StoreCorrupt", "StoreDiskFull", "StoreEmpty",
-           "StoreLocked", "StoreNeedsMigration", "StoreNeedsWrite", "StoreNotFound", "StoreReadOnly",
-           "StoreTooNew"]
+__all__ = [
+    "Store",
+    "StoreError",
+    "default_db_path",
+    "now_iso",
+    "LEASE_STALE_S",
+    "FINAL",
+    "IN_FLIGHT",
+    "NODE_STATUSES",
+    "RUN_STATUSES",
+    "ForeignDatabase",
+    "LeaseHeld",
+    "StoreCannotOpen",
+    "StoreCorrupt",
+    "StoreDiskFull",
+    "StoreEmpty",
+    "StoreLocked",
+    "StoreNeedsMigration",
+    "StoreNeedsWrite",
+    "StoreNotFound",
+    "StoreReadOnly",
+    "StoreTooNew",
+]

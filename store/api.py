@@ -12,6 +12,7 @@ run's single-writer lease), ``store.faults`` (fault injection for tests), ``stor
 (a :class:`StoreError` subclass per case, with its exit code) and ``store.testing`` (reads
 and writes only tests use).
 """
+
 from __future__ import annotations
 
 import json
@@ -76,8 +77,13 @@ class Store:
     #: Forward-only migrations (kept here for compatibility; they live in store.migrations).
     MIGRATIONS = migrations.MIGRATIONS
 
-    def __init__(self, path: Optional[os.PathLike | str] = None, *, readonly: bool = False,
-                 busy_timeout_s: Optional[float] = None):
+    def __init__(
+        self,
+        path: Optional[os.PathLike | str] = None,
+        *,
+        readonly: bool = False,
+        busy_timeout_s: Optional[float] = None,
+    ):
         self.path = Path(path).expanduser() if path else default_db_path()
         self.readonly = readonly
         self.busy_timeout_s = default_busy_timeout_s() if busy_timeout_s is None else busy_timeout_s
@@ -87,8 +93,7 @@ class Store:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise StoreCannotOpen(f"cannot create directory {self.path.parent}: {exc.strerror}") from exc
-        self.engine = make_engine(self.path, readonly=readonly, busy_timeout_s=self.busy_timeout_s,
-                                  faults=self._faults)
+        self.engine = make_engine(self.path, readonly=readonly, busy_timeout_s=self.busy_timeout_s, faults=self._faults)
         try:
             with init_lock(self.path, readonly=readonly):
                 migrations.init_schema(self.engine, self.path, readonly=readonly)
@@ -112,15 +117,22 @@ class Store:
             return int(s.exec(select(func.max(Event.id))).one() or 0)
 
     # ----------------------------------------------------------------- tasks
-    def add_task(self, *, name: str, origin: str, reference_source: str, spec: dict,
-                 signature: str, content_hash: str) -> TaskRead:
+    def add_task(
+        self, *, name: str, origin: str, reference_source: str, spec: dict, signature: str, content_hash: str
+    ) -> TaskRead:
         """Return the task with this name and content hash, creating it when new."""
         with self.session() as s:
             row = s.exec(select(Task).where(Task.name == name, Task.content_hash == content_hash)).first()
             if row is None:
-                row = Task(name=name, origin=origin, reference_source=reference_source,
-                           spec_json=json.dumps(spec), signature=signature,
-                           content_hash=content_hash, created_at=now_iso())
+                row = Task(
+                    name=name,
+                    origin=origin,
+                    reference_source=reference_source,
+                    spec_json=json.dumps(spec),
+                    signature=signature,
+                    content_hash=content_hash,
+                    created_at=now_iso(),
+                )
                 s.add(row)
                 s.flush()
             return TaskRead.model_validate(row, from_attributes=True)
@@ -172,8 +184,16 @@ class Store:
             row.updated_at = stamp
             s.add(row)
             if event_kind:
-                s.add(Event(run_id=run_id, kind=event_kind, created_at=stamp,
-                            payload_json=json.dumps({k: v for k, v in fields.items() if k in ("status", "status_reason", "control")})))
+                s.add(
+                    Event(
+                        run_id=run_id,
+                        kind=event_kind,
+                        created_at=stamp,
+                        payload_json=json.dumps(
+                            {k: v for k, v in fields.items() if k in ("status", "status_reason", "control")}
+                        ),
+                    )
+                )
             s.flush()
             return RunRead.model_validate(row, from_attributes=True)
 
@@ -185,7 +205,11 @@ class Store:
                 s.exec(delete(model).where(model.node_id.in_(node_ids)))
             for model in (Measurement, LLMExchange, Event):
                 s.exec(delete(model).where(model.run_id == run_id))
-            s.exec(delete(Node).where(Node.run_id == run_id, Node.parent_id.is_not(None)).execution_options(synchronize_session=False))
+            s.exec(
+                delete(Node)
+                .where(Node.run_id == run_id, Node.parent_id.is_not(None))
+                .execution_options(synchronize_session=False)
+            )
             s.exec(delete(Node).where(Node.run_id == run_id))
             s.exec(delete(Run).where(Run.id == run_id))
 
@@ -247,8 +271,15 @@ class Store:
             for k, v in fields.items():
                 setattr(row, k, v)
             s.add(row)
-            s.add(Event(run_id=row.run_id, node_id=node_id, kind="node_status", created_at=now_iso(),
-                        payload_json=json.dumps({"status": status})))
+            s.add(
+                Event(
+                    run_id=row.run_id,
+                    node_id=node_id,
+                    kind="node_status",
+                    created_at=now_iso(),
+                    payload_json=json.dumps({"status": status}),
+                )
+            )
 
     def finish_node(
         self,
@@ -297,8 +328,15 @@ class Store:
                     setattr(run, k, v)
                 run.updated_at = stamp
                 s.add(run)
-            s.add(Event(run_id=row.run_id, node_id=node_id, kind="node_finished", created_at=stamp,
-                        payload_json=json.dumps({"status": row.status, "speedup": row.speedup})))
+            s.add(
+                Event(
+                    run_id=row.run_id,
+                    node_id=node_id,
+                    kind="node_finished",
+                    created_at=stamp,
+                    payload_json=json.dumps({"status": row.status, "speedup": row.speedup}),
+                )
+            )
 
     def confirm_node(self, node_id: int, speedup: float, measurements: Sequence[dict], note: str = "") -> None:
         """Store a node's confirmation re-measurement (its measurements and confirmed speedup)."""
@@ -313,8 +351,15 @@ class Store:
             s.add(row)
             for m in measurements:
                 s.add(Measurement(node_id=node_id, run_id=row.run_id, created_at=stamp, **m))
-            s.add(Event(run_id=row.run_id, node_id=node_id, kind="node_confirmed", created_at=stamp,
-                        payload_json=json.dumps({"confirmed_speedup": speedup})))
+            s.add(
+                Event(
+                    run_id=row.run_id,
+                    node_id=node_id,
+                    kind="node_confirmed",
+                    created_at=stamp,
+                    payload_json=json.dumps({"confirmed_speedup": speedup}),
+                )
+            )
 
     def get_node(self, node_id: int) -> NodeRead:
         with self.session() as s:
@@ -343,8 +388,9 @@ class Store:
             rows = s.exec(select(Correctness).where(Correctness.node_id == node_id).order_by(Correctness.id))
             return [CorrectnessRead.model_validate(r, from_attributes=True) for r in rows]
 
-    def measurements(self, *, run_id: Optional[int] = None, node_id: Optional[int] = None,
-                     baseline: bool = False) -> list[MeasurementRead]:
+    def measurements(
+        self, *, run_id: Optional[int] = None, node_id: Optional[int] = None, baseline: bool = False
+    ) -> list[MeasurementRead]:
         """Measurements of a node, or a run's baseline ones (``baseline=True``)."""
         with self.session() as s:
             q = select(Measurement)
@@ -419,8 +465,9 @@ class Store:
             return [EventRead.model_validate(r, from_attributes=True) for r in rows]
 
     # ----------------------------------------------------------------- light reads for the UI
-    def node_summaries(self, run_id: int, *, after_id: int = 0,
-                       ids: Optional[Iterable[int]] = None) -> list[NodeSummary]:
+    def node_summaries(
+        self, run_id: int, *, after_id: int = 0, ids: Optional[Iterable[int]] = None
+    ) -> list[NodeSummary]:
         """Nodes of a run as :class:`NodeSummary` (no source, error text or JSON), id order.
 
         ``after_id`` keeps ids above it (new nodes since a poll); ``ids`` keeps only those
@@ -431,7 +478,7 @@ class Store:
         cols = [getattr(Node, name) for name in names]
         if ids is not None:
             wanted = sorted(set(ids))
-            chunks = [wanted[i:i + 500] for i in range(0, len(wanted), 500)]
+            chunks = [wanted[i : i + 500] for i in range(0, len(wanted), 500)]
             if not chunks:
                 return []
         else:
@@ -477,6 +524,8 @@ class Store:
         """Test helper, kept for compatibility: see :func:`store.testing.find_node_by_hash`."""
         return testing.find_node_by_hash(self, run_id, source_hash)
 
-    def add_event(self, run_id: int, kind: str, *, node_id: Optional[int] = None, payload: Optional[dict] = None) -> None:
+    def add_event(
+        self, run_id: int, kind: str, *, node_id: Optional[int] = None, payload: Optional[dict] = None
+    ) -> None:
         """Test helper, kept for compatibility: see :func:`store.testing.add_event`."""
         testing.add_event(self, run_id, kind, node_id=node_id, payload=payload)

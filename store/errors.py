@@ -6,6 +6,7 @@ when callers told the cases apart by matching it ("locked", "to migrate it", "re
 ``forge_tui.core.errors``: 1 failed, 2 refused before doing anything, 3 interrupted and
 resumable once fixed (a full disk, a lock held elsewhere, a file turned read-only).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -102,7 +103,18 @@ def explain(exc: BaseException, path: Path) -> StoreError:
 
 
 __all__ = [
-    "ForeignDatabase", "LeaseHeld", "StoreCannotOpen", "StoreCorrupt", "StoreDiskFull", "StoreEmpty",
-    "StoreError", "StoreLocked", "StoreNeedsMigration", "StoreNeedsWrite", "StoreNotFound",
-    "StoreReadOnly", "StoreTooNew", "explain",
+    "ForeignDatabase",
+    "LeaseHeld",
+    "StoreCannotOpen",
+    "StoreCorrupt",
+    "StoreDiskFull",
+    "StoreEmpty",
+    "StoreError",
+    "StoreLocked",
+    "StoreNeedsMigration",
+    "StoreNeedsWrite",
+    "StoreNotFound",
+    "StoreReadOnly",
+    "StoreTooNew",
+    "explain",
 ]

@@ -14,6 +14,7 @@ A write commit is the commit of a ``Store.session`` that changed rows (reads and
 set-up are not counted). The line ``forge-tui fault injection: SIGKILL ...`` on stderr names
 the commit and the Store method that made it.
 """
+
 from __future__ import annotations
 
 import os
@@ -64,9 +65,11 @@ class Faults:
     @classmethod
     def from_env(cls) -> Optional["Faults"]:
         """The plan, or None when no ``FORGE_FAULT_*`` variable is set (the normal case)."""
-        plan = cls(os.environ.get("FORGE_FAULT_KILL_AFTER_COMMIT", "").strip(),
-                   os.environ.get("FORGE_FAULT_KILL_BEFORE_COMMIT", "").strip(),
-                   _env_int("FORGE_FAULT_MAX_PAGE_COUNT"))
+        plan = cls(
+            os.environ.get("FORGE_FAULT_KILL_AFTER_COMMIT", "").strip(),
+            os.environ.get("FORGE_FAULT_KILL_BEFORE_COMMIT", "").strip(),
+            _env_int("FORGE_FAULT_MAX_PAGE_COUNT"),
+        )
         return plan if (plan.kill_after, plan.kill_before, plan.max_pages) != (None, None, None) else None
 
     def commit(self, s: Session) -> None:

@@ -6,6 +6,7 @@ heartbeat is older than ``LEASE_STALE_S``, or whose owner is a dead process on t
 be taken over. Each function works inside the caller's session (``Store.session``), so the
 lease rows and their event commit together.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,12 +47,19 @@ def acquire(s: Session, run_id: int, stale_after_s: float = LEASE_STALE_S) -> tu
         raise LeaseHeld(held)
     if row.lease_token:
         age = now - (row.heartbeat_at or 0)
-        message = (f"took over run {run_id} from pid {row.owner_pid} on {row.owner_host} "
-                   f"(last heartbeat {age:.0f} s ago)")
+        message = (
+            f"took over run {run_id} from pid {row.owner_pid} on {row.owner_host} (last heartbeat {age:.0f} s ago)"
+        )
     row.lease_token, row.owner_host, row.owner_pid, row.heartbeat_at = token, host, pid, now
     s.add(row)
-    s.add(Event(run_id=run_id, kind="lease", created_at=now_iso(),
-                payload_json=json.dumps({"host": host, "pid": pid, "message": message})))
+    s.add(
+        Event(
+            run_id=run_id,
+            kind="lease",
+            created_at=now_iso(),
+            payload_json=json.dumps({"host": host, "pid": pid, "message": message}),
+        )
+    )
     return token, message
 
 
@@ -85,8 +93,10 @@ def live_holder(row: Run, now: float, stale_after_s: float) -> str:
     alive = pid_alive(row.owner_pid) if row.owner_host == socket.gethostname() and row.owner_pid else True
     if not alive or row.owner_pid == os.getpid():
         return ""
-    return (f"run {row.id} is driven by pid {row.owner_pid} on {row.owner_host} "
-            f"(heartbeat {now - row.heartbeat_at:.0f} s ago); stop it first")
+    return (
+        f"run {row.id} is driven by pid {row.owner_pid} on {row.owner_host} "
+        f"(heartbeat {now - row.heartbeat_at:.0f} s ago); stop it first"
+    )
 
 
 def pid_alive(pid: int) -> bool:

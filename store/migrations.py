@@ -4,6 +4,7 @@ Opening a file: no tables creates the schema; our tables without a version row f
 creation cut short; an older version migrates (refused on a read-only open); a newer one, or
 another application's tables, is refused with one line.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,8 +30,11 @@ def init_schema(engine: Engine, path: Path, *, readonly: bool) -> None:
         StoreTooNew, StoreNeedsMigration, ForeignDatabase, StoreEmpty.
     """
     with Session(engine) as s:
-        tables = {r[0] for r in s.exec(text("SELECT name FROM sqlite_master WHERE type='table'"))
-                  if not r[0].startswith("sqlite_")}
+        tables = {
+            r[0]
+            for r in s.exec(text("SELECT name FROM sqlite_master WHERE type='table'"))
+            if not r[0].startswith("sqlite_")
+        }
     # SQLite commits each CREATE TABLE on its own: a creation cut short (a full disk, a
     # kill) leaves some of our tables and no version row; finish it rather than refuse
     ours = tables <= set(SQLModel.metadata.tables)

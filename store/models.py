@@ -7,10 +7,12 @@ each read model decodes them through a property named without ``_json`` (``NodeR
 next to ``NodeRead.timings_json``).
 Times are UTC ISO-8601 strings; durations are in the unit their name says (``_ms``, ``_s``).
 """
+
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields as dataclass_fields
+from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from typing import Any, Callable, Optional
 
 from pydantic import ConfigDict
@@ -19,9 +21,9 @@ from sqlmodel import Field, SQLModel
 SCHEMA_VERSION = 3
 
 # Node and run statuses live in the shared vocabulary (re-exported here for store callers).
-from forge_tui.core.status import FINAL, IN_FLIGHT, NODE_STATUSES, RUN_STATUSES  # noqa: E402,F401
 # What a node's confirmed_speedup says: one reading, core's (re-exported for store callers).
 from forge_tui.core.present import confirmation  # noqa: E402,F401
+from forge_tui.core.status import FINAL, IN_FLIGHT, NODE_STATUSES, RUN_STATUSES  # noqa: E402,F401
 
 
 def decode_json(text: Optional[str], empty: Callable[[], Any]) -> Any:
@@ -41,6 +43,7 @@ def _decoded(column: str, empty: Callable[[], Any], doc: str) -> property:
     Not cached: the models are frozen, and a cached dict handed to callers could be mutated
     by one and seen changed by the next.
     """
+
     def get(self: Any) -> Any:
         return decode_json(getattr(self, column), empty)
 

@@ -4,6 +4,7 @@ SQLite runs in WAL mode with ``busy_timeout`` and foreign keys on, so one search
 writes while any number of UI processes read. ``$FORGE_BUSY_TIMEOUT_S`` (default 15) is how
 long a write waits for another process's lock before giving up with the "locked" message.
 """
+
 from __future__ import annotations
 
 import fcntl

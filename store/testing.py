@@ -3,6 +3,7 @@
 Each takes a :class:`store.api.Store`. ``Store`` keeps same-named methods that delegate here,
 for the tests that call them today; new tests should call these functions.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,9 +41,13 @@ def find_node_by_hash(store: "Store", run_id: int, source_hash: str) -> Optional
         return NodeRead.model_validate(row, from_attributes=True) if row else None
 
 
-def add_event(store: "Store", run_id: int, kind: str, *, node_id: Optional[int] = None,
-              payload: Optional[dict] = None) -> None:
+def add_event(
+    store: "Store", run_id: int, kind: str, *, node_id: Optional[int] = None, payload: Optional[dict] = None
+) -> None:
     """Append an event of ``kind`` (the store's own writes add theirs in their transaction)."""
     with store.session() as s:
-        s.add(Event(run_id=run_id, node_id=node_id, kind=kind, created_at=now_iso(),
-                    payload_json=json.dumps(payload or {})))
+        s.add(
+            Event(
+                run_id=run_id, node_id=node_id, kind=kind, created_at=now_iso(), payload_json=json.dumps(payload or {})
+            )
+        )

@@ -9,6 +9,7 @@ README's test command is the fast lane (``-m "not slow"``), CI runs the slow lan
 (``-m slow``) after it. A new test goes where its kind says; mark it ``slow`` if it takes
 more than a few seconds.
 """
+
 from __future__ import annotations
 
 import os

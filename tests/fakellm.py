@@ -11,6 +11,7 @@ chat requests being answered (from arrival until just before the answer is writt
 ``fallback``, holds that answer until ``k`` requests are in flight: concurrency is checked on
 these counters, never on timestamps.
 """
+
 from __future__ import annotations
 
 import json
@@ -93,10 +94,17 @@ class FakeLLM:
                     pass
 
             def do_GET(self):
-                fake.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": None})
+                fake.requests.append(
+                    {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": None}
+                )
                 if self.path.rstrip("/").endswith("/models"):
-                    self._send(200, {"object": "list", "data": [{"id": MODEL, "object": "model", "created": 0,
-                                                                 "owned_by": "test"}]})
+                    self._send(
+                        200,
+                        {
+                            "object": "list",
+                            "data": [{"id": MODEL, "object": "model", "created": 0, "owned_by": "test"}],
+                        },
+                    )
                 else:
                     self._send(404, {"error": {"message": "not found"}})
 
@@ -104,8 +112,13 @@ class FakeLLM:
                 t_recv = time.perf_counter()
                 n = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(n) or b"{}")
-                record = {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body,
-                          "t_recv": t_recv, "t_sent": None}
+                record = {
+                    "path": self.path,
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                    "body": body,
+                    "t_recv": t_recv,
+                    "t_sent": None,
+                }
                 fake.requests.append(record)
                 try:
                     self._answer(body)
@@ -129,19 +142,34 @@ class FakeLLM:
                         fake.in_flight -= 1
                         fake.flight.notify_all()
                 if entry["kind"] == "status":
-                    self._send(entry["code"], {"error": {"message": entry["message"], "type": "test", "code": None}},
-                               entry.get("headers"))
+                    self._send(
+                        entry["code"],
+                        {"error": {"message": entry["message"], "type": "test", "code": None}},
+                        entry.get("headers"),
+                    )
                     return
                 text = entry["text"]
-                self._send(200, {
-                    "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
-                    "model": body.get("model", MODEL),
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                 "finish_reason": entry.get("finish_reason", "stop")}],
-                    "usage": {"prompt_tokens": 100 + len(json.dumps(body.get("messages", []))) // 4,
-                              "completion_tokens": len(text) // 4 + 1,
-                              "total_tokens": 0},
-                })
+                self._send(
+                    200,
+                    {
+                        "id": "chatcmpl-test",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": body.get("model", MODEL),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": text},
+                                "finish_reason": entry.get("finish_reason", "stop"),
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": 100 + len(json.dumps(body.get("messages", []))) // 4,
+                            "completion_tokens": len(text) // 4 + 1,
+                            "total_tokens": 0,
+                        },
+                    },
+                )
 
         return Handler
 
@@ -150,8 +178,15 @@ def fast_config(base_url: str, **kw):
     """A config with short timeouts and retry waits, for tests."""
     from forge_tui.llm.config import LLMConfig
 
-    values = dict(base_url=base_url, model=MODEL, timeout_s=2.0, max_retries=3, retry_wait_s=0.05,
-                  retry_max_wait_s=0.1, retry_budget_s=20.0, max_tokens=4096)
+    values = dict(
+        base_url=base_url,
+        model=MODEL,
+        timeout_s=2.0,
+        max_retries=3,
+        retry_wait_s=0.05,
+        retry_max_wait_s=0.1,
+        retry_budget_s=20.0,
+        max_tokens=4096,
+    )
     values.update(kw)
     return LLMConfig(**values)
-

@@ -1,5 +1,6 @@
 """Helpers shared by the tests (fixtures live in tests/conftest.py): the repository root,
 running the CLI in a subprocess or in-process, the one-line-error check, a task file."""
+
 from __future__ import annotations
 
 import os
@@ -58,8 +59,14 @@ def cli_cmd(*args: str) -> list[str]:
 
 def run_cli(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``forge-tui ARGS`` to completion in a subprocess and capture its output as text."""
-    return subprocess.run(cli_cmd(*args), capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+    return subprocess.run(
+        cli_cmd(*args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+    )
 
 
 def main_rc(capsys, *argv) -> tuple[int, str, str]:

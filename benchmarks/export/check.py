@@ -1,6 +1,7 @@
 """Check an exported kernel directory on its device: import it without forge-tui, compare with
 the reference, trace it with torch.compile(fullgraph=True), capture it in a CUDA graph, and
 time it against eager. Usage: python3 benchmarks/export/check.py DIR [DIR ...]"""
+
 import importlib.util
 import json
 import sys
@@ -8,9 +9,15 @@ import sys
 import torch
 
 #: Input shapes for catalog tasks (a task file's come from its get_inputs()).
-CATALOG = {"softmax": [(4096, 4096)], "softmax_bf16": [(4096, 4096)], "gelu": [(8192, 4096)],
-           "gelu_tanh": [(8192, 4096)], "layer_norm": [(4096, 2048), (2048,), (2048,)],
-           "rms_norm": [(8192, 4096), (4096,)], "adaptive_avg_pool2d": [(32, 2048, 7, 7)]}
+CATALOG = {
+    "softmax": [(4096, 4096)],
+    "softmax_bf16": [(4096, 4096)],
+    "gelu": [(8192, 4096)],
+    "gelu_tanh": [(8192, 4096)],
+    "layer_norm": [(4096, 2048), (2048,), (2048,)],
+    "rms_norm": [(8192, 4096), (4096,)],
+    "adaptive_avg_pool2d": [(32, 2048, 7, 7)],
+}
 
 
 def timed(fn, *args, n=50):
@@ -34,8 +41,10 @@ def check(folder: str, k: int) -> None:
     assert not [m for m in sys.modules if m.split(".")[0] in ("forge_tui", "kernels", "store")]
     dev = "cuda" if fk.BACKEND == "cuda" else "cpu"
     if fk.ORIGIN == "catalog":
-        ins = [torch.randn(s, device=dev).to(getattr(torch, i["dtype"])) for s, i in
-               zip(CATALOG[manifest["task"]], manifest["inputs"])]
+        ins = [
+            torch.randn(s, device=dev).to(getattr(torch, i["dtype"]))
+            for s, i in zip(CATALOG[manifest["task"]], manifest["inputs"])
+        ]
         if manifest["task"] in ("layer_norm", "rms_norm"):
             ins[1] = 1.0 + 0.1 * ins[1]
     else:
@@ -58,8 +67,10 @@ def check(folder: str, k: int) -> None:
         assert torch.allclose(yg, y)
         t_f, t_k, t_e = timed(fwd, *ins), timed(op, *full), timed(fk.reference, *ins)
         t_g = timed(lambda: g.replay())
-        line += (f"; per call, back to back: forward() {t_f:.1f} us, torch.ops.forge {t_k:.1f} us, graph replay "
-                 f"{t_g:.1f} us, eager {t_e:.1f} us (search said {manifest['speedup']:.3f}x, L2 flushed)")
+        line += (
+            f"; per call, back to back: forward() {t_f:.1f} us, torch.ops.forge {t_k:.1f} us, graph replay "
+            f"{t_g:.1f} us, eager {t_e:.1f} us (search said {manifest['speedup']:.3f}x, L2 flushed)"
+        )
     print("OK", line, flush=True)
 
 

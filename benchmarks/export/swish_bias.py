@@ -1,4 +1,5 @@
 """A KernelBench-layout task file for the export check: x * sigmoid(x) + bias over the last dim."""
+
 import torch
 import torch.nn as nn
 

@@ -3,6 +3,7 @@
 The app reads the store and writes control requests into it; search processes run
 detached and are only ever started (``spawn_search``), never called into. No torch here.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,9 +43,16 @@ class ForgeApp(App):
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
 
-    def __init__(self, db_path: os.PathLike | str, run_id: Optional[int] = None, note: str = "", *,
-                 clock: Optional[Callable[[], float]] = None, telemetry: bool = True,
-                 spawner: Optional[Callable[[Path, int], Path]] = None) -> None:
+    def __init__(
+        self,
+        db_path: os.PathLike | str,
+        run_id: Optional[int] = None,
+        note: str = "",
+        *,
+        clock: Optional[Callable[[], float]] = None,
+        telemetry: bool = True,
+        spawner: Optional[Callable[[Path, int], Path]] = None,
+    ) -> None:
         super().__init__()
         self.db_path = Path(db_path)
         self.store = Store(self.db_path)
@@ -88,15 +96,20 @@ class ForgeApp(App):
         if stopping and run.status in ("running", "paused", "created"):
             state = "stopping after the node in flight (resumable)"
         else:
-            state = {"running": "still running in the background", "created": "starting in the background",
-                     "paused": "paused in the background (space in the app resumes it)"}.get(run.status, run.status)
+            state = {
+                "running": "still running in the background",
+                "created": "starting in the background",
+                "paused": "paused in the background (space in the app resumes it)",
+            }.get(run.status, run.status)
         try:
             default = Path(default_db_path()).expanduser().resolve() == self.db_path.resolve()
         except OSError:
             default = False
         cmd = "forge-tui" if default else f"forge-tui --db {self.db_path}"
-        return (f"run {run.id} ({run.task_name}): {state}; log: {log_path(self.db_path, run.id)}; "
-                f"reopen: {cmd} (pick run {run.id}) or {cmd} show {run.id}")
+        return (
+            f"run {run.id} ({run.task_name}): {state}; log: {log_path(self.db_path, run.id)}; "
+            f"reopen: {cmd} (pick run {run.id}) or {cmd} show {run.id}"
+        )
 
     def action_quit(self) -> None:
         if self.initial_run_id is not None:
@@ -112,7 +125,7 @@ class ForgeApp(App):
         """The palette lists the current screen's actions (the same registry as keys and help)."""
         yield from super().get_system_commands(screen)
         seen = set()
-        for key, active in screen.active_bindings.items():
+        for active in screen.active_bindings.values():
             b = active.binding
             desc = b.tooltip or b.description
             if not active.enabled or not desc or b.action in seen or b.action.startswith("app."):

@@ -1,28 +1,52 @@
 """Formatting helpers shared by the screens: glyphs, styles, times. No Textual, no torch.
 
 Speedups and their marks come from ``forge_tui.core.present`` (shared with the CLI)."""
+
 from __future__ import annotations
 
 import json
 from datetime import datetime
 from typing import Any, Optional
 
-from forge_tui.core.status import FAILED, NodeStatus, RunStatus  # noqa: F401  (FAILED: the screens read it here)
-
 # How speedups and their marks are shown is shared with the CLI (forge_tui.core.present);
 # the screens import those names from here.
 from forge_tui.core.present import (  # noqa: F401
-    ASCII, CONFIRM_FAILED, CONFIRMED, SEARCH, confirmation, confirmed_mark, failed_mark, legends, run_best,
-    shown_speedup, speedup_mark, speedup_text)
+    ASCII,
+    CONFIRM_FAILED,
+    CONFIRMED,
+    SEARCH,
+    confirmation,
+    confirmed_mark,
+    failed_mark,
+    legends,
+    run_best,
+    shown_speedup,
+    speedup_mark,
+    speedup_text,
+)
+from forge_tui.core.status import FAILED, NodeStatus, RunStatus  # noqa: F401  (FAILED: the screens read it here)
 
 _GLYPHS = {
-    NodeStatus.OK: ("✔", "+"), NodeStatus.COMPILE_ERROR: ("✖", "C"), NodeStatus.INCORRECT: ("≠", "!"),
-    NodeStatus.TIMEOUT: ("⏱", "T"), NodeStatus.CRASHED: ("☠", "X"), NodeStatus.REJECTED: ("⊘", "R"),
-    NodeStatus.SUSPECT: ("?", "?"), NodeStatus.PENDING: ("·", "."), NodeStatus.COMPILING: ("⚙", "c"),
-    NodeStatus.VERIFYING: ("≈", "v"), NodeStatus.TIMING: ("◔", "t"),
+    NodeStatus.OK: ("✔", "+"),
+    NodeStatus.COMPILE_ERROR: ("✖", "C"),
+    NodeStatus.INCORRECT: ("≠", "!"),
+    NodeStatus.TIMEOUT: ("⏱", "T"),
+    NodeStatus.CRASHED: ("☠", "X"),
+    NodeStatus.REJECTED: ("⊘", "R"),
+    NodeStatus.SUSPECT: ("?", "?"),
+    NodeStatus.PENDING: ("·", "."),
+    NodeStatus.COMPILING: ("⚙", "c"),
+    NodeStatus.VERIFYING: ("≈", "v"),
+    NodeStatus.TIMING: ("◔", "t"),
 }
-RUN_STYLE = {RunStatus.RUNNING: "bold green", RunStatus.PAUSED: "yellow", RunStatus.INTERRUPTED: "dark_orange",
-             RunStatus.FINISHED: "cyan", RunStatus.FAILED: "bold red", RunStatus.CREATED: "dim"}
+RUN_STYLE = {
+    RunStatus.RUNNING: "bold green",
+    RunStatus.PAUSED: "yellow",
+    RunStatus.INTERRUPTED: "dark_orange",
+    RunStatus.FINISHED: "cyan",
+    RunStatus.FAILED: "bold red",
+    RunStatus.CREATED: "dim",
+}
 
 
 def glyph(status: str) -> str:

@@ -1,4 +1,5 @@
 """Typed messages that workers post and UI handlers consume (named after what happened)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -74,5 +75,14 @@ class PollFailed(Message):
         self.error = error
 
 
-__all__ = ["NodesAdded", "NodesChanged", "RunChanged", "NodeDetail", "NodeDetailLoaded", "RunsLoaded",
-           "TelemetryRead", "PollFailed", "Any"]
+__all__ = [
+    "NodesAdded",
+    "NodesChanged",
+    "RunChanged",
+    "NodeDetail",
+    "NodeDetailLoaded",
+    "RunsLoaded",
+    "TelemetryRead",
+    "PollFailed",
+    "Any",
+]

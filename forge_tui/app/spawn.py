@@ -1,5 +1,6 @@
 """Start a search process detached from the terminal (its own session; a closed app or a
 dropped SSH connection never stops it). Output goes to ``logs/run-ID.log`` beside the db."""
+
 from __future__ import annotations
 
 import contextlib
@@ -27,9 +28,14 @@ def spawn_search(db: Path, run_id: int) -> Path:
     log = log_path(db, run_id)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as f:
-        subprocess.Popen([sys.executable, "-m", "forge_tui.cli", "--db", str(db), "resume", str(run_id), "--headless"],
-                         stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
-                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        subprocess.Popen(
+            [sys.executable, "-m", "forge_tui.cli", "--db", str(db), "resume", str(run_id), "--headless"],
+            stdin=subprocess.DEVNULL,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     return log
 
 
@@ -66,4 +72,3 @@ def start_search(spawner: Callable[[Path, int], Path], db: Path, run: Optional[A
         return spawner(db, run_id)
     with endpoint_env(run.config):
         return spawner(db, run_id)
-

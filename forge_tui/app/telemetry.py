@@ -1,4 +1,5 @@
 """NVML telemetry through pynvml when it imports and a GPU answers; otherwise None."""
+
 from __future__ import annotations
 
 from typing import Optional

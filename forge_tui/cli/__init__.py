@@ -8,6 +8,7 @@ mistakes end with one line on stderr and exit code 2; nothing prints a traceback
 ``spawn_search``, ``_has_terminal`` and ``_open_app`` are looked up on this package when
 called, so replacing them here (tests do) changes what the commands do.
 """
+
 from __future__ import annotations
 
 from forge_tui.app.spawn import spawn_search
@@ -16,5 +17,17 @@ from forge_tui.cli.entry import NO_STORE, READ_ONLY, main
 from forge_tui.cli.parse import build_parser, version
 from forge_tui.cli.render import run_summary
 
-__all__ = ["COMMANDS", "EXIT_BY_STATUS", "NO_STORE", "READ_ONLY", "_exit_code", "_has_terminal", "_open_app",
-           "build_parser", "main", "run_summary", "spawn_search", "version"]
+__all__ = [
+    "COMMANDS",
+    "EXIT_BY_STATUS",
+    "NO_STORE",
+    "READ_ONLY",
+    "_exit_code",
+    "_has_terminal",
+    "_open_app",
+    "build_parser",
+    "main",
+    "run_summary",
+    "spawn_search",
+    "version",
+]

@@ -3,6 +3,7 @@ search/, evaluate/, store/ and app/; what is printed is built in ``render``.
 
 User mistakes end with one line on stderr (:func:`fail`) and exit code 2.
 """
+
 from __future__ import annotations
 
 import json
@@ -86,17 +87,30 @@ def _headless_without_terminal(args) -> None:
     final status), which is what a script wants from ``forge-tui run TASK``.
     """
     if not args.headless and not _cli()._has_terminal():
-        print("forge-tui: no terminal (stdin or stdout is not a tty): running the search in the foreground, "
-              "as with --headless", file=sys.stderr, flush=True)
+        print(
+            "forge-tui: no terminal (stdin or stdout is not a tty): running the search in the foreground, "
+            "as with --headless",
+            file=sys.stderr,
+            flush=True,
+        )
         args.headless = True
 
 
 def run_config(args) -> RunConfig:
     """``forge-tui run``'s flags as a RunConfig (``args.proposer`` already decided)."""
-    return RunConfig(task=args.task, iterations=args.iterations, backend=args.backend, proposer=args.proposer,
-                     seed=args.seed, c=args.c, repairs=args.repairs, parallel=args.parallel,
-                     model=args.model or "", base_url=args.base_url or "",
-                     seed_kernel=str(args.seed_kernel) if args.seed_kernel is not None else None)
+    return RunConfig(
+        task=args.task,
+        iterations=args.iterations,
+        backend=args.backend,
+        proposer=args.proposer,
+        seed=args.seed,
+        c=args.c,
+        repairs=args.repairs,
+        parallel=args.parallel,
+        model=args.model or "",
+        base_url=args.base_url or "",
+        seed_kernel=str(args.seed_kernel) if args.seed_kernel is not None else None,
+    )
 
 
 def _search(store: Store, run_id: int, extra_iterations: Optional[int] = None) -> int:
@@ -153,8 +167,11 @@ def cmd_resume(args, store: Store) -> int:
     if args.iterations is not None:
         target = run.iterations_done + args.iterations
         if target != run.iterations_target:
-            print(f"run {run.id}: iteration target {run.iterations_target} -> {target} ({args.iterations} more "
-                  f"after the {run.iterations_done} done)", flush=True)
+            print(
+                f"run {run.id}: iteration target {run.iterations_target} -> {target} ({args.iterations} more "
+                f"after the {run.iterations_done} done)",
+                flush=True,
+            )
     if args.headless:
         return _search(store, run.id, extra_iterations=args.iterations)
     if args.iterations is not None:  # the background search is started without --iterations
@@ -168,8 +185,10 @@ def cmd_stop(args, store: Store) -> int:
         print(f"run {run.id} is {run.status}; nothing to stop")
         return 0
     if run.status == RunStatus.PAUSED and not store.lease_holder(run.id):
-        print(f"run {run.id} is paused and no process drives it; nothing to stop "
-              f"(`forge-tui resume {run.id}` continues it)")
+        print(
+            f"run {run.id} is paused and no process drives it; nothing to stop "
+            f"(`forge-tui resume {run.id}` continues it)"
+        )
         return 0
     store.request_control(run.id, "stop")
     print(f"asked run {run.id} to stop (it stops once the nodes in flight are evaluated)")
@@ -193,9 +212,16 @@ def cmd_show(args, store: Store) -> int:
     if not args.json:
         print(render.show_text(run, nodes))
         return 0
-    llm = {ex.node_id: {"model": ex.model, "prompt_tokens": ex.prompt_tokens,
-                        "completion_tokens": ex.completion_tokens, "latency_s": ex.latency_s}
-           for ex in store.llm_exchanges(run_id=run.id) if ex.node_id is not None}
+    llm = {
+        ex.node_id: {
+            "model": ex.model,
+            "prompt_tokens": ex.prompt_tokens,
+            "completion_tokens": ex.completion_tokens,
+            "latency_s": ex.latency_s,
+        }
+        for ex in store.llm_exchanges(run_id=run.id)
+        if ex.node_id is not None
+    }
     print(render.show_json(run, nodes, llm))
     return 0
 
@@ -315,8 +341,10 @@ def _export_target_problem(out: Path) -> Optional[str]:
             return None
     except (OSError, ValueError):
         pass
-    return (f"{out} is not empty and holds no previous export: pass another -o DIR, or --force to write "
-            f"the export's files into it")
+    return (
+        f"{out} is not empty and holds no previous export: pass another -o DIR, or --force to write "
+        f"the export's files into it"
+    )
 
 
 def cmd_llm(args, store) -> int:
@@ -335,6 +363,16 @@ def cmd_llm(args, store) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "resume": cmd_resume, "stop": cmd_stop, "ls": cmd_ls, "show": cmd_show,
-            "eval": cmd_eval, "tasks": cmd_tasks, "capture": cmd_capture, "apply": cmd_apply,
-            "llm": cmd_llm, "export": cmd_export}
+COMMANDS = {
+    "run": cmd_run,
+    "resume": cmd_resume,
+    "stop": cmd_stop,
+    "ls": cmd_ls,
+    "show": cmd_show,
+    "eval": cmd_eval,
+    "tasks": cmd_tasks,
+    "capture": cmd_capture,
+    "apply": cmd_apply,
+    "llm": cmd_llm,
+    "export": cmd_export,
+}

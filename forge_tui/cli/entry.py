@@ -1,5 +1,6 @@
 """``forge-tui``'s entry point: parse, open the database as the command needs it, dispatch,
 and turn user-facing errors into one line on stderr (exit code 2; never a traceback)."""
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,10 @@ def _dispatch(args) -> int:
     import forge_tui.cli as cli  # _has_terminal and _open_app are looked up there (see commands._cli)
 
     if args.cmd is None and not cli._has_terminal():
-        return fail("the runs browser needs a terminal (stdin or stdout is not a tty): run forge-tui from a "
-                    "terminal, or use forge-tui ls / show RUN")
+        return fail(
+            "the runs browser needs a terminal (stdin or stdout is not a tty): run forge-tui from a "
+            "terminal, or use forge-tui ls / show RUN"
+        )
     if args.cmd in NO_STORE or args.cmd == "capture" and not args.select:
         return COMMANDS[args.cmd](args, None)
     path = Path(args.db or default_db_path()).expanduser()
@@ -43,8 +46,9 @@ def _dispatch(args) -> int:
     if args.cmd in READ_ONLY:
         if not path.exists():
             if args.cmd == "ls":
-                print("[]" if args.json else f"no runs: no database at {path} yet; start one with: "
-                      f"forge-tui run softmax")
+                print(
+                    "[]" if args.json else f"no runs: no database at {path} yet; start one with: forge-tui run softmax"
+                )
                 return 0
             return fail(f"no database at {path}: pass --db PATH, or start a run first")
         store = _read_only_store(path)

@@ -1,4 +1,5 @@
 """``forge-tui``'s argument parser. Defaults of the search flags come from ``core.config.DEFAULTS``."""
+
 from __future__ import annotations
 
 import argparse
@@ -63,8 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true")
     _db_arg(ev)
     tk = sub.add_parser("tasks", help="list the task catalog, or show one task (a name or a task file)")
-    tk.add_argument("task", nargs="?", default=None, metavar="TASK|FILE.py",
-                    help="a catalog name or a task file: its launch signatures and shapes")
+    tk.add_argument(
+        "task",
+        nargs="?",
+        default=None,
+        metavar="TASK|FILE.py",
+        help="a catalog name or a task file: its launch signatures and shapes",
+    )
     tk.add_argument("--json", action="store_true")
     _db_arg(tk)
     _model_parsers(sub)
@@ -80,24 +86,43 @@ def build_parser() -> argparse.ArgumentParser:
 def _run_parser(sub) -> None:
     r = sub.add_parser("run", help="start a search on a task")
     r.add_argument("task", help="catalog task name (see `forge-tui tasks`) or a task file")
-    r.add_argument("--iterations", type=int, default=DEFAULTS.iterations,
-                   help=f"proposals to evaluate (default {DEFAULTS.iterations})")
+    r.add_argument(
+        "--iterations",
+        type=int,
+        default=DEFAULTS.iterations,
+        help=f"proposals to evaluate (default {DEFAULTS.iterations})",
+    )
     _backend_arg(r)
-    r.add_argument("--proposer", choices=PROPOSER_CHOICES, default=None,
-                   help="tune (default without an LLM endpoint) or llm")
-    r.add_argument("--seed", type=int, default=DEFAULTS.seed,
-                   help="random seed of the search and of the correctness inputs (not --seed-kernel)")
+    r.add_argument(
+        "--proposer", choices=PROPOSER_CHOICES, default=None, help="tune (default without an LLM endpoint) or llm"
+    )
+    r.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULTS.seed,
+        help="random seed of the search and of the correctness inputs (not --seed-kernel)",
+    )
     r.add_argument("--c", type=float, default=DEFAULTS.c, help="UCT exploration constant (speedup units)")
     r.add_argument("--repairs", type=int, default=DEFAULTS.repairs, help="repair attempts for a failed LLM child")
-    r.add_argument("--seed-kernel", type=Path, default=None, metavar="PATH",
-                   help="kernel source for the root node instead of the task's seed (.cu for cuda, .cpp for "
-                        "host); the tuner turns its `// @tune` knobs")
+    r.add_argument(
+        "--seed-kernel",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="kernel source for the root node instead of the task's seed (.cu for cuda, .cpp for "
+        "host); the tuner turns its `// @tune` knobs",
+    )
     r.add_argument("--model", default=None, help="LLM model name (default: $FORGE_LLM_MODEL, the config file)")
-    r.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL, "
-                   "the config file)")
-    r.add_argument("--parallel", type=int, default=DEFAULTS.parallel, metavar="N",
-                   help="expansions in flight while the GPU times one more (default: 2 with llm; "
-                        "tune: 4 on cuda, 1 on host)")
+    r.add_argument(
+        "--base-url", default=None, help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL, the config file)"
+    )
+    r.add_argument(
+        "--parallel",
+        type=int,
+        default=DEFAULTS.parallel,
+        metavar="N",
+        help="expansions in flight while the GPU times one more (default: 2 with llm; tune: 4 on cuda, 1 on host)",
+    )
     r.add_argument("--headless", action="store_true", help="run in the foreground, print progress, no UI")
     _db_arg(r)
 
@@ -106,11 +131,17 @@ def _resume_parser(sub) -> None:
     rs = sub.add_parser("resume", help="continue an interrupted run")
     rs.add_argument("run_id", type=int)
     rs.add_argument("--iterations", type=int, default=None, help="run N more iterations (default: up to its target)")
-    rs.add_argument("--parallel", type=int, default=None, metavar="N",
-                    help="expansions in flight from now on (default: as the run was started)")
+    rs.add_argument(
+        "--parallel",
+        type=int,
+        default=None,
+        metavar="N",
+        help="expansions in flight from now on (default: as the run was started)",
+    )
     rs.add_argument("--model", default=None, help="LLM model from now on (default: $FORGE_LLM_MODEL, else the run's)")
-    rs.add_argument("--base-url", default=None,
-                    help="LLM endpoint from now on (default: $OPENAI_BASE_URL, else the run's)")
+    rs.add_argument(
+        "--base-url", default=None, help="LLM endpoint from now on (default: $OPENAI_BASE_URL, else the run's)"
+    )
     rs.add_argument("--headless", action="store_true")
     _db_arg(rs)
 
@@ -119,10 +150,15 @@ def _model_parsers(sub) -> None:
     """capture, apply and export: the commands between a model file and a search's kernels."""
     cp = sub.add_parser("capture", help="list the aten operators a model file's forward runs; make tasks of some")
     cp.add_argument("file", help="model file: Model(nn.Module), get_inputs(), get_init_inputs()")
-    cp.add_argument("--select", default=None, metavar="OP[,OP...]",
-                    help="make tasks of these operators: # from the table or an op name (aten._softmax.default)")
-    cp.add_argument("-o", "--output", default=None, metavar="DIR",
-                    help="where task files go (default forge-tasks/<model>/)")
+    cp.add_argument(
+        "--select",
+        default=None,
+        metavar="OP[,OP...]",
+        help="make tasks of these operators: # from the table or an op name (aten._softmax.default)",
+    )
+    cp.add_argument(
+        "-o", "--output", default=None, metavar="DIR", help="where task files go (default forge-tasks/<model>/)"
+    )
     _backend_arg(cp, help="run the model on the GPU (cuda) or the CPU (host); auto: GPU when torch sees one")
     cp.add_argument("--samples", type=int, default=None, help="timing samples per operator (default 50 cuda, 15 host)")
     cp.add_argument("--no-time", action="store_true", help="record only; skip timing the operators")
@@ -132,8 +168,9 @@ def _model_parsers(sub) -> None:
     ap.add_argument("model", help="model file (as for capture)")
     ap.add_argument("kernel_dirs", nargs="+", metavar="KERNEL_DIR", help="directories written by forge-tui export")
     _backend_arg(ap, help="auto: the kernels' backend (cuda kernels run the model on the GPU)")
-    ap.add_argument("--samples", type=int, default=None, help="timed forwards each, before and after "
-                    "(default 150 cuda, 31 host)")
+    ap.add_argument(
+        "--samples", type=int, default=None, help="timed forwards each, before and after (default 150 cuda, 31 host)"
+    )
     ap.add_argument("--json", action="store_true")
     _db_arg(ap)
     ex = sub.add_parser("export", help="write a run's kernel as a module for model code")
@@ -141,7 +178,8 @@ def _model_parsers(sub) -> None:
     ex.add_argument("--node", type=int, default=None, help="node to export (default: the run's best, confirmed first)")
     ex.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="directory to write into")
     ex.add_argument("--build", action="store_true", help="also compile kernel.so now (for machines without a compiler)")
-    ex.add_argument("--force", action="store_true", help="write into a non-empty directory that holds no "
-                    "previous export")
+    ex.add_argument(
+        "--force", action="store_true", help="write into a non-empty directory that holds no previous export"
+    )
     ex.add_argument("--json", action="store_true")
     _db_arg(ex)

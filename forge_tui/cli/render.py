@@ -3,13 +3,21 @@
 Pure functions of plain data (store rows, results) to strings or JSON-ready dicts; speedups
 and their marks as the app shows them (``forge_tui.core.present``).
 """
+
 from __future__ import annotations
 
 import json
 from typing import Any, Iterable
 
-from forge_tui.core.present import (CONFIRMATION_JSON, confirmation, legends, run_best, shown_speedup,
-                                    speedup_cell, speedup_mark)
+from forge_tui.core.present import (
+    CONFIRMATION_JSON,
+    confirmation,
+    legends,
+    run_best,
+    shown_speedup,
+    speedup_cell,
+    speedup_mark,
+)
 from forge_tui.core.status import BackendName
 
 
@@ -27,24 +35,36 @@ def run_summary(r, best=None) -> dict:
     ``best_confirmation`` then says whether ``best_speedup`` is confirmed ("confirmed"), a
     search-time figure whose re-measurement failed ("failed") or a search-time one (null)."""
     value, kind = run_best(r, best)
-    return {"id": r.id, "task": r.task_name, "status": r.status, "backend": r.backend, "proposer": r.proposer,
-            "nodes": r.iterations_done, "best_speedup": value, "best_confirmation": CONFIRMATION_JSON[kind],
-            "created_at": r.created_at,
-            "iterations": r.iterations_target, "status_reason": r.status_reason,
-            "device": _device(r.device_json)}
+    return {
+        "id": r.id,
+        "task": r.task_name,
+        "status": r.status,
+        "backend": r.backend,
+        "proposer": r.proposer,
+        "nodes": r.iterations_done,
+        "best_speedup": value,
+        "best_confirmation": CONFIRMATION_JSON[kind],
+        "created_at": r.created_at,
+        "iterations": r.iterations_target,
+        "status_reason": r.status_reason,
+        "device": _device(r.device_json),
+    }
 
 
 def runs_table(rows: list, best: dict) -> str:
     """``forge-tui ls``: one line per run (``best``: best node summaries by run id), then the marks' legend."""
     runs = [run_summary(r, best.get(r.id)) for r in rows]
     w = max(4, *(len(r["task"]) for r in runs))
-    lines = [f"{'id':>4}  {'task':{w}} {'status':12} {'backend':7} {'proposer':8} {'iterations':>10} {'best':>8}"
-             "    created"]  # after the best column, its mark's slot
+    lines = [
+        f"{'id':>4}  {'task':{w}} {'status':12} {'backend':7} {'proposer':8} {'iterations':>10} {'best':>8}    created"
+    ]  # after the best column, its mark's slot
     for r, row in zip(runs, rows):
         shown, mark = speedup_cell(*run_best(row, best.get(row.id)))
         its = f"{r['nodes']}/{r['iterations']}"
-        lines.append(f"{r['id']:>4}  {r['task']:{w}} {r['status']:12} {r['backend']:7} {r['proposer']:8} "
-                     f"{its:>10} {shown:>8} {mark}  {r['created_at']}")
+        lines.append(
+            f"{r['id']:>4}  {r['task']:{w}} {r['status']:12} {r['backend']:7} {r['proposer']:8} "
+            f"{its:>10} {shown:>8} {mark}  {r['created_at']}"
+        )
     if any(r["best_speedup"] for r in runs):
         lines.append(f"best: {legends()[0]}")
     return "\n".join(lines)
@@ -52,13 +72,27 @@ def runs_table(rows: list, best: dict) -> str:
 
 def node_dicts(nodes: list, llm: dict) -> list[dict]:
     """``show --json``'s nodes; ``llm``: the LLM exchange that wrote each node, by node id."""
-    return [{"id": n.id, "parent": n.parent_id, "status": n.status, "speedup": n.speedup,
-             "median_ms": n.median_ms, "description": n.description, "kind": n.kind, "depth": n.depth,
-             "speedup_compile": n.speedup_compile,
-             # a failed re-measurement is stored as 0: never a confirmed figure
-             "confirmed_speedup": n.confirmed_speedup if confirmation(n) == "confirmed" else None,
-             "confirmation": confirmation(n), "error": n.error.splitlines()[0] if n.error else "",
-             "shapes": n.shapes, "llm": llm.get(n.id), "timings": n.timings} for n in nodes]
+    return [
+        {
+            "id": n.id,
+            "parent": n.parent_id,
+            "status": n.status,
+            "speedup": n.speedup,
+            "median_ms": n.median_ms,
+            "description": n.description,
+            "kind": n.kind,
+            "depth": n.depth,
+            "speedup_compile": n.speedup_compile,
+            # a failed re-measurement is stored as 0: never a confirmed figure
+            "confirmed_speedup": n.confirmed_speedup if confirmation(n) == "confirmed" else None,
+            "confirmation": confirmation(n),
+            "error": n.error.splitlines()[0] if n.error else "",
+            "shapes": n.shapes,
+            "llm": llm.get(n.id),
+            "timings": n.timings,
+        }
+        for n in nodes
+    ]
 
 
 def show_json(run, nodes: list, llm: dict) -> str:
@@ -86,8 +120,10 @@ def show_text(run, nodes: list) -> str:
     """``forge-tui show RUN``: the run, its eager baseline, its best, then its tree of nodes."""
     best = next((n for n in nodes if n.id == run.best_node_id), None)
     device = _device(run.device_json)
-    lines = [f"run {run.id}: {run.task_name} on {device or run.backend} ({run.backend}, {run.proposer}) "
-             f"{run.status}{' - ' + run.status_reason if run.status_reason else ''}"]
+    lines = [
+        f"run {run.id}: {run.task_name} on {device or run.backend} ({run.backend}, {run.proposer}) "
+        f"{run.status}{' - ' + run.status_reason if run.status_reason else ''}"
+    ]
     base = run.baseline
     for shape, ms in (base.get("eager") or {}).items():
         comp = (base.get("compile") or {}).get(shape)
@@ -99,8 +135,10 @@ def show_text(run, nodes: list) -> str:
     by_id = {n.id: n for n in nodes}
     for n in _depth_first(node_dicts(nodes, {})):
         sp, mark = speedup_cell(*shown_speedup(by_id[n["id"]]))
-        lines.append(f"  {'  ' * n['depth']}#{n['id']} {n['status']:13} {sp:>8}{mark} {n['description'][:70]}"
-                     + (f"  [{n['error'][:80]}]" if n["error"] else ""))
+        lines.append(
+            f"  {'  ' * n['depth']}#{n['id']} {n['status']:13} {sp:>8}{mark} {n['description'][:70]}"
+            + (f"  [{n['error'][:80]}]" if n["error"] else "")
+        )
     if any(n.confirmed_speedup is not None for n in nodes):
         lines.append(f"  speedups: {legends()[0]}")
     return "\n".join(lines)
@@ -109,22 +147,37 @@ def show_text(run, nodes: list) -> str:
 def eval_dict(res, base: dict) -> dict:
     """``eval --json``: one evaluation's result (``base``: the evaluator's baseline and device facts)."""
     baseline_ms = sum(v["baseline_ms"] for v in res.shapes.values()) if res.shapes else None
-    return {"status": res.status, "speedup": res.speedup, "median_ms": res.median_ms, "baseline_ms": baseline_ms,
-            "error": res.error, "shapes": res.shapes, "device": base.get("gpu") or base.get("cpu")}
+    return {
+        "status": res.status,
+        "speedup": res.speedup,
+        "median_ms": res.median_ms,
+        "baseline_ms": baseline_ms,
+        "error": res.error,
+        "shapes": res.shapes,
+        "device": base.get("gpu") or base.get("cpu"),
+    }
 
 
 def eval_text(res) -> str:
-    lines = [f"{res.status}" + (f"  {res.speedup:.3f}x over eager" if res.speedup else "")
-             + (f": {res.error}" if res.error else "")]
+    lines = [
+        f"{res.status}"
+        + (f"  {res.speedup:.3f}x over eager" if res.speedup else "")
+        + (f": {res.error}" if res.error else "")
+    ]
     for shape, v in res.shapes.items():
-        lines.append(f"  {shape}: {v['median_ms'] * 1e3:.1f} us vs eager {v['baseline_ms'] * 1e3:.1f} us "
-                     f"({v['speedup']:.3f}x, {v['gbps']:.0f} GB/s, CV {100 * v['cv']:.1f}%)")
+        lines.append(
+            f"  {shape}: {v['median_ms'] * 1e3:.1f} us vs eager {v['baseline_ms'] * 1e3:.1f} us "
+            f"({v['speedup']:.3f}x, {v['gbps']:.0f} GB/s, CV {100 * v['cv']:.1f}%)"
+        )
     return "\n".join(lines)
 
 
 def tasks_text(tasks: Iterable) -> str:
-    return "\n".join(f"{t.name:22} {t.description}\n{'':22} shapes: {', '.join(t.shapes)}\n"
-                     + "\n".join(f"{'':22} {b}: {t.signature(b)}" for b in BackendName) for t in tasks)
+    return "\n".join(
+        f"{t.name:22} {t.description}\n{'':22} shapes: {', '.join(t.shapes)}\n"
+        + "\n".join(f"{'':22} {b}: {t.signature(b)}" for b in BackendName)
+        for t in tasks
+    )
 
 
 def export_dict(res) -> dict:
@@ -134,10 +187,10 @@ def export_dict(res) -> dict:
 def export_text(res) -> str:
     m = res.manifest
     speed = f", {m['speedup']:.3f}x ({m['speedup_kind']})" if m["speedup"] else ""
-    lines = [f"exported node {m['node_id']} of run {m['run_id']} ({m['task']}, {m['backend']}{speed}) "
-             f"to {res.directory}"]
+    lines = [
+        f"exported node {m['node_id']} of run {m['run_id']} ({m['task']}, {m['backend']}{speed}) to {res.directory}"
+    ]
     lines += [f"  {f}" for f in res.files]
     args_ = ", ".join(i["name"] for i in m["inputs"])
     lines.append(f"use: import forge_kernel; y = forge_kernel.forward({args_})  (see {res.directory / 'README.md'})")
     return "\n".join(lines)
-

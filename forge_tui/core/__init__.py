@@ -2,6 +2,7 @@
 
 Every other package (store included) may import from here; nothing here imports them.
 """
+
 from forge_tui.core.errors import ForgeError, user_message
 from forge_tui.core.status import (
     FAILED,
@@ -20,7 +21,19 @@ from forge_tui.core.status import (
 )
 
 __all__ = [
-    "FAILED", "FINAL", "IN_FLIGHT", "NODE_STATUSES", "REPAIRABLE", "RUN_FINAL", "RUN_STATUSES",
-    "BackendName", "ForgeError", "NodeKind", "NodeStatus", "ProposerName", "RunStatus",
-    "TimingMode", "user_message",
+    "FAILED",
+    "FINAL",
+    "IN_FLIGHT",
+    "NODE_STATUSES",
+    "REPAIRABLE",
+    "RUN_FINAL",
+    "RUN_STATUSES",
+    "BackendName",
+    "ForgeError",
+    "NodeKind",
+    "NodeStatus",
+    "ProposerName",
+    "RunStatus",
+    "TimingMode",
+    "user_message",
 ]

@@ -5,6 +5,7 @@ app share (STYLE.md 10). Imports nothing of ours but ``core``.
 run (resolving ``auto`` backend, the default ``parallel`` and the LLM endpoint's layered
 settings: defaults < config file < environment < these fields).
 """
+
 from __future__ import annotations
 
 import math
@@ -72,8 +73,9 @@ class RunConfig:
             return f"unknown backend {self.backend!r}: use {', '.join(BACKEND_CHOICES)}"
         if self.proposer not in PROPOSER_CHOICES:
             return f"unknown proposer {self.proposer!r}: use {' or '.join(PROPOSER_CHOICES)}"
-        return flag_problem(parallel=self.parallel, c=self.c, repairs=self.repairs, iterations=self.iterations,
-                            seed=self.seed)
+        return flag_problem(
+            parallel=self.parallel, c=self.c, repairs=self.repairs, iterations=self.iterations, seed=self.seed
+        )
 
     def check(self) -> "RunConfig":
         """``self``; raises RunConfigError naming the first setting out of range."""
@@ -87,8 +89,14 @@ class RunConfig:
 DEFAULTS = RunConfig(task="")
 
 
-def flag_problem(*, parallel: Optional[int] = None, c: Optional[float] = None, repairs: Optional[int] = None,
-                 iterations: Optional[int] = None, seed: Optional[int] = None) -> Optional[str]:
+def flag_problem(
+    *,
+    parallel: Optional[int] = None,
+    c: Optional[float] = None,
+    repairs: Optional[int] = None,
+    iterations: Optional[int] = None,
+    seed: Optional[int] = None,
+) -> Optional[str]:
     """One line for a search setting out of range (named by its flag), else None; None skips a setting."""
     if parallel is not None and not 1 <= parallel <= MAX_PARALLEL:
         return f"--parallel must be between 1 and {MAX_PARALLEL}"

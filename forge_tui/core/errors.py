@@ -10,6 +10,7 @@ the app show) and the process exit code a command ends with when it escapes:
 Subclasses keep their historical bases (``RuntimeError``/``ValueError``) beside this one, so
 ``except ValueError`` in older callers still works.
 """
+
 from __future__ import annotations
 
 from typing import ClassVar, Optional

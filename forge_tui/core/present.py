@@ -5,14 +5,18 @@ A shown speedup has a *kind*: ``CONFIRMED`` (re-measured with fresh inputs at th
 run), ``CONFIRM_FAILED`` (that re-measurement failed: the figure is the search-time one) or
 ``SEARCH`` (never re-measured). Each kind has a mark (``✓``/``c``, ``✗``/``!``, none).
 """
+
 from __future__ import annotations
 
 import os
 from typing import Any, Optional
 
 #: ASCII fallback for terminals without UTF-8 (FORGE_ASCII=1 forces it).
-ASCII = os.environ.get("FORGE_ASCII") == "1" or "utf" not in (
-    os.environ.get("LC_ALL") or os.environ.get("LC_CTYPE") or os.environ.get("LANG") or "utf-8").lower()
+ASCII = (
+    os.environ.get("FORGE_ASCII") == "1"
+    or "utf"
+    not in (os.environ.get("LC_ALL") or os.environ.get("LC_CTYPE") or os.environ.get("LANG") or "utf-8").lower()
+)
 
 #: What a shown speedup is (the second item of :func:`shown_speedup` and :func:`run_best`).
 CONFIRMED = "confirmed"  # re-measured with fresh inputs at the end of the run
@@ -55,8 +59,11 @@ def legends() -> tuple[str, ...]:
     last leaves out that an unmarked figure is the search-time one."""
     marks = f"{confirmed_mark()} confirmed"
     failed = f"{failed_mark()} confirm failed"
-    return (f"{marks} at the run's end, {failed}, else search-time", f"{marks}, {failed}, else search-time",
-            f"{marks}, {failed}")
+    return (
+        f"{marks} at the run's end, {failed}, else search-time",
+        f"{marks}, {failed}, else search-time",
+        f"{marks}, {failed}",
+    )
 
 
 def shown_speedup(node: Any) -> tuple[Optional[float], str]:

@@ -4,6 +4,7 @@ Each type keeps the exact JSON shape stored today (the store and the UI read tho
 strings): ``to_dict()``/``from_dict()`` convert to and from the plain dict, ``to_json()`` /
 ``from_json()`` to and from its JSON text. Imports nothing of ours but :mod:`.status`.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,13 +54,25 @@ class TimingStats:
         return TimingStats(q(0.5), q(0.1), q(0.9), (math.sqrt(var) / mean) if mean > 0 else 0.0, n, kept)
 
     def to_dict(self) -> dict:
-        return {"median_ms": self.median_ms, "p10_ms": self.p10_ms, "p90_ms": self.p90_ms, "cv": self.cv,
-                "n": self.n, "samples": list(self.samples)}
+        return {
+            "median_ms": self.median_ms,
+            "p10_ms": self.p10_ms,
+            "p90_ms": self.p90_ms,
+            "cv": self.cv,
+            "n": self.n,
+            "samples": list(self.samples),
+        }
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "TimingStats":
-        return TimingStats(float(d["median_ms"]), float(d["p10_ms"]), float(d["p90_ms"]), float(d["cv"]),
-                           int(d["n"]), tuple(d.get("samples") or ()))
+        return TimingStats(
+            float(d["median_ms"]),
+            float(d["p10_ms"]),
+            float(d["p90_ms"]),
+            float(d["cv"]),
+            int(d["n"]),
+            tuple(d.get("samples") or ()),
+        )
 
     def to_json(self) -> str:
         return _json_text(self.to_dict())
@@ -94,9 +107,13 @@ class ShapeBaseline:
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "ShapeBaseline":
-        opt = (lambda k: TimingStats.from_dict(d[k]) if d.get(k) else None)
-        return ShapeBaseline(TimingStats.from_dict(d["eager"]), opt("eager_host"), opt("compile"),
-                             dict(d["clocks"]) if "clocks" in d else None)
+        opt = lambda k: TimingStats.from_dict(d[k]) if d.get(k) else None
+        return ShapeBaseline(
+            TimingStats.from_dict(d["eager"]),
+            opt("eager_host"),
+            opt("compile"),
+            dict(d["clocks"]) if "clocks" in d else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -114,8 +131,10 @@ class BaselineResult:
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "BaselineResult":
-        return BaselineResult({k: ShapeBaseline.from_dict(v) for k, v in (d.get("shapes") or {}).items()},
-                              str(d.get("compile_error") or ""))
+        return BaselineResult(
+            {k: ShapeBaseline.from_dict(v) for k, v in (d.get("shapes") or {}).items()},
+            str(d.get("compile_error") or ""),
+        )
 
     def to_json(self) -> str:
         return _json_text(self.to_dict())
@@ -146,15 +165,26 @@ class ShapeTiming:
         return any(v.get("throttled") for v in self.clocks.values() if isinstance(v, dict))
 
     def to_dict(self) -> dict:
-        return {"candidate": self.candidate.to_dict(), "candidate_host": self.candidate_host.to_dict(),
-                "eager": self.eager.to_dict(), "eager_host": self.eager_host.to_dict(), "rounds": self.rounds,
-                "clocks": dict(self.clocks)}
+        return {
+            "candidate": self.candidate.to_dict(),
+            "candidate_host": self.candidate_host.to_dict(),
+            "eager": self.eager.to_dict(),
+            "eager_host": self.eager_host.to_dict(),
+            "rounds": self.rounds,
+            "clocks": dict(self.clocks),
+        }
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "ShapeTiming":
         st = TimingStats.from_dict
-        return ShapeTiming(st(d["candidate"]), st(d["candidate_host"]), st(d["eager"]), st(d["eager_host"]),
-                           int(d.get("rounds", 1)), dict(d.get("clocks") or {}))
+        return ShapeTiming(
+            st(d["candidate"]),
+            st(d["candidate_host"]),
+            st(d["eager"]),
+            st(d["eager_host"]),
+            int(d.get("rounds", 1)),
+            dict(d.get("clocks") or {}),
+        )
 
     def to_json(self) -> str:
         return _json_text(self.to_dict())
@@ -183,14 +213,33 @@ class ShapeResult:
     rounds: int = 1
 
     def to_dict(self) -> dict:
-        return {"median_ms": self.median_ms, "baseline_ms": self.baseline_ms, "speedup": self.speedup,
-                "gbps": self.gbps, "sol_pct": self.sol_pct, "cv": self.cv, "p10_ms": self.p10_ms,
-                "p90_ms": self.p90_ms, "throttled": self.throttled, "rounds": self.rounds}
+        return {
+            "median_ms": self.median_ms,
+            "baseline_ms": self.baseline_ms,
+            "speedup": self.speedup,
+            "gbps": self.gbps,
+            "sol_pct": self.sol_pct,
+            "cv": self.cv,
+            "p10_ms": self.p10_ms,
+            "p90_ms": self.p90_ms,
+            "throttled": self.throttled,
+            "rounds": self.rounds,
+        }
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "ShapeResult":
-        return ShapeResult(d["median_ms"], d["baseline_ms"], d["speedup"], d["gbps"], d.get("sol_pct"), d["cv"],
-                           d["p10_ms"], d["p90_ms"], bool(d.get("throttled", False)), int(d.get("rounds", 1)))
+        return ShapeResult(
+            d["median_ms"],
+            d["baseline_ms"],
+            d["speedup"],
+            d["gbps"],
+            d.get("sol_pct"),
+            d["cv"],
+            d["p10_ms"],
+            d["p90_ms"],
+            bool(d.get("throttled", False)),
+            int(d.get("rounds", 1)),
+        )
 
     def to_json(self) -> str:
         return _json_text(self.to_dict())

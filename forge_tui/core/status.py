@@ -4,6 +4,7 @@ Each is a ``str`` enum, so a member compares equal to its value (``NodeStatus.OK
 is stored in SQLite as the plain string and serialises to JSON unchanged; code reads and
 writes members, the database and ``--json`` output keep the strings they always had.
 """
+
 from __future__ import annotations
 
 import enum
@@ -12,6 +13,7 @@ import sys
 if sys.version_info >= (3, 11):
     from enum import StrEnum
 else:  # Python 3.10: the same behaviour, spelled out
+
     class StrEnum(str, enum.Enum):
         """``enum.StrEnum`` for Python 3.10: members are strings and print as their value."""
 
@@ -84,21 +86,29 @@ class TimingMode(StrEnum):
 
 
 #: Statuses of a node still moving through the pipeline (a resumed run re-evaluates these).
-IN_FLIGHT: tuple[NodeStatus, ...] = (
-    NodeStatus.PENDING, NodeStatus.COMPILING, NodeStatus.VERIFYING, NodeStatus.TIMING)
+IN_FLIGHT: tuple[NodeStatus, ...] = (NodeStatus.PENDING, NodeStatus.COMPILING, NodeStatus.VERIFYING, NodeStatus.TIMING)
 #: Statuses a node ends in.
 FINAL: tuple[NodeStatus, ...] = (
-    NodeStatus.OK, NodeStatus.COMPILE_ERROR, NodeStatus.INCORRECT, NodeStatus.TIMEOUT,
-    NodeStatus.CRASHED, NodeStatus.REJECTED, NodeStatus.SUSPECT)
+    NodeStatus.OK,
+    NodeStatus.COMPILE_ERROR,
+    NodeStatus.INCORRECT,
+    NodeStatus.TIMEOUT,
+    NodeStatus.CRASHED,
+    NodeStatus.REJECTED,
+    NodeStatus.SUSPECT,
+)
 #: Every node status, in pipeline order.
 NODE_STATUSES: tuple[NodeStatus, ...] = IN_FLIGHT + FINAL
 #: Final statuses that are a failure (every final status but ``ok``).
 FAILED: tuple[NodeStatus, ...] = tuple(s for s in FINAL if s is not NodeStatus.OK)
 #: Failures a proposer may be asked to repair (the kernel ran or compiled far enough to say why).
 REPAIRABLE: tuple[NodeStatus, ...] = (
-    NodeStatus.COMPILE_ERROR, NodeStatus.INCORRECT, NodeStatus.CRASHED, NodeStatus.TIMEOUT)
+    NodeStatus.COMPILE_ERROR,
+    NodeStatus.INCORRECT,
+    NodeStatus.CRASHED,
+    NodeStatus.TIMEOUT,
+)
 #: Every run status.
 RUN_STATUSES: tuple[RunStatus, ...] = tuple(RunStatus)
 #: Run statuses no search process drives (the run may still be resumed unless ``finished``).
-RUN_FINAL: tuple[RunStatus, ...] = (
-    RunStatus.PAUSED, RunStatus.INTERRUPTED, RunStatus.FINISHED, RunStatus.FAILED)
+RUN_FINAL: tuple[RunStatus, ...] = (RunStatus.PAUSED, RunStatus.INTERRUPTED, RunStatus.FINISHED, RunStatus.FAILED)

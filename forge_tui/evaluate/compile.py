@@ -10,6 +10,7 @@ directory whose search was killed mid-compile is swept once it is older than
 :data:`STALE_BUILD_S`, and the compiler runs under a CPU-time limit, so a compile orphaned
 by a killed search (a template bomb) ends by itself.
 """
+
 from __future__ import annotations
 
 import functools
@@ -28,9 +29,23 @@ from typing import Optional, Union
 from forge_tui.core.status import BackendName
 from forge_tui.evaluate.backends import Backend, ToolchainError, find_nvcc, get_backend
 
-__all__ = ["COMPILE_TIMEOUT_S", "CompileResult", "GXX_FLAGS", "LOG_CAP", "NVCC_FLAGS", "STALE_BUILD_S",
-           "ToolchainError", "cache_dir", "cache_key", "command_for", "compile_source", "compiler_for",
-           "compiler_version", "find_nvcc", "sweep_stale_builds"]
+__all__ = [
+    "COMPILE_TIMEOUT_S",
+    "CompileResult",
+    "GXX_FLAGS",
+    "LOG_CAP",
+    "NVCC_FLAGS",
+    "STALE_BUILD_S",
+    "ToolchainError",
+    "cache_dir",
+    "cache_key",
+    "command_for",
+    "compile_source",
+    "compiler_for",
+    "compiler_version",
+    "find_nvcc",
+    "sweep_stale_builds",
+]
 
 #: A backend given by name or as the object.
 BackendLike = Union[str, BackendName, Backend]
@@ -94,8 +109,11 @@ def compiler_version(compiler: str) -> str:
         out = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-    lines = [ln.strip() for ln in out.splitlines()
-             if re.search(r"\d+\.\d+", ln) and not re.search(r"copyright|warranty", ln, re.I)]
+    lines = [
+        ln.strip()
+        for ln in out.splitlines()
+        if re.search(r"\d+\.\d+", ln) and not re.search(r"copyright|warranty", ln, re.I)
+    ]
     return " | ".join(lines[:2]) if lines else "unknown"
 
 
@@ -179,8 +197,13 @@ def compile_source(
         # the shell caps the compiler's CPU seconds (and its children's, each): a compile
         # orphaned by a killed search cannot run forever; our own timeout still comes first
         cpu_cap = int(timeout_s) + 30
-        proc = subprocess.Popen(["/bin/sh", "-c", f'ulimit -t {cpu_cap} && exec "$0" "$@"', *cmd], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", f'ulimit -t {cpu_cap} && exec "$0" "$@"', *cmd],
+            cwd=work,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             raw, _ = proc.communicate(timeout=timeout_s)
             timed_out = False
@@ -193,7 +216,9 @@ def compile_source(
         if len(log) > LOG_CAP:
             log = log[: LOG_CAP // 2] + "\n... [compiler output truncated] ...\n" + log[-LOG_CAP // 2 :]
         if timed_out:
-            return CompileResult(False, None, f"compile timed out after {timeout_s:.0f} s\n{log}", seconds, False, shown, True)
+            return CompileResult(
+                False, None, f"compile timed out after {timeout_s:.0f} s\n{log}", seconds, False, shown, True
+            )
         if proc.returncode != 0 or not out.exists():
             return CompileResult(False, None, log or f"compiler exited with {proc.returncode}", seconds, False, shown)
         (work / "compile.log").write_text(log)

@@ -6,9 +6,9 @@ whose status is one of ``ok``, ``rejected``, ``compile_error``, ``incorrect``, `
 ``crashed`` or ``suspect``. Every failure carries a one-line ``error`` that names what was
 seen; it goes into the store and, on the next expansion, into the LLM's prompt.
 """
+
 from __future__ import annotations
 
-from forge_tui.core.errors import ForgeError
 import hashlib
 import json
 import math
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Optional, Union
 
 from forge_tui import hardware
+from forge_tui.core.errors import ForgeError
 from forge_tui.core.results import BaselineResult, EvalResult, ShapeResult, ShapeTiming
 from forge_tui.core.status import BackendName, NodeStatus
 from forge_tui.evaluate import compile as compiler
@@ -36,8 +37,13 @@ from kernels.base import TaskSpec
 
 #: Seconds each worker stage may take before the worker's process group is killed.
 STAGE_LIMITS = {
-    "init": 180.0, "compile_baseline": 900.0, "baseline": 300.0, "load": 30.0,
-    "correctness": 60.0, "determinism": 60.0, "timing": 180.0,
+    "init": 180.0,
+    "compile_baseline": 900.0,
+    "baseline": 300.0,
+    "load": 30.0,
+    "correctness": 60.0,
+    "determinism": 60.0,
+    "timing": 180.0,
 }
 #: Bytes of the worker's stdout/stderr kept (the rest is counted and dropped).
 OUTPUT_CAP = 64 * 1024
@@ -102,9 +108,17 @@ class Evaluator:
         compiler.ToolchainError: the backend's compiler is missing (at construction).
     """
 
-    def __init__(self, task: TaskSpec, backend: Union[str, Backend], *, task_ref: Optional[dict] = None, trials: int = 3,
-                 stage_limits: Optional[dict] = None, compile_timeout_s: float = compiler.COMPILE_TIMEOUT_S,
-                 memory_limit_mb: Optional[int] = None):
+    def __init__(
+        self,
+        task: TaskSpec,
+        backend: Union[str, Backend],
+        *,
+        task_ref: Optional[dict] = None,
+        trials: int = 3,
+        stage_limits: Optional[dict] = None,
+        compile_timeout_s: float = compiler.COMPILE_TIMEOUT_S,
+        memory_limit_mb: Optional[int] = None,
+    ):
         self.be: Backend = get_backend(backend)
         self.backend: BackendName = self.be.name
         self.task, self.trials = task, trials
@@ -141,20 +155,34 @@ class Evaluator:
         env["FORGE_WORKER_PARENT"] = str(os.getpid())  # the worker ends itself when this process dies
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "forge_tui.evaluate.worker", str(child_sock.fileno())],
-            pass_fds=[child_sock.fileno()], start_new_session=True, cwd=self.tmpdir, env=env,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            pass_fds=[child_sock.fileno()],
+            start_new_session=True,
+            cwd=self.tmpdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
         )
         child_sock.close()
         self.conn = Connection(os.dup(parent_sock.fileno()))
         parent_sock.close()
         self.drain = _Drain(self.proc.stdout)
         self.drain.start()
-        status, reply = self._request({"op": "init", "task": self.task_ref, "backend": self.backend.value,
-                                       "memory_limit_mb": self.memory_limit_mb}, "init")
+        status, reply = self._request(
+            {
+                "op": "init",
+                "task": self.task_ref,
+                "backend": self.backend.value,
+                "memory_limit_mb": self.memory_limit_mb,
+            },
+            "init",
+        )
         if status != NodeStatus.OK:
             out = self.drain.take() if self.drain else ""
             self.kill()
-            raise WorkerError(f"evaluation worker failed to start: {reply}" + (f"\n{out[-2000:]}" if out.strip() else ""))
+            raise WorkerError(
+                f"evaluation worker failed to start: {reply}" + (f"\n{out[-2000:]}" if out.strip() else "")
+            )
         self.worker_rss_mb = reply.pop("worker_rss_mb", None) if isinstance(reply, dict) else None
         self.facts = reply
         self.arch = self.be.arch_for(reply)
@@ -197,8 +225,13 @@ class Evaluator:
                 pass
         self.kill()
 
-    def _request(self, msg: dict, first_stage: str, on_stage: Optional[Callable[[str], None]] = None,
-                 stage_s: Optional[dict] = None) -> tuple[str, object]:
+    def _request(
+        self,
+        msg: dict,
+        first_stage: str,
+        on_stage: Optional[Callable[[str], None]] = None,
+        stage_s: Optional[dict] = None,
+    ) -> tuple[str, object]:
         """Send a request; wait under per-stage limits.
 
         Returns ``(NodeStatus.OK, result)``, ``("error", text)`` (worker-side exception),
@@ -322,8 +355,9 @@ class Evaluator:
         """Compile (cached) for this evaluator's backend and arch; thread-safe."""
         if self.be.needs_arch and self.arch is None:
             self.start()
-        return compiler.compile_source(source, self.be, arch=self.arch, fingerprint=self.fingerprint,
-                                       timeout_s=self.compile_timeout_s)
+        return compiler.compile_source(
+            source, self.be, arch=self.arch, fingerprint=self.fingerprint, timeout_s=self.compile_timeout_s
+        )
 
     def prepare(self, source: str) -> tuple[Optional[EvalResult], Optional[compiler.CompileResult]]:
         """The CPU part of an evaluation: static checks and the (cached) compile; no worker.
@@ -342,8 +376,14 @@ class Evaluator:
         compiled = self.compile(source)
         return _compile_verdict(compiled), compiled
 
-    def evaluate(self, source: str, *, seed: int, on_stage: Optional[Callable[[str], None]] = None,
-                 compiled: Optional[compiler.CompileResult] = None) -> EvalResult:
+    def evaluate(
+        self,
+        source: str,
+        *,
+        seed: int,
+        on_stage: Optional[Callable[[str], None]] = None,
+        compiled: Optional[compiler.CompileResult] = None,
+    ) -> EvalResult:
         """Run every stage on one candidate source and return its verdict.
 
         Args:
@@ -361,8 +401,9 @@ class Evaluator:
             compiled = self.compile(source)
         return self.run_compiled(compiled, seed=seed, on_stage=on_stage)
 
-    def run_compiled(self, compiled: compiler.CompileResult, *, seed: int,
-                     on_stage: Optional[Callable[[str], None]] = None) -> EvalResult:
+    def run_compiled(
+        self, compiled: compiler.CompileResult, *, seed: int, on_stage: Optional[Callable[[str], None]] = None
+    ) -> EvalResult:
         """The worker's part of an evaluation (load, correctness, timing) and the verdict.
 
         One caller at a time: the worker is a single process. ``worker_stages_s`` of the
@@ -378,18 +419,28 @@ class Evaluator:
                 on_stage(_NODE_STAGE.get(stage, stage))
 
         stage_s: dict[str, float] = {}
-        status, reply = self._request({"op": "evaluate", "library": compiled.library, "seed": seed,
-                                       "trials": self.trials}, "load", stage_cb, stage_s)
+        status, reply = self._request(
+            {"op": "evaluate", "library": compiled.library, "seed": seed, "trials": self.trials},
+            "load",
+            stage_cb,
+            stage_s,
+        )
         tail = self.drain.take() if self.drain else ""
         if status == "error":
-            return EvalResult(NodeStatus.CRASHED, f"worker error: {reply}", compile=clog, output_tail=tail,
-                              worker_stages_s=stage_s)
+            return EvalResult(
+                NodeStatus.CRASHED, f"worker error: {reply}", compile=clog, output_tail=tail, worker_stages_s=stage_s
+            )
         if status in (NodeStatus.TIMEOUT, NodeStatus.CRASHED):
             self.restarts += 1
             return EvalResult(status, str(reply), compile=clog, output_tail=tail, worker_stages_s=stage_s)
-        res = EvalResult(reply["status"], reply.get("error", ""), compile=clog,
-                         correctness=[_correctness_row(r) for r in reply.get("correctness", [])], output_tail=tail,
-                         worker_stages_s=stage_s)
+        res = EvalResult(
+            reply["status"],
+            reply.get("error", ""),
+            compile=clog,
+            correctness=[_correctness_row(r) for r in reply.get("correctness", [])],
+            output_tail=tail,
+            worker_stages_s=stage_s,
+        )
         if reply.get("fatal") or (self.proc is None):
             self.restarts += 1
         if res.status != NodeStatus.OK:
@@ -419,25 +470,41 @@ class Evaluator:
             throttled = m.throttled
             floor = hardware.roofline_floor_ms(nbytes, flops, bw, tf) if bw else 0.0
             if floor and c.median_ms < floor * SOL_MARGIN:
-                suspect.append(f"{name}: {c.median_ms * 1e3:.2f} us for {nbytes / 1e6:.1f} MB is {gbps:,.0f} GB/s, "
-                               f"beyond the {bw:,.0f} GB/s the memory allows: work was skipped")
+                suspect.append(
+                    f"{name}: {c.median_ms * 1e3:.2f} us for {nbytes / 1e6:.1f} MB is {gbps:,.0f} GB/s, "
+                    f"beyond the {bw:,.0f} GB/s the memory allows: work was skipped"
+                )
             # work outside the timed stream: host clock (with device sync) far above events
             if be.host_clock_crosscheck:
                 gap_c = m.candidate_host.median_ms - c.median_ms
                 gap_e = m.eager_host.median_ms - e.median_ms
                 if gap_c > gap_e + 0.05 + 0.5 * c.median_ms:
-                    suspect.append(f"{name}: host clock {m.candidate_host.median_ms * 1e3:.1f} us vs events "
-                                   f"{c.median_ms * 1e3:.1f} us: work runs outside the timed stream")
-            res.shapes[name] = ShapeResult(c.median_ms, e.median_ms, sp, gbps, sol, c.cv, c.p10_ms, c.p90_ms,
-                                           throttled, m.rounds).to_dict()
+                    suspect.append(
+                        f"{name}: host clock {m.candidate_host.median_ms * 1e3:.1f} us vs events "
+                        f"{c.median_ms * 1e3:.1f} us: work runs outside the timed stream"
+                    )
+            res.shapes[name] = ShapeResult(
+                c.median_ms, e.median_ms, sp, gbps, sol, c.cv, c.p10_ms, c.p90_ms, throttled, m.rounds
+            ).to_dict()
             for subject, st in (("candidate", c), ("eager", e)):
                 g = hardware.achieved_gbs(nbytes, st.median_ms)
-                res.measurements.append({
-                    "subject": subject, "shape": name, "n": st.n, "median_ms": st.median_ms,
-                    "p10_ms": st.p10_ms, "p90_ms": st.p90_ms, "cv": st.cv, "gbps": g,
-                    "sol_pct": 100.0 * g / copy_gbs if copy_gbs else None,
-                    "samples_json": json.dumps(list(st.samples)), "clocks_json": json.dumps(dict(m.clocks)),
-                    "throttled": throttled, "method": be.timing_method})
+                res.measurements.append(
+                    {
+                        "subject": subject,
+                        "shape": name,
+                        "n": st.n,
+                        "median_ms": st.median_ms,
+                        "p10_ms": st.p10_ms,
+                        "p90_ms": st.p90_ms,
+                        "cv": st.cv,
+                        "gbps": g,
+                        "sol_pct": 100.0 * g / copy_gbs if copy_gbs else None,
+                        "samples_json": json.dumps(list(st.samples)),
+                        "clocks_json": json.dumps(dict(m.clocks)),
+                        "throttled": throttled,
+                        "method": be.timing_method,
+                    }
+                )
         res.speedup = math.exp(sum(math.log(max(s, 1e-12)) for s in speedups) / len(speedups)) if speedups else None
         res.median_ms = total
         if suspect:
@@ -450,8 +517,13 @@ _NODE_STAGE = {"correctness": NodeStatus.VERIFYING, "determinism": NodeStatus.VE
 
 
 def _clog(compiled: compiler.CompileResult) -> dict:
-    return {"command": compiled.command, "log": compiled.log, "seconds": compiled.seconds,
-            "ok": compiled.ok, "cached": compiled.cached}
+    return {
+        "command": compiled.command,
+        "log": compiled.log,
+        "seconds": compiled.seconds,
+        "ok": compiled.ok,
+        "cached": compiled.cached,
+    }
 
 
 def _compile_verdict(compiled: compiler.CompileResult) -> Optional[EvalResult]:
@@ -460,8 +532,9 @@ def _compile_verdict(compiled: compiler.CompileResult) -> Optional[EvalResult]:
         return None
     status = NodeStatus.TIMEOUT if compiled.timed_out else NodeStatus.COMPILE_ERROR
     first = _first_error_line(compiled.log)
-    return EvalResult(status, f"compile failed: {first}" if status == NodeStatus.COMPILE_ERROR else first,
-                      compile=_clog(compiled))
+    return EvalResult(
+        status, f"compile failed: {first}" if status == NodeStatus.COMPILE_ERROR else first, compile=_clog(compiled)
+    )
 
 
 def _first_error_line(log: str) -> str:

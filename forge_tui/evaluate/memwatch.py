@@ -8,11 +8,14 @@ large virtual ranges), so the evaluator watches ``MemAvailable`` in ``/proc/memi
 a candidate runs and kills the worker when it falls under a floor. The host worker also
 has its RLIMIT_AS cap (``worker.limit_memory``).
 """
+
 from __future__ import annotations
 
-from forge_tui.core.errors import ForgeError
 import os
 from typing import Optional
+
+from forge_tui.core.errors import ForgeError
+
 
 class MemoryFloorError(ForgeError, ValueError):
     """``FORGE_MEM_FLOOR_MB`` is set to something that is not a number (a one-line message)."""
@@ -70,5 +73,7 @@ def pressure(floor: float) -> str:
     avail = available_mb()
     if avail is None or avail >= floor:
         return ""
-    return (f"the machine's available memory fell to {avail:,.0f} MB, under the {floor:,.0f} MB floor "
-            f"(FORGE_MEM_FLOOR_MB); out of memory")
+    return (
+        f"the machine's available memory fell to {avail:,.0f} MB, under the {floor:,.0f} MB floor "
+        f"(FORGE_MEM_FLOOR_MB); out of memory"
+    )

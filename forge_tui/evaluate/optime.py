@@ -9,6 +9,7 @@ samples, and the per-GPU timing lock. All times are milliseconds.
 
 Imports torch: only capture/apply (which run models anyway) import this module.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
@@ -35,8 +36,14 @@ def device_name(device: str) -> str:
     return backend_for_device(device).device_name(device)
 
 
-def time_each(fns: Sequence[Callable[[], object]], device: str, *, warmup: Optional[int] = None,
-              samples: Optional[int] = None, progress: Callable[[int, int], None] = lambda i, n: None) -> list[Stats]:
+def time_each(
+    fns: Sequence[Callable[[], object]],
+    device: str,
+    *,
+    warmup: Optional[int] = None,
+    samples: Optional[int] = None,
+    progress: Callable[[int, int], None] = lambda i, n: None,
+) -> list[Stats]:
     """Time each callable on its own: ``warmup`` calls, then ``samples`` flushed samples.
 
     Args:
@@ -67,8 +74,9 @@ def time_each(fns: Sequence[Callable[[], object]], device: str, *, warmup: Optio
     return out
 
 
-def time_interleaved(fns: Sequence[Callable[[], object]], device: str, *, warmup: Optional[int] = None,
-                     samples: Optional[int] = None) -> list[Stats]:
+def time_interleaved(
+    fns: Sequence[Callable[[], object]], device: str, *, warmup: Optional[int] = None, samples: Optional[int] = None
+) -> list[Stats]:
     """Time several callables sample by sample in turn (A, B, A, B, ...), as trials do for
     candidate and eager (check 17), so clock or thermal drift hits all of them alike.
 

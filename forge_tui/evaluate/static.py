@@ -6,6 +6,7 @@ threads is rejected before it reaches a compiler. Comments and string literals a
 stripped first so that a comment mentioning ``fopen`` does not trip a check, and a
 ``#define`` cannot smuggle a name past it (the check runs on tokens, macros included).
 """
+
 from __future__ import annotations
 
 import re
@@ -19,7 +20,7 @@ MAX_SOURCE_BYTES = 256 * 1024
 _FORBIDDEN = {
     # bare names too: <cmath> declares system(), so `auto f = system; f("...")` needs no `system(`
     "process": r"\b(system|popen|fork|vfork|execl|execlp|execle|execv|execvp|execvpe|posix_spawnp?)\b"
-               r"|\b(clone|kill|raise)\s*\(",
+    r"|\b(clone|kill|raise)\s*\(",
     "file": r"\b(fopen|freopen|open|openat|creat|unlink|remove|rename|mmap|ifstream|ofstream|fstream)\b|\bFILE\s*\*",
     "network": r"\b(socket|connect|bind|listen|accept|gethostbyname|getaddrinfo)\s*\(",
     "dynamic loading": r"\b(dlopen|dlsym|LoadLibrary)\b",
@@ -32,7 +33,7 @@ _FORBIDDEN = {
     "timer or environment tampering": r"\b(setenv|putenv|cudaEventRecord|cudaEventElapsedTime|clock_gettime|gettimeofday)\b",
     # bare names (a pointer to putchar needs no call syntax) and the __builtin_ spellings
     "printing": r"\b(__builtin_)?(printf|fprintf|vprintf|vfprintf|dprintf|puts|fputs|putchar|putc|fputc|fwrite|"
-                r"perror|putchar_unlocked|fwrite_unlocked)\b|\bstd::(cout|cerr|clog)\b|\bwrite\s*\(",
+    r"perror|putchar_unlocked|fwrite_unlocked)\b|\bstd::(cout|cerr|clog)\b|\bwrite\s*\(",
 }
 
 _INCLUDE_OK = re.compile(
@@ -80,7 +81,7 @@ def launch_param_count(code: str) -> Optional[int]:
         i += 1
     else:
         return None
-    params = code[m.end():i]
+    params = code[m.end() : i]
     if any(t in params for t in ("<", ">", "=", "...", "#")):
         return None
     macros = set(re.findall(r"^\s*#\s*define\s+(\w+)", code, flags=re.M))
@@ -116,8 +117,9 @@ def check_source(source: str, backend: Union[str, Backend], signature: Optional[
         return "source contains a NUL byte"
     code = _strip(source)
     if not _LAUNCH.search(source):
-        return ('no `extern "C" int forge_launch(...)` found: the candidate must export the launch function'
-                + (f"; the task's signature: {signature}" if signature else ""))
+        return 'no `extern "C" int forge_launch(...)` found: the candidate must export the launch function' + (
+            f"; the task's signature: {signature}" if signature else ""
+        )
     if signature:
         want, got = launch_param_count(signature), launch_param_count(code)
         if want is not None and got is not None and want != got:
@@ -127,7 +129,7 @@ def check_source(source: str, backend: Union[str, Backend], signature: Optional[
         return reason
     for m in re.finditer(r'#\s*include\s*[<"]([^>"]+)[>"]', source):
         if not _INCLUDE_OK.match(m.group(1).strip()):
-            return f"header <{m.group(1)}> is not allowed (line {source[:m.start()].count(chr(10)) + 1})"
+            return f"header <{m.group(1)}> is not allowed (line {source[: m.start()].count(chr(10)) + 1})"
     for what, pattern in _FORBIDDEN.items():
         m = re.search(pattern, code)
         if m:

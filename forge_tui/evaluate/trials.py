@@ -16,6 +16,7 @@ EVALUATION-CHECKS.md; the check numbers are cited where they are implemented:
   interleaved sample by sample in the same process (17); NVML clocks, temperature and
   throttle reasons around each timing block (19); one timing job per GPU (20).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -84,11 +85,14 @@ class Launcher:
         try:
             self.fn = self.lib.forge_launch
         except AttributeError as exc:
-            raise RuntimeError("library does not export forge_launch (missing extern \"C\"?)") from exc
+            raise RuntimeError('library does not export forge_launch (missing extern "C"?)') from exc
         n_ptr = sum(1 for a in task.args if a.role in ("in", "out"))
         n_size = sum(1 for a in task.args if a.role == "size")
-        self.fn.argtypes = [ctypes.c_void_p] * n_ptr + [ctypes.c_int64] * n_size + (
-            [ctypes.c_void_p] if backend.launch_has_stream else [])
+        self.fn.argtypes = (
+            [ctypes.c_void_p] * n_ptr
+            + [ctypes.c_int64] * n_size
+            + ([ctypes.c_void_p] if backend.launch_has_stream else [])
+        )
         self.fn.restype = ctypes.c_int
         self.task, self.backend = task, backend
 
@@ -125,7 +129,9 @@ def input_generator(seed: int, device: str) -> "torch.Generator":
 
 def alloc_outputs(task: TaskSpec, dims: dict, device: str) -> list:
     """Output tensors poisoned with NaN (check 4)."""
-    return [torch.full(shape, float("nan"), dtype=getattr(torch, dt), device=device) for shape, dt in task.outputs(dims)]
+    return [
+        torch.full(shape, float("nan"), dtype=getattr(torch, dt), device=device) for shape, dt in task.outputs(dims)
+    ]
 
 
 def _as_tuple(x) -> tuple:
@@ -133,8 +139,9 @@ def _as_tuple(x) -> tuple:
 
 
 # --------------------------------------------------------------------------- correctness
-def compare(out: "torch.Tensor", ref: "torch.Tensor", dtype: str,
-            eager: Optional["torch.Tensor"] = None) -> tuple[bool, float, float, str, str]:
+def compare(
+    out: "torch.Tensor", ref: "torch.Tensor", dtype: str, eager: Optional["torch.Tensor"] = None
+) -> tuple[bool, float, float, str, str]:
     """Compare a candidate output with an fp64 reference (check 8).
 
     Returns ``(passed, max_abs_err, max_rel_err, tolerance_text, note)``. An element passes
@@ -159,8 +166,10 @@ def compare(out: "torch.Tensor", ref: "torch.Tensor", dtype: str,
     if n_bad:
         nan_left = int(torch.isnan(o).sum())
         first = int(bad_nonfinite.flatten().nonzero()[0])
-        note = (f"{n_bad} of {o.numel()} outputs are NaN/Inf where the reference is finite "
-                f"(first at flat index {first}; {nan_left} still hold the NaN poison: output not written?)")
+        note = (
+            f"{n_bad} of {o.numel()} outputs are NaN/Inf where the reference is finite "
+            f"(first at flat index {first}; {nan_left} still hold the NaN poison: output not written?)"
+        )
         return False, math.inf, math.inf, tol_text, note
     diff = torch.where(finite_ref, (o - ref).abs(), torch.zeros_like(o))
     r = torch.where(finite_ref, ref, torch.zeros_like(ref))
@@ -176,12 +185,21 @@ def compare(out: "torch.Tensor", ref: "torch.Tensor", dtype: str,
         if norm_ref > 0:
             rtol_norm = max(rtol_norm, 2.0 * float(torch.linalg.vector_norm(e_diff)) / norm_ref)
     over = diff > limit
-    rel_norm = float(torch.linalg.vector_norm(diff)) / norm_ref if norm_ref > 0 else float(diff.max() if diff.numel() else 0)
+    rel_norm = (
+        float(torch.linalg.vector_norm(diff)) / norm_ref if norm_ref > 0 else float(diff.max() if diff.numel() else 0)
+    )
     if bool(over.any()):
         idx = int(over.flatten().nonzero()[0])
-        return False, max_abs, max_rel, tol_text, (
-            f"{int(over.sum())} of {o.numel()} elements out of tolerance; first at flat index {idx}: "
-            f"got {float(o.flatten()[idx]):.6g}, expected {float(ref.flatten()[idx]):.6g}")
+        return (
+            False,
+            max_abs,
+            max_rel,
+            tol_text,
+            (
+                f"{int(over.sum())} of {o.numel()} elements out of tolerance; first at flat index {idx}: "
+                f"got {float(o.flatten()[idx]):.6g}, expected {float(ref.flatten()[idx]):.6g}"
+            ),
+        )
     if rel_norm > rtol_norm:
         return False, max_abs, max_rel, tol_text, f"relative norm error {rel_norm:.3g} over {rtol_norm:.3g}"
     return True, max_abs, max_rel, tol_text, ""
@@ -191,8 +209,15 @@ def _bits(t: "torch.Tensor") -> "torch.Tensor":
     return t.contiguous().view(torch.uint8)
 
 
-def run_correctness(launcher: Launcher, task: TaskSpec, backend: BackendLike, device: str, seed: int,
-                    trials: int, progress: Callable[..., None]) -> tuple[bool, list, str]:
+def run_correctness(
+    launcher: Launcher,
+    task: TaskSpec,
+    backend: BackendLike,
+    device: str,
+    seed: int,
+    trials: int,
+    progress: Callable[..., None],
+) -> tuple[bool, list, str]:
     """Run the correctness trials. Returns ``(passed, rows, error_text)``.
 
     Shapes: the backend's timed shapes, then the task's ``check_shapes``. Trial ``t`` of the
@@ -232,8 +257,11 @@ def run_correctness(launcher: Launcher, task: TaskSpec, backend: BackendLike, de
             got = [o.clone() for o in outputs]
             for o in outputs:
                 o.fill_(float("nan"))
-            changed = [a.name for a, x, p in zip([a for a in task.args if a.role == "in"], inputs, pristine)
-                       if not torch.equal(_bits(x), _bits(p))]
+            changed = [
+                a.name
+                for a, x, p in zip([a for a in task.args if a.role == "in"], inputs, pristine)
+                if not torch.equal(_bits(x), _bits(p))
+            ]
             if changed:
                 rows.append({**row, "passed": False, "note": f"inputs modified: {', '.join(changed)}"})
                 return False, rows, f"the candidate modified its input(s) {', '.join(changed)} on {shape_name}"
@@ -256,11 +284,21 @@ def run_correctness(launcher: Launcher, task: TaskSpec, backend: BackendLike, de
                 rc2 = launcher(launcher.args(inputs, again, dims))
                 _sync(backend)
                 if rc2 != 0 or any(not torch.equal(_bits(a), _bits(b)) for a, b in zip(again, got)):
-                    diff = max(float((a.double() - b.double()).abs().nan_to_num(math.inf).max()) for a, b in zip(again, got))
+                    diff = max(
+                        float((a.double() - b.double()).abs().nan_to_num(math.inf).max()) for a, b in zip(again, got)
+                    )
                     note = f"nondeterministic: two runs on identical inputs differ (max diff {diff:.3g}): a race or a read of unwritten memory"
                     passed = False
-            rows.append({**row, "passed": passed, "max_abs_err": _finite(worst[1]), "max_rel_err": _finite(worst[2]),
-                         "tolerance": worst[3], "note": note})
+            rows.append(
+                {
+                    **row,
+                    "passed": passed,
+                    "max_abs_err": _finite(worst[1]),
+                    "max_rel_err": _finite(worst[2]),
+                    "tolerance": worst[3],
+                    "note": note,
+                }
+            )
             if not passed:
                 return False, rows, f"incorrect on {shape_name} (trial {t}, {dist} inputs, seed {trial_seed}): {note}"
     return True, rows, ""
@@ -381,9 +419,16 @@ def make_timer(backend: BackendLike, device: str) -> Timer:
     return get_backend(backend).make_timer(device)
 
 
-def time_shape(timer: Timer, launcher: Optional[Launcher], task: TaskSpec, dims: dict, device: str,
-               seed: int, eager: Optional[Callable] = None, progress: Callable[..., None] = lambda *a, **k: None
-               ) -> dict:
+def time_shape(
+    timer: Timer,
+    launcher: Optional[Launcher],
+    task: TaskSpec,
+    dims: dict,
+    device: str,
+    seed: int,
+    eager: Optional[Callable] = None,
+    progress: Callable[..., None] = lambda *a, **k: None,
+) -> dict:
     """Time the candidate (if any) and the eager baseline (if given) interleaved on one shape.
 
     Inputs: ``sets`` fresh random input sets, rotated sample by sample (check 5), checked
@@ -454,8 +499,12 @@ def time_shape(timer: Timer, launcher: Optional[Launcher], task: TaskSpec, dims:
                 raise RuntimeError(f"the candidate modified its input(s) {', '.join(changed)} during timing")
     out: dict = {"rounds": rounds}
     if launcher:
-        out.update(candidate=Stats.of(c_dev), candidate_host=Stats.of(c_host),
-                   last_inputs=sets[last_k], last_outputs=outs[last_k])
+        out.update(
+            candidate=Stats.of(c_dev),
+            candidate_host=Stats.of(c_host),
+            last_inputs=sets[last_k],
+            last_outputs=outs[last_k],
+        )
     if eager:
         out.update(eager=Stats.of(e_dev), eager_host=Stats.of(e_host))
     return out

@@ -12,13 +12,14 @@ at start-up, on the backend's smallest timed shape, with the fp64 reference the 
 
 Only the worker imports this module (it imports torch).
 """
+
 from __future__ import annotations
 
-from forge_tui.core.errors import ForgeError
 from typing import Optional
 
 import torch
 
+from forge_tui.core.errors import ForgeError
 from kernels.base import TaskSpec, tolerance_for
 
 
@@ -32,7 +33,9 @@ def _as_tuple(x) -> tuple:
 
 def _reference(task: TaskSpec, inputs: list) -> tuple:
     with torch.no_grad():
-        return tuple(r.detach().to(torch.float64) for r in _as_tuple(task.reference(*[x.to(torch.float64) for x in inputs])))
+        return tuple(
+            r.detach().to(torch.float64) for r in _as_tuple(task.reference(*[x.to(torch.float64) for x in inputs]))
+        )
 
 
 def vet_task(task: TaskSpec, backend: str, device: str, seed: int = 20_011) -> Optional[str]:
@@ -47,8 +50,10 @@ def vet_task(task: TaskSpec, backend: str, device: str, seed: int = 20_011) -> O
     b = task.make_inputs(dims, input_generator(seed + 1, device), device, "normal")
     ra, rb = _reference(task, a), _reference(task, b)
     if all(torch.equal(x, y) for x, y in zip(ra, rb)):
-        return (f"its reference gives the same output for two different random inputs on {shape}: "
-                f"the output does not depend on the inputs, so a kernel writing it once would pass")
+        return (
+            f"its reference gives the same output for two different random inputs on {shape}: "
+            f"the output does not depend on the inputs, so a kernel writing it once would pass"
+        )
     names = [arg.name for arg in task.args if arg.role == "in"]
     for i, name in enumerate(names[: len(a)]):
         if torch.equal(a[i], b[i]):  # not drawn at random (a model's parameters): nothing to learn
@@ -56,8 +61,10 @@ def vet_task(task: TaskSpec, backend: str, device: str, seed: int = 20_011) -> O
         mixed = list(a)
         mixed[i] = b[i]
         if all(torch.equal(x, y) for x, y in zip(_reference(task, mixed), ra)):
-            return (f"its reference ignores input {name} (a new draw of {name} alone leaves the output unchanged "
-                    f"on {shape}): a kernel that never reads it would pass")
+            return (
+                f"its reference ignores input {name} (a new draw of {name} alone leaves the output unchanged "
+                f"on {shape}): a kernel that never reads it would pass"
+            )
     out_dtypes = [dt for _, dt in task.outputs(dims)]
     for k, (x, y) in enumerate(zip(ra, rb)):
         both = torch.cat([x.flatten(), y.flatten()])
@@ -68,6 +75,8 @@ def vet_task(task: TaskSpec, backend: str, device: str, seed: int = 20_011) -> O
         tol = tolerance_for(out_dtypes[k] if k < len(out_dtypes) else "float32")
         half_spread = float(both.max() - both.min()) / 2
         if scale > 0 and half_spread <= (tol["atol_scale"] + tol["rtol"]) * scale:
-            return (f"its output {k} is nearly constant ({float(both.min()):.6g} .. {float(both.max()):.6g} over two "
-                    f"random inputs on {shape}): a kernel writing one value would pass the tolerance")
+            return (
+                f"its output {k} is nearly constant ({float(both.min()):.6g} .. {float(both.max()):.6g} over two "
+                f"random inputs on {shape}): a kernel writing one value would pass the tolerance"
+            )
     return None

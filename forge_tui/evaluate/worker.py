@@ -23,6 +23,7 @@ the cuda backend gets no such cap (the CUDA driver reserves large virtual ranges
 within half a second of that process dying, so a SIGKILLed search leaves no orphan
 spinning in a candidate's infinite loop.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -51,8 +52,9 @@ def load_task(ref: dict):
     if ref.get("file") or ref.get("text"):
         from forge_tui.model.taskfile import load_task_file
 
-        return load_task_file(ref.get("file") or f"{ref.get('name', 'task')}.py", origin=ref.get("origin", "file"),
-                              text=ref.get("text"))
+        return load_task_file(
+            ref.get("file") or f"{ref.get('name', 'task')}.py", origin=ref.get("origin", "file"), text=ref.get("text")
+        )
     mod = importlib.import_module(ref["module"])
     for spec in getattr(mod, "TASKS", []):
         if spec.name == ref["name"]:
@@ -80,8 +82,12 @@ class Worker:
 
         self.task = load_task(msg["task"])
         self.backend = get_backend(msg["backend"])
-        facts: dict = {"torch": torch.__version__, "python": platform.python_version(),
-                       "host": platform.node(), "machine": platform.machine()}
+        facts: dict = {
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "host": platform.node(),
+            "machine": platform.machine(),
+        }
         self.backend.prepare_worker()  # cuda: a visible device, initialised; host: one torch thread
         self.device = self.backend.torch_device
         facts.update(self.backend.device_facts())
@@ -112,7 +118,11 @@ class Worker:
 
         from forge_tui.evaluate.compile import cache_dir
 
-        key = "|".join(str(facts.get(k, "")) for k in ("uuid", "gpu", "cpu", "machine", "torch")) + "|" + self.backend.name.value
+        key = (
+            "|".join(str(facts.get(k, "")) for k in ("uuid", "gpu", "cpu", "machine", "torch"))
+            + "|"
+            + self.backend.name.value
+        )
         path = cache_dir() / "copy_bandwidth.json"
         try:
             table = json.loads(path.read_text())
@@ -139,7 +149,6 @@ class Worker:
         src = torch.empty(n // 4, dtype=torch.float32, device=self.device).fill_(1.0)
         dst = torch.empty_like(src)
         best = min(self.timer.once(lambda: dst.copy_(src)) for _ in range(self.backend.copy_bandwidth_reps))
-        del src, dst
         return round(2 * n / best / 1e9, 1)
 
     def baseline(self, msg: dict) -> dict:
@@ -162,19 +171,32 @@ class Worker:
             self.progress("baseline", shape=shape_name)
             before = self.telemetry.read()
             with trials.gpu_lock(self.facts.get("uuid") or "cpu"):
-                r = trials.time_shape(self.timer, None, task, dims, self.device, msg["seed"], eager=eager,
-                                      progress=self.progress)
+                r = trials.time_shape(
+                    self.timer, None, task, dims, self.device, msg["seed"], eager=eager, progress=self.progress
+                )
                 compile_stats = None
                 if compiled is not None:
                     try:
-                        rc = trials.time_shape(self.timer, None, task, dims, self.device, msg["seed"], eager=compiled,
-                                               progress=self.progress)
+                        rc = trials.time_shape(
+                            self.timer,
+                            None,
+                            task,
+                            dims,
+                            self.device,
+                            msg["seed"],
+                            eager=compiled,
+                            progress=self.progress,
+                        )
                         compile_stats = rc["eager"].timing_stats()
                     except Exception as exc:
                         compile_error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
                         compiled = None
-            out[shape_name] = ShapeBaseline(r["eager"].timing_stats(), r["eager_host"].timing_stats(), compile_stats,
-                                            {"before": before, "after": self.telemetry.read()})
+            out[shape_name] = ShapeBaseline(
+                r["eager"].timing_stats(),
+                r["eager_host"].timing_stats(),
+                compile_stats,
+                {"before": before, "after": self.telemetry.read()},
+            )
         return BaselineResult(out, compile_error).to_dict()
 
     def evaluate(self, msg: dict) -> dict:
@@ -186,8 +208,9 @@ class Worker:
             launcher = trials.Launcher(msg["library"], task, self.backend)
         except (OSError, RuntimeError) as exc:
             return {"status": NodeStatus.CRASHED, "error": f"cannot load the library: {exc}"}
-        passed, rows, error = trials.run_correctness(launcher, task, self.backend, self.device, msg["seed"],
-                                                     msg.get("trials", 3), self.progress)
+        passed, rows, error = trials.run_correctness(
+            launcher, task, self.backend, self.device, msg["seed"], msg.get("trials", 3), self.progress
+        )
         if not passed:
             return {"status": NodeStatus.INCORRECT, "error": error, "correctness": rows}
         shapes: dict = {}
@@ -196,8 +219,16 @@ class Worker:
             before = self.telemetry.read()
             with trials.gpu_lock(self.facts.get("uuid") or "cpu"):
                 try:
-                    r = trials.time_shape(self.timer, launcher, task, dims, self.device, msg["seed"] + 7919,
-                                          eager=task.reference, progress=self.progress)
+                    r = trials.time_shape(
+                        self.timer,
+                        launcher,
+                        task,
+                        dims,
+                        self.device,
+                        msg["seed"] + 7919,
+                        eager=task.reference,
+                        progress=self.progress,
+                    )
                 except RuntimeError as exc:
                     if isinstance(exc, trials.CandidateFault):
                         raise
@@ -209,14 +240,23 @@ class Worker:
             refs = trials._as_tuple(task.reference(*[x.to(torch.float64) for x in r["last_inputs"]]))
             eagers = trials._as_tuple(task.reference(*r["last_inputs"]))
             for i, (o, ref) in enumerate(zip(r["last_outputs"], refs)):
-                ok, max_abs, max_rel, tol, note = trials.compare(o, ref, task.outputs(dims)[i][1],
-                                                                 eagers[i] if i < len(eagers) else None)
+                ok, max_abs, max_rel, tol, note = trials.compare(
+                    o, ref, task.outputs(dims)[i][1], eagers[i] if i < len(eagers) else None
+                )
                 if not ok:
-                    return {"status": NodeStatus.INCORRECT, "correctness": rows,
-                            "error": f"output of the last timed call on {shape_name} is wrong: {note}"}
+                    return {
+                        "status": NodeStatus.INCORRECT,
+                        "correctness": rows,
+                        "error": f"output of the last timed call on {shape_name} is wrong: {note}",
+                    }
             shapes[shape_name] = ShapeTiming(
-                r["candidate"].timing_stats(), r["candidate_host"].timing_stats(), r["eager"].timing_stats(),
-                r["eager_host"].timing_stats(), r["rounds"], {"before": before, "after": after}).to_dict()
+                r["candidate"].timing_stats(),
+                r["candidate_host"].timing_stats(),
+                r["eager"].timing_stats(),
+                r["eager_host"].timing_stats(),
+                r["rounds"],
+                {"before": before, "after": after},
+            ).to_dict()
         return {"status": NodeStatus.OK, "correctness": rows, "shapes": shapes}
 
     # ------------------------------------------------------------------ loop
@@ -239,17 +279,25 @@ class Worker:
                 return 3
             except Exception as exc:
                 # out of memory (a candidate leaked up to the cap): this worker is spent, replace it
-                fatal = ("CUDA error" in str(exc) or "CUDA-capable" in str(exc) or isinstance(exc, MemoryError)
-                         or bool(_OOM_TEXT.search(str(exc))))
-                self.conn.send({"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:2000],
-                                "traceback": traceback.format_exc()[-4000:], "fatal": fatal})
+                fatal = (
+                    "CUDA error" in str(exc)
+                    or "CUDA-capable" in str(exc)
+                    or isinstance(exc, MemoryError)
+                    or bool(_OOM_TEXT.search(str(exc)))
+                )
+                self.conn.send(
+                    {
+                        "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:2000],
+                        "traceback": traceback.format_exc()[-4000:],
+                        "fatal": fatal,
+                    }
+                )
                 if fatal:
                     return 3
 
 
 #: Text that says an allocation failed (glibc, libstdc++, torch, Python).
 _OOM_TEXT = re.compile(r"bad_alloc|[Cc]annot allocate memory|can't allocate memory|MemoryError|[Oo]ut of memory")
-
 
 
 #: Smallest memory budget of a host worker over its start-up size.

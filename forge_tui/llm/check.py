@@ -1,4 +1,5 @@
 """``forge-tui llm check``: one small request to the configured endpoint."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -6,8 +7,10 @@ from dataclasses import replace
 from forge_tui.llm.client import LLMClient, LLMError
 from forge_tui.llm.config import ConfigError, load
 
-PING = [{"role": "system", "content": "You answer in one word."},
-        {"role": "user", "content": "Reply with the word: ready"}]
+PING = [
+    {"role": "system", "content": "You answer in one word."},
+    {"role": "user", "content": "Reply with the word: ready"},
+]
 
 
 def check(args=None) -> tuple[bool, str]:
@@ -23,7 +26,9 @@ def check(args=None) -> tuple[bool, str]:
     except LLMError as exc:
         return False, str(exc)
     reply = " ".join(res.text.split())[:60]
-    return True, (f"{client.base_url}: model {res.model}, {res.latency_s * 1e3:.0f} ms, "
-                  f"{res.prompt_tokens if res.prompt_tokens is not None else '?'} prompt + "
-                  f"{res.completion_tokens if res.completion_tokens is not None else '?'} completion tokens, "
-                  f"finish {res.finish_reason or '?'}, reply {reply!r}")
+    return True, (
+        f"{client.base_url}: model {res.model}, {res.latency_s * 1e3:.0f} ms, "
+        f"{res.prompt_tokens if res.prompt_tokens is not None else '?'} prompt + "
+        f"{res.completion_tokens if res.completion_tokens is not None else '?'} completion tokens, "
+        f"finish {res.finish_reason or '?'}, reply {reply!r}"
+    )

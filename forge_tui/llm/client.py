@@ -9,9 +9,9 @@ vain. The openai client's own retries are off. Every failure becomes a one-line
 :class:`LLMError` subclass naming the endpoint and what to do; the API key is scrubbed from
 every message.
 """
+
 from __future__ import annotations
 
-from forge_tui.core.errors import ForgeError
 import email.utils
 import math
 import time
@@ -23,7 +23,9 @@ import openai
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
 from tenacity.stop import stop_base
 
-from forge_tui.llm.config import LLMConfig, api_key as env_api_key
+from forge_tui.core.errors import ForgeError
+from forge_tui.llm.config import LLMConfig
+from forge_tui.llm.config import api_key as env_api_key
 
 
 class LLMError(ForgeError, RuntimeError):
@@ -153,8 +155,14 @@ class LLMClient:
             :meth:`forge_tui.search.gate.TimingGate.generation` for a local endpoint.
     """
 
-    def __init__(self, config: LLMConfig, *, key: Optional[str] = None, sleep: Callable[[float], None] = time.sleep,
-                 gate: Optional[Callable[[], AbstractContextManager]] = None):
+    def __init__(
+        self,
+        config: LLMConfig,
+        *,
+        key: Optional[str] = None,
+        sleep: Callable[[float], None] = time.sleep,
+        gate: Optional[Callable[[], AbstractContextManager]] = None,
+    ):
         self.config = config
         self._key = key if key is not None else env_api_key()
         self._sleep = sleep
@@ -191,8 +199,10 @@ class LLMClient:
             msg = _first_line(getattr(exc, "message", "") or str(exc), 200)
             asked = retry_after_s(getattr(getattr(exc, "response", None), "headers", None))
             if code == 429:
-                err = RateLimited(f"{url} is rate limiting requests (429): {msg}"
-                                  + (f"; it asked to wait {asked:g} s" if asked is not None else ""))
+                err = RateLimited(
+                    f"{url} is rate limiting requests (429): {msg}"
+                    + (f"; it asked to wait {asked:g} s" if asked is not None else "")
+                )
                 err.retry_after_s = asked
                 return err
             if code in (401, 403):
@@ -200,11 +210,15 @@ class LLMClient:
             if code == 404:
                 if "model" in msg.lower():
                     return UnknownModel(f"{url} does not serve model {self._model!r} (404): pick one with --model")
-                return UnknownModel(f"{url} answered 404 for chat completions: check --base-url "
-                                    f"(usually ends in /v1) and --model {self._model!r}")
+                return UnknownModel(
+                    f"{url} answered 404 for chat completions: check --base-url "
+                    f"(usually ends in /v1) and --model {self._model!r}"
+                )
             if code >= 500:
-                err = ServerError(f"{url} failed with {code}: {msg}"
-                                  + (f"; it asked to wait {asked:g} s" if asked is not None and code == 503 else ""))
+                err = ServerError(
+                    f"{url} failed with {code}: {msg}"
+                    + (f"; it asked to wait {asked:g} s" if asked is not None and code == 503 else "")
+                )
                 err.retry_after_s = asked if code == 503 else None
                 return err
             return BadRequest(f"{url} rejected the request ({code}): {msg}")
@@ -220,10 +234,15 @@ class LLMClient:
         cfg = self.config
         return Retrying(
             retry=retry_if_exception(lambda e: isinstance(e, LLMError) and e.transient),
-            stop=(stop_after_attempt(cfg.max_retries + 1) | stop_after_delay(cfg.retry_budget_s)
-                  | _StopIfServerWaitPastBudget(cfg.retry_budget_s)),
+            stop=(
+                stop_after_attempt(cfg.max_retries + 1)
+                | stop_after_delay(cfg.retry_budget_s)
+                | _StopIfServerWaitPastBudget(cfg.retry_budget_s)
+            ),
             wait=_WaitServerOrBackoff(wait_random_exponential(multiplier=cfg.retry_wait_s, max=cfg.retry_max_wait_s)),
-            sleep=self._sleep, reraise=True)
+            sleep=self._sleep,
+            reraise=True,
+        )
 
     # ------------------------------------------------------------------ API
     def resolve_model(self) -> str:
@@ -251,8 +270,11 @@ class LLMClient:
             try:
                 with self.gate() if self.gate is not None else nullcontext():
                     resp = self._client.chat.completions.create(
-                        model=model, messages=messages, temperature=self.config.temperature,
-                        max_tokens=max_tokens or self.config.max_tokens)
+                        model=model,
+                        messages=messages,
+                        temperature=self.config.temperature,
+                        max_tokens=max_tokens or self.config.max_tokens,
+                    )
             except Exception as exc:  # noqa: BLE001 - every failure becomes an LLMError
                 raise self._translate(exc) from None
             return resp
@@ -273,7 +295,12 @@ class LLMClient:
         choice = choices[0]
         text = (choice.message.content if choice.message is not None else None) or ""
         usage = getattr(resp, "usage", None)
-        return ChatResult(text=text, model=getattr(resp, "model", None) or model,
-                          prompt_tokens=getattr(usage, "prompt_tokens", None) if usage else None,
-                          completion_tokens=getattr(usage, "completion_tokens", None) if usage else None,
-                          latency_s=latency, finish_reason=choice.finish_reason or "", attempts=attempts)
+        return ChatResult(
+            text=text,
+            model=getattr(resp, "model", None) or model,
+            prompt_tokens=getattr(usage, "prompt_tokens", None) if usage else None,
+            completion_tokens=getattr(usage, "completion_tokens", None) if usage else None,
+            latency_s=latency,
+            finish_reason=choice.finish_reason or "",
+            attempts=attempts,
+        )

@@ -7,10 +7,8 @@ environment (``OPENAI_BASE_URL``, ``FORGE_LLM_MODEL``) < command-line flags (``-
 The API key is *not* part of the configuration: it is read from ``OPENAI_API_KEY`` when a
 client is built (:func:`api_key`), and never stored in a run, a transcript or a log.
 """
-from __future__ import annotations
 
-from forge_tui.core.errors import ForgeError
-from urllib.parse import urlparse
+from __future__ import annotations
 
 import ipaddress
 import os
@@ -20,7 +18,9 @@ import threading
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Optional
-from urllib.parse import urlsplit
+from urllib.parse import urlparse, urlsplit
+
+from forge_tui.core.errors import ForgeError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -249,8 +249,9 @@ def endpoint_overrides(stored: dict, args=None, env: Optional[dict] = None) -> d
     return new
 
 
-def missing(cfg: LLMConfig, env: Optional[dict] = None, *, path: Optional[Path] = None,
-            who: str = "--proposer llm") -> Optional[str]:
+def missing(
+    cfg: LLMConfig, env: Optional[dict] = None, *, path: Optional[Path] = None, who: str = "--proposer llm"
+) -> Optional[str]:
     """Why ``cfg`` cannot drive an LLM search, as one line naming how to fix it; None when it can.
 
     A local server (see :func:`is_local_endpoint`) needs only its base URL: no key, and the
@@ -265,15 +266,19 @@ def missing(cfg: LLMConfig, env: Optional[dict] = None, *, path: Optional[Path] 
         if parts.scheme not in ("http", "https") or not parts.netloc:
             return f"the base URL {cfg.base_url!r} is not an http(s) URL (e.g. http://localhost:8000/v1)"
     if not cfg.base_url and not key:
-        return (f"{who} needs an endpoint: pass --base-url URL (e.g. http://localhost:8000/v1), "
-                f"set OPENAI_BASE_URL, or set base_url in the [llm] table of {where}; "
-                f"a hosted API also needs OPENAI_API_KEY and --model")
+        return (
+            f"{who} needs an endpoint: pass --base-url URL (e.g. http://localhost:8000/v1), "
+            f"set OPENAI_BASE_URL, or set base_url in the [llm] table of {where}; "
+            f"a hosted API also needs OPENAI_API_KEY and --model"
+        )
     url = cfg.base_url or DEFAULT_BASE_URL
     if is_local_endpoint(url):
         return None
     if not key:
         return f"no API key for the hosted endpoint {url}: set OPENAI_API_KEY (a server on this machine needs none)"
     if not cfg.model:
-        return (f"no model for the hosted endpoint {url}: pass --model NAME, set FORGE_LLM_MODEL, "
-                f"or set model in the [llm] table of {where}")
+        return (
+            f"no model for the hosted endpoint {url}: pass --model NAME, set FORGE_LLM_MODEL, "
+            f"or set model in the [llm] table of {where}"
+        )
     return None

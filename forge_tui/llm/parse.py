@@ -4,6 +4,7 @@
 (one clear line) when the reply holds no usable code - empty, far too large, truncated, no
 fenced block, or an unclosed block.
 """
+
 from __future__ import annotations
 
 import re
@@ -48,7 +49,7 @@ def code_blocks(text: str) -> tuple[list[CodeBlock], str]:
         if m is None:
             prose.append(text[pos:])
             break
-        prose.append(text[pos:m.start()])
+        prose.append(text[pos : m.start()])
         fence, lang = m.group(1), m.group(2).lower()
         body_start = m.end() + 1
         close = re.compile(r"^[ \t]*" + re.escape(fence[0]) + "{" + str(len(fence)) + r",}[ \t]*$", re.M)
@@ -56,7 +57,7 @@ def code_blocks(text: str) -> tuple[list[CodeBlock], str]:
         if end is None:
             blocks.append(CodeBlock(lang, text[body_start:], False))
             break
-        blocks.append(CodeBlock(lang, text[body_start:end.start()], True))
+        blocks.append(CodeBlock(lang, text[body_start : end.start()], True))
         pos = end.end()
     return blocks, "".join(prose)
 
@@ -86,24 +87,32 @@ def parse_reply(text: str | None, finish_reason: str = "") -> ParsedReply:
     text = text or ""
     size = len(text.encode("utf-8", errors="replace"))
     if size > MAX_REPLY_BYTES:
-        return ParsedReply("", "reply too large", f"reply is {size / 1e6:.1f} MB, over the "
-                           f"{MAX_REPLY_BYTES / 1e6:.0f} MB cap: not parsed")
+        return ParsedReply(
+            "",
+            "reply too large",
+            f"reply is {size / 1e6:.1f} MB, over the {MAX_REPLY_BYTES / 1e6:.0f} MB cap: not parsed",
+        )
     if not text.strip():
         why = " (finish_reason length: max_tokens used up, perhaps by reasoning)" if finish_reason == "length" else ""
         return ParsedReply("", "empty reply", f"the model returned an empty reply{why}")
     # reasoning models may put their thinking in <think> tags before the answer
     visible = re.sub(r"<think>.*?</think>", "", text, flags=re.S)
     if "<think>" in visible and "</think>" not in visible:
-        return ParsedReply("", "truncated reply", "reply truncated inside its <think> reasoning: no code"
-                           + (" (finish_reason length: raise max_tokens)" if finish_reason == "length" else ""))
+        return ParsedReply(
+            "",
+            "truncated reply",
+            "reply truncated inside its <think> reasoning: no code"
+            + (" (finish_reason length: raise max_tokens)" if finish_reason == "length" else ""),
+        )
     blocks, prose = code_blocks(visible)
     desc = _description(prose) or "LLM proposal"
     chosen = choose_block(blocks)
     if chosen is None:
         if blocks and not blocks[-1].closed:
             if finish_reason == "length":
-                return ParsedReply("", desc, "reply truncated (finish_reason length) before its code block "
-                                   "closed: raise max_tokens")
+                return ParsedReply(
+                    "", desc, "reply truncated (finish_reason length) before its code block closed: raise max_tokens"
+                )
             return ParsedReply("", desc, "the reply's code block is never closed (no ending ```)")
         if finish_reason == "length":
             return ParsedReply("", desc, "reply truncated (finish_reason length) before any code block")

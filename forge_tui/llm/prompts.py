@@ -5,6 +5,7 @@ shapes, dtype, the exact launch signature), the hardware, the compiler flags, th
 source and measurements, what siblings already tried, the best kernel so far, and the rules.
 Every part is capped so that a prompt stays bounded (about :data:`MAX_PROMPT_CHARS`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -94,13 +95,18 @@ def system_prompt(backend: str) -> str:
     return (
         "You are an expert GPU performance engineer. You write fast, correct kernels that replace a "
         f"PyTorch operator. Each answer is one complete {what}. You change one idea at a time and "
-        "you say what you changed.")
+        "you say what you changed."
+    )
 
 
 def rules(task: TaskInfo, backend: str) -> str:
     lang = _fence_lang(backend)
-    stream = (" Launch every kernel on the `stream` argument; do not create streams, do not call "
-              "cudaDeviceSynchronize or cudaMalloc." if get_backend(backend).launch_has_stream else "")
+    stream = (
+        " Launch every kernel on the `stream` argument; do not create streams, do not call "
+        "cudaDeviceSynchronize or cudaMalloc."
+        if get_backend(backend).launch_has_stream
+        else ""
+    )
     return (
         "Rules:\n"
         f"1. Reply with ONE complete source file in ONE fenced code block (```{lang} ... ```). "
@@ -111,12 +117,14 @@ def rules(task: TaskInfo, backend: str) -> str:
         f"changes between calls, no reading outside the given sizes.{stream}\n"
         f"4. Results must match the reference within {task.dtype} tolerance for any sizes, "
         "including odd sizes and tails (e.g. 37x999, 1x5).\n"
-        "5. After the code block, write one line: `Description: <what you changed and why>`.")
+        "5. After the code block, write one line: `Description: <what you changed and why>`."
+    )
 
 
 def task_section(task: TaskInfo, backend: str) -> str:
-    shapes = "\n".join(f"  - {name}: " + ", ".join(f"{d}={v}" for d, v in dims.items())
-                       for name, dims in task.shapes.items())
+    shapes = "\n".join(
+        f"  - {name}: " + ", ".join(f"{d}={v}" for d, v in dims.items()) for name, dims in task.shapes.items()
+    )
     args = ", ".join(f"{n} ({role}, {dt})" for n, role, dt in task.args)
     return (
         f"## Task: {task.name} - {task.description}\n"
@@ -124,7 +132,8 @@ def task_section(task: TaskInfo, backend: str) -> str:
         f"Timed shapes ({backend} backend):\n{shapes}\n\n"
         f"PyTorch reference (the eager baseline to beat):\n```python\n"
         f"{cap(task.reference_source.strip(), 6000)}\n```\n\n"
-        f"Launch signature you must export:\n```{_fence_lang(backend)}\n{task.signature};\n```")
+        f"Launch signature you must export:\n```{_fence_lang(backend)}\n{task.signature};\n```"
+    )
 
 
 def hardware_section(facts: dict, backend: str, flags: str) -> str:
@@ -135,16 +144,20 @@ def hardware_section(facts: dict, backend: str, flags: str) -> str:
         if isinstance(cap_, (list, tuple)) and len(cap_) == 2:
             cap_ = f"{cap_[0]}.{cap_[1]}"
         lines.append(f"GPU: {gpu}, compute capability {cap_ or '?'}, {facts.get('sm_count') or '?'} SMs")
-        for key, label in (("bandwidth_gbs", "datasheet DRAM bandwidth"), ("copy_gbs", "measured copy bandwidth "
-                                                                                         "(the SOL ceiling)"),
-                           ("l2_mb", "L2 cache MB"), ("smem_per_block_kb", "shared memory per block KB")):
+        for key, label in (
+            ("bandwidth_gbs", "datasheet DRAM bandwidth"),
+            ("copy_gbs", "measured copy bandwidth (the SOL ceiling)"),
+            ("l2_mb", "L2 cache MB"),
+            ("smem_per_block_kb", "shared memory per block KB"),
+        ):
             if facts.get(key):
                 lines.append(f"{label}: {facts[key]}" + (" GB/s" if "gbs" in key else ""))
         if facts.get("arch"):
             lines.append(f"nvcc -arch={facts['arch']}")
     else:
-        lines.append(f"CPU: {facts.get('cpu') or 'host CPU'}" + (f", {facts['cores']} cores" if facts.get("cores")
-                                                                 else ""))
+        lines.append(
+            f"CPU: {facts.get('cpu') or 'host CPU'}" + (f", {facts['cores']} cores" if facts.get("cores") else "")
+        )
         if facts.get("copy_gbs"):
             lines.append(f"measured copy bandwidth (the SOL ceiling): {facts['copy_gbs']} GB/s")
         lines.append("Single-threaded: no OpenMP, no threads.")
@@ -157,8 +170,10 @@ def hardware_section(facts: dict, backend: str, flags: str) -> str:
 
 def kernel_block(k: KernelInfo, backend: str, title: str) -> str:
     desc = f" ({k.description[:200]})" if k.description else ""
-    return (f"## {title}: node {k.id}{desc}\n{measurements(k)}\n"
-            f"```{_fence_lang(backend)}\n{cap(k.source.rstrip(), MAX_SOURCE_CHARS)}\n```")
+    return (
+        f"## {title}: node {k.id}{desc}\n{measurements(k)}\n"
+        f"```{_fence_lang(backend)}\n{cap(k.source.rstrip(), MAX_SOURCE_CHARS)}\n```"
+    )
 
 
 def siblings_section(siblings: list[KernelInfo]) -> str:
@@ -177,12 +192,19 @@ def siblings_section(siblings: list[KernelInfo]) -> str:
     return "\n".join(lines)
 
 
-def expansion_messages(task: TaskInfo, backend: str, facts: dict, flags: str, parent: Optional[KernelInfo],
-                       siblings: list[KernelInfo], best: Optional[KernelInfo]) -> list[dict]:
+def expansion_messages(
+    task: TaskInfo,
+    backend: str,
+    facts: dict,
+    flags: str,
+    parent: Optional[KernelInfo],
+    siblings: list[KernelInfo],
+    best: Optional[KernelInfo],
+) -> list[dict]:
     """Messages asking for a new child of ``parent`` (or a first kernel when parent is None)."""
     parts = [task_section(task, backend), hardware_section(facts, backend, flags)]
     if parent is None:
-        ask = ("Write a first correct and reasonably fast kernel for this task.")
+        ask = "Write a first correct and reasonably fast kernel for this task."
     else:
         parts.append(kernel_block(parent, backend, "Parent kernel (improve on this one)"))
         if best is not None and best.id != parent.id:
@@ -190,9 +212,11 @@ def expansion_messages(task: TaskInfo, backend: str, facts: dict, flags: str, pa
         sib = siblings_section(siblings)
         if sib:
             parts.append(sib)
-        ask = ("Propose ONE change to the parent kernel that you expect to make it faster on these shapes "
-               "(memory access pattern, vectorisation, work per thread, block size, reduction strategy, "
-               "fusion of passes ...). Keep it correct. It must differ from the attempts listed above.")
+        ask = (
+            "Propose ONE change to the parent kernel that you expect to make it faster on these shapes "
+            "(memory access pattern, vectorisation, work per thread, block size, reduction strategy, "
+            "fusion of passes ...). Keep it correct. It must differ from the attempts listed above."
+        )
     parts.append(rules(task, backend))
     parts.append(ask)
     user = _bound("\n\n".join(parts))
@@ -210,25 +234,31 @@ def failure_text(status: str, error: str, compile_log: str = "", correctness: Op
     if failed:
         lines.append("Failed correctness checks (vs an fp64 reference):")
         for c in failed[:6]:
-            lines.append(f"- shape {c.get('shape')}, input distribution {c.get('distribution')}, seed "
-                         f"{c.get('seed')}: max abs err {c.get('max_abs_err')}, max rel err {c.get('max_rel_err')}, "
-                         f"tolerance {c.get('tolerance')}" + (f" ({c['note'][:200]})" if c.get("note") else ""))
+            lines.append(
+                f"- shape {c.get('shape')}, input distribution {c.get('distribution')}, seed "
+                f"{c.get('seed')}: max abs err {c.get('max_abs_err')}, max rel err {c.get('max_rel_err')}, "
+                f"tolerance {c.get('tolerance')}" + (f" ({c['note'][:200]})" if c.get("note") else "")
+            )
         if len(failed) > 6:
             lines.append(f"... and {len(failed) - 6} more failed checks")
     return "\n".join(lines)
 
 
-def repair_messages(task: TaskInfo, backend: str, facts: dict, flags: str, failed: KernelInfo,
-                    failure: str) -> list[dict]:
+def repair_messages(
+    task: TaskInfo, backend: str, facts: dict, flags: str, failed: KernelInfo, failure: str
+) -> list[dict]:
     """Messages asking to fix ``failed`` given what went wrong (``failure``, see :func:`failure_text`)."""
-    parts = [task_section(task, backend), hardware_section(facts, backend, flags),
-             f"## Kernel that failed: node {failed.id}" + (f" ({failed.description[:200]})" if failed.description
-                                                          else "")
-             + f"\n```{_fence_lang(backend)}\n{cap(failed.source.rstrip(), MAX_SOURCE_CHARS)}\n```",
-             "## What went wrong\n" + failure,
-             rules(task, backend),
-             "Fix this kernel so it compiles and is correct, keeping its optimisation idea where possible. "
-             "Change only what the fix needs."]
+    parts = [
+        task_section(task, backend),
+        hardware_section(facts, backend, flags),
+        f"## Kernel that failed: node {failed.id}"
+        + (f" ({failed.description[:200]})" if failed.description else "")
+        + f"\n```{_fence_lang(backend)}\n{cap(failed.source.rstrip(), MAX_SOURCE_CHARS)}\n```",
+        "## What went wrong\n" + failure,
+        rules(task, backend),
+        "Fix this kernel so it compiles and is correct, keeping its optimisation idea where possible. "
+        "Change only what the fix needs.",
+    ]
     user = _bound("\n\n".join(parts))
     return [{"role": "system", "content": system_prompt(backend)}, {"role": "user", "content": user}]
 

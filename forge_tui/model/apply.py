@@ -20,6 +20,7 @@ captured (and on the host) both forwards run eagerly under the same dispatch mod
 
 Errors meant for the user are :class:`ApplyError` (a :class:`~forge_tui.model.errors.CaptureError`).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -36,8 +37,15 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from forge_tui.core.config import AUTO
 from forge_tui.core.status import BackendName
 from forge_tui.evaluate.backends import backend_for_device
-from forge_tui.model.capture.describe import (call_key, describe, dtype_name, mutation, spec_text, tensor_leaves,
-                                              tensor_specs)
+from forge_tui.model.capture.describe import (
+    call_key,
+    describe,
+    dtype_name,
+    mutation,
+    spec_text,
+    tensor_leaves,
+    tensor_specs,
+)
 from forge_tui.model.capture.model_file import build, load_model_file, resolve_device, run_forward
 from forge_tui.model.errors import ApplyError, CaptureError
 from forge_tui.model.loader import one_line as _first_line
@@ -57,7 +65,9 @@ class Kernel:
     @property
     def label(self) -> str:
         cap = self.manifest["capture"]
-        shapes = ", ".join(spec_text(s) for s in tensor_specs(cap.get("args", [])) + tensor_specs(cap.get("kwargs", {})))
+        shapes = ", ".join(
+            spec_text(s) for s in tensor_specs(cap.get("args", [])) + tensor_specs(cap.get("kwargs", {}))
+        )
         return f"{self.op} [{shapes}]"
 
 
@@ -81,11 +91,15 @@ def load_kernel_dir(path: str | Path) -> Kernel:
         raise ApplyError(f"cannot read {mpath}: {_first_line(exc)}") from exc
     cap = manifest.get("capture")
     if not isinstance(cap, dict) or not cap.get("op"):
-        raise ApplyError(f"{d} holds a kernel for task {manifest.get('task', '?')!r}, which was not captured from a "
-                         "model (manifest capture is null): make tasks with forge-tui capture FILE --select")
+        raise ApplyError(
+            f"{d} holds a kernel for task {manifest.get('task', '?')!r}, which was not captured from a "
+            "model (manifest capture is null): make tasks with forge-tui capture FILE --select"
+        )
     if len(cap.get("outputs") or [None]) > 1:
-        raise ApplyError(f"{d}: {cap.get('captured_op') or cap['op']} returns {len(cap['outputs'])} tensors; "
-                         "apply can only swap operators with one output")
+        raise ApplyError(
+            f"{d}: {cap.get('captured_op') or cap['op']} returns {len(cap['outputs'])} tensors; "
+            "apply can only swap operators with one output"
+        )
     op = cap.get("captured_op") or cap["op"]
     key = call_key(op, cap.get("args", []), cap.get("kwargs", {}))
     mod_path = d / manifest.get("module", "forge_kernel.py")
@@ -146,8 +160,9 @@ class Swap(TorchDispatchMode):
         tensors = [t if t.is_contiguous() else t.contiguous() for t in tensor_leaves(args, kwargs)]
         out = k.fn(*tensors)
         if not isinstance(out, torch.Tensor):
-            raise ApplyError(f"{k.dir}: {k.manifest.get('function', 'forward')}() returned "
-                             f"{type(out).__name__}, not a tensor")
+            raise ApplyError(
+                f"{k.dir}: {k.manifest.get('function', 'forward')}() returned {type(out).__name__}, not a tensor"
+            )
         if mutation(func) == "inplace":  # relu_: the kernel computed relu; write it back
             args[0].copy_(out)
             return args[0]
@@ -168,8 +183,14 @@ def _snapshot(out) -> list[torch.Tensor]:
     return [t.detach().clone() for t in _leaves(out)]
 
 
-def apply(model_path: str | Path, kernel_dirs: Sequence[str | Path], *, backend: str = "auto",
-          samples: Optional[int] = None, warmup: Optional[int] = None) -> dict:
+def apply(
+    model_path: str | Path,
+    kernel_dirs: Sequence[str | Path],
+    *,
+    backend: str = "auto",
+    samples: Optional[int] = None,
+    warmup: Optional[int] = None,
+) -> dict:
     """Swap exported kernels into a model's forward; check the outputs; time before and after.
 
     Args:
@@ -208,16 +229,30 @@ def apply(model_path: str | Path, kernel_dirs: Sequence[str | Path], *, backend:
     if total == 0:
         miss = "; ".join(f"{op} ran on [{m}]" for op, m in swap.misses.items())
         want = "; ".join(k.label for k in kernels)
-        raise ApplyError(f"no call in {mf.path.name} matched the kernels ({want})"
-                         + (f": {miss}" if miss else ": the model never calls these operators")
-                         + " - export kernels of tasks captured from this model")
+        raise ApplyError(
+            f"no call in {mf.path.name} matched the kernels ({want})"
+            + (f": {miss}" if miss else ": the model never calls these operators")
+            + " - export kernels of tasks captured from this model"
+        )
     check = _check(ref, got)
     result: dict = {
-        "model": str(mf.path), "device": _device_name(device),
+        "model": str(mf.path),
+        "device": _device_name(device),
         "backend": backend_for_device(device).name,
-        "kernels": [{"dir": str(k.dir), "op": k.op, "label": k.label, "replaced": k.replaced,
-                     "speedup": k.manifest.get("speedup")} for k in kernels],
-        "replacements": total, "check": check, "latency": None, "speedup": None,
+        "kernels": [
+            {
+                "dir": str(k.dir),
+                "op": k.op,
+                "label": k.label,
+                "replaced": k.replaced,
+                "speedup": k.manifest.get("speedup"),
+            }
+            for k in kernels
+        ],
+        "replacements": total,
+        "check": check,
+        "latency": None,
+        "speedup": None,
     }
     if not check["passed"]:
         return result
@@ -232,8 +267,10 @@ def _backend_for(kernels: Sequence[Kernel], backend: str) -> str:
     if backend != AUTO:
         return backend
     if len(kinds) > 1:
-        raise ApplyError(f"the kernels were built for different backends ({', '.join(sorted(kinds))}): "
-                         "apply kernels of one backend at a time")
+        raise ApplyError(
+            f"the kernels were built for different backends ({', '.join(sorted(kinds))}): "
+            "apply kernels of one backend at a time"
+        )
     return BackendName.CUDA if kinds == {BackendName.CUDA} else BackendName.HOST
 
 
@@ -248,8 +285,14 @@ def _check(ref: list, got: list) -> dict:
     from forge_tui.evaluate.trials import compare
 
     if len(ref) != len(got):
-        return {"passed": False, "max_abs_err": None, "max_rel_err": None, "tolerance": "",
-                "note": f"the forward returned {len(got)} tensors instead of {len(ref)}", "outputs": len(ref)}
+        return {
+            "passed": False,
+            "max_abs_err": None,
+            "max_rel_err": None,
+            "tolerance": "",
+            "note": f"the forward returned {len(got)} tensors instead of {len(ref)}",
+            "outputs": len(ref),
+        }
     worst = None
     for r, g in zip(ref, got):
         if r.dtype.is_floating_point:
@@ -257,15 +300,26 @@ def _check(ref: list, got: list) -> dict:
             v = (*v[:3], f"{dtype_name(r.dtype)}: {v[3]}", v[4])
         else:
             same = g.shape == r.shape and bool(torch.equal(g, r))
-            v = (same, 0.0 if same else float("inf"), 0.0 if same else float("inf"), f"{dtype_name(r.dtype)}: exact",
-                 "" if same else "integer outputs differ")
+            v = (
+                same,
+                0.0 if same else float("inf"),
+                0.0 if same else float("inf"),
+                f"{dtype_name(r.dtype)}: exact",
+                "" if same else "integer outputs differ",
+            )
         if worst is None or (not v[0], v[1]) > (not worst[0], worst[1]):
             worst = v
     if worst is None:
         worst = (True, 0.0, 0.0, "", "the forward returns no tensor")
     finite = lambda x: x if x is not None and x != float("inf") else None  # noqa: E731
-    return {"passed": worst[0], "max_abs_err": finite(worst[1]), "max_rel_err": finite(worst[2]),
-            "tolerance": worst[3], "note": worst[4], "outputs": len(ref)}
+    return {
+        "passed": worst[0],
+        "max_abs_err": finite(worst[1]),
+        "max_rel_err": finite(worst[2]),
+        "tolerance": worst[3],
+        "note": worst[4],
+        "outputs": len(ref),
+    }
 
 
 def _time(mf, model, inputs, kernels, device: str, *, samples, warmup) -> dict:
@@ -275,6 +329,7 @@ def _time(mf, model, inputs, kernels, device: str, *, samples, warmup) -> dict:
         def run():
             with torch.no_grad(), mode:
                 return model(*inputs)
+
         return run
 
     plain = _Null()
@@ -320,8 +375,10 @@ def format_report(r: dict) -> str:
         return "\n".join(lines)
     lat = r["latency"]
     b, a = lat["before"], lat["after"]
-    lines.append(f"forward latency ({lat['method']}, median of {lat['samples']}, cache flushed): "
-                 f"before {b['median_ms']:.3f} ms (p10 {b['p10_ms']:.3f}, p90 {b['p90_ms']:.3f}), "
-                 f"after {a['median_ms']:.3f} ms (p10 {a['p10_ms']:.3f}, p90 {a['p90_ms']:.3f})")
+    lines.append(
+        f"forward latency ({lat['method']}, median of {lat['samples']}, cache flushed): "
+        f"before {b['median_ms']:.3f} ms (p10 {b['p10_ms']:.3f}, p90 {b['p90_ms']:.3f}), "
+        f"after {a['median_ms']:.3f} ms (p10 {a['p10_ms']:.3f}, p90 {a['p90_ms']:.3f})"
+    )
     lines.append(f"end-to-end speedup {r['speedup']:.3f}x" if r["speedup"] else "end-to-end speedup: -")
     return "\n".join(lines)

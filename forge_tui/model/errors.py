@@ -3,6 +3,7 @@
 Importing this module imports neither torch nor the store, so the CLI can catch these
 without paying for either.
 """
+
 from __future__ import annotations
 
 from forge_tui.core.errors import ForgeError

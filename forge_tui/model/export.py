@@ -26,6 +26,7 @@ binds those from ``Model(*get_init_inputs())`` built with the search's seed
 (:mod:`forge_tui.model.template`); :func:`render_module` works out the values in steps
 (the launch's parts, the reference part's values, the common values) and checks the result.
 """
+
 from __future__ import annotations
 
 import ast
@@ -135,18 +136,29 @@ def export_run(store: Store, run_id: int, out_dir, *, node_id: Optional[int] = N
         raise ExportError(f"cannot rebuild the task of run {run.id} ({run.task_name}): {one_line(exc)}") from None
     backend = run.backend
     out = Path(out_dir).expanduser()
-    speedup, kind = {"confirmed": (node.confirmed_speedup, "confirmed"),
-                     "failed": (node.speedup, "search; its confirmation failed")}.get(
-        confirmation(node), (node.speedup, "search"))
+    speedup, kind = {
+        "confirmed": (node.confirmed_speedup, "confirmed"),
+        "failed": (node.speedup, "search; its confirmation failed"),
+    }.get(confirmation(node), (node.speedup, "search"))
     device = run.device
     module = render_module(task, backend, run_id=run.id, node_id=node.id, speedup=speedup)
     manifest = {
-        "task": task.name, "origin": task.origin, "backend": backend, "signature": task.signature(backend),
-        "run_id": run.id, "node_id": node.id, "speedup": speedup, "speedup_kind": kind,
-        "capture": task.capture, "module": MODULE_FILE, "function": "forward",
-        "op": f"forge::{op_name(task.name)}", "source": KERNEL_FILES[backend],
+        "task": task.name,
+        "origin": task.origin,
+        "backend": backend,
+        "signature": task.signature(backend),
+        "run_id": run.id,
+        "node_id": node.id,
+        "speedup": speedup,
+        "speedup_kind": kind,
+        "capture": task.capture,
+        "module": MODULE_FILE,
+        "function": "forward",
+        "op": f"forge::{op_name(task.name)}",
+        "source": KERNEL_FILES[backend],
         "inputs": [{"name": a.name, "dtype": a.dtype} for a in _user_inputs(task)],
-        "device": device.get("gpu") or device.get("cpu") or "", "description": node.description,
+        "device": device.get("gpu") or device.get("cpu") or "",
+        "description": node.description,
     }
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -196,7 +208,9 @@ def _prebuild(source: str, backend: str, device: dict, out: Path) -> list:
     except compiler.ToolchainError as exc:
         raise ExportError(str(exc)) from None
     if not res.ok:
-        raise ExportError(f"--build: the kernel did not compile: {res.log.strip().splitlines()[0] if res.log.strip() else ''}")
+        raise ExportError(
+            f"--build: the kernel did not compile: {res.log.strip().splitlines()[0] if res.log.strip() else ''}"
+        )
     shutil.copyfile(res.library, out / "kernel.so")
     flags = be.flags
     (out / "kernel.so.key").write_text(build_key(source, flags, arch or "host") + "\n")
@@ -221,8 +235,10 @@ def _function_source(fn, what: str) -> str:
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
         raise ExportError(f"the {what} is not a plain module-level function (a lambda?): export cannot copy it")
     if getattr(fn, "__code__", None) is not None and fn.__code__.co_freevars:
-        raise ExportError(f"the {what} uses variables of an enclosing function ({', '.join(fn.__code__.co_freevars)}): "
-                          "export cannot copy it")
+        raise ExportError(
+            f"the {what} uses variables of an enclosing function ({', '.join(fn.__code__.co_freevars)}): "
+            "export cannot copy it"
+        )
     return src
 
 
@@ -236,8 +252,19 @@ def render_module(task, backend: str, *, run_id: int, node_id: int, speedup: Opt
     """
     ins, out_arg, n_sizes = _launch_parts(task)
     reference, values = _reference_values(task)
-    values.update(_common_values(task, backend, ins, out_arg, n_sizes, run_id=run_id, node_id=node_id,
-                                 speedup=speedup, n_user=int(values.pop("N_USER"))))
+    values.update(
+        _common_values(
+            task,
+            backend,
+            ins,
+            out_arg,
+            n_sizes,
+            run_id=run_id,
+            node_id=node_id,
+            speedup=speedup,
+            n_user=int(values.pop("N_USER")),
+        )
+    )
     try:
         text = template.module_text(reference, values)
     except template.TemplateError as exc:  # a bug here, not the user's
@@ -269,9 +296,13 @@ def _reference_values(task) -> tuple[str, dict]:
         ref_src = _function_source(task.reference, f"reference of {task.name}")
         sizes_src = _function_source(task.sizes_of, f"sizes_of of {task.name}")
         return "catalog", {
-            "REF_SRC": ref_src.rstrip(), "SIZES_SRC": sizes_src.rstrip(), "REF_NAME": task.reference.__name__,
-            "SIZES_NAME": task.sizes_of.__name__, "MODULE": task.module,
-            "N_USER": str(sum(1 for a in task.args if a.role == "in"))}
+            "REF_SRC": ref_src.rstrip(),
+            "SIZES_SRC": sizes_src.rstrip(),
+            "REF_NAME": task.reference.__name__,
+            "SIZES_NAME": task.sizes_of.__name__,
+            "MODULE": task.module,
+            "N_USER": str(sum(1 for a in task.args if a.role == "in")),
+        }
     from forge_tui.model.taskfile import MODEL_SEED, layout_of
 
     lay = layout_of(task)
@@ -283,14 +314,30 @@ def _reference_values(task) -> tuple[str, dict]:
     source = task.reference_source if task.reference_source.endswith("\n") else task.reference_source + "\n"
     file_name = Path(task.file).name or f"{task.name}.py"
     return "file", {
-        "FILE_TEXT": _literal(source), "FILE_NAME_LITERAL": repr(file_name), "FILE_NAME": file_name,
-        "MODEL_SEED": str(MODEL_SEED), "PARAM_NAMES": repr(lay["param_names"]),
-        "N_GET_INPUTS": str(lay["n_get_inputs"]), "TENSOR_POSITIONS": repr(lay["tensor_positions"]),
-        "CONSTANTS": repr(consts) if exact else "None", "N_USER": str(len(lay["input_names"]))}
+        "FILE_TEXT": _literal(source),
+        "FILE_NAME_LITERAL": repr(file_name),
+        "FILE_NAME": file_name,
+        "MODEL_SEED": str(MODEL_SEED),
+        "PARAM_NAMES": repr(lay["param_names"]),
+        "N_GET_INPUTS": str(lay["n_get_inputs"]),
+        "TENSOR_POSITIONS": repr(lay["tensor_positions"]),
+        "CONSTANTS": repr(consts) if exact else "None",
+        "N_USER": str(len(lay["input_names"])),
+    }
 
 
-def _common_values(task, backend: str, ins: list, out_arg, n_sizes: int, *, run_id: int, node_id: int,
-                   speedup: Optional[float], n_user: int) -> dict:
+def _common_values(
+    task,
+    backend: str,
+    ins: list,
+    out_arg,
+    n_sizes: int,
+    *,
+    run_id: int,
+    node_id: int,
+    speedup: Optional[float],
+    n_user: int,
+) -> dict:
     """The head's and the operator's values: the data section, the docstring, the signature."""
     from kernels.base import TOLERANCES, tolerance_for
 
@@ -299,14 +346,28 @@ def _common_values(task, backend: str, ins: list, out_arg, n_sizes: int, *, run_
     shown = f"{speedup:.3f}x over eager PyTorch" if speedup else "speedup not measured"
     tolerance = tolerance_for(out_arg.dtype) if out_arg.dtype in TOLERANCES else TOLERANCES["float32"]
     return {
-        "TASK": repr(task.name), "TASK_PLAIN": task.name, "ORIGIN": repr(task.origin),
-        "BACKEND": repr(str(backend)), "OP_NAME": repr(op_name(task.name)), "OP_PLAIN": op_name(task.name),
-        "SIGNATURE": repr(task.signature(backend)), "SIGNATURE_PLAIN": task.signature(backend),
-        "INPUT_NAMES": repr([a.name for a in ins]), "INPUT_DTYPES": repr([a.dtype for a in ins]),
-        "N_USER": str(n_user), "N_SIZES": str(n_sizes), "OUT_DTYPE": repr(out_arg.dtype),
-        "TOLERANCE": repr(tolerance), "FLAGS": repr(flags), "SOURCE_NAME": repr(KERNEL_FILES[backend]),
-        "RUN_ID": str(run_id), "NODE_ID": str(node_id), "SPEEDUP": repr(speedup), "SHOWN": shown,
-        "PARAMS": ", ".join(a.name for a in ins), "ANNOTATED": ", ".join(f"{a.name}: torch.Tensor" for a in ins),
+        "TASK": repr(task.name),
+        "TASK_PLAIN": task.name,
+        "ORIGIN": repr(task.origin),
+        "BACKEND": repr(str(backend)),
+        "OP_NAME": repr(op_name(task.name)),
+        "OP_PLAIN": op_name(task.name),
+        "SIGNATURE": repr(task.signature(backend)),
+        "SIGNATURE_PLAIN": task.signature(backend),
+        "INPUT_NAMES": repr([a.name for a in ins]),
+        "INPUT_DTYPES": repr([a.dtype for a in ins]),
+        "N_USER": str(n_user),
+        "N_SIZES": str(n_sizes),
+        "OUT_DTYPE": repr(out_arg.dtype),
+        "TOLERANCE": repr(tolerance),
+        "FLAGS": repr(flags),
+        "SOURCE_NAME": repr(KERNEL_FILES[backend]),
+        "RUN_ID": str(run_id),
+        "NODE_ID": str(node_id),
+        "SPEEDUP": repr(speedup),
+        "SHOWN": shown,
+        "PARAMS": ", ".join(a.name for a in ins),
+        "ANNOTATED": ", ".join(f"{a.name}: torch.Tensor" for a in ins),
         "COMPILER": be.compiler_name,
         "USER_NAMES": ", ".join(a.name for a in ins[:n_user]),
     }
@@ -346,7 +407,7 @@ def _readme(task, backend: str, manifest: dict) -> str:
         f"{get_backend(backend).compiler_name}; `manifest.json`: what this is.",
         "",
         "```python",
-        "import sys; sys.path.insert(0, \"/path/to/this/dir\")",
+        'import sys; sys.path.insert(0, "/path/to/this/dir")',
         "import forge_kernel",
         f"y = forge_kernel.forward({args})        # {', '.join(i['name'] + ': ' + i['dtype'] for i in user)}; {where}",
         f"y = torch.ops.{manifest['op'].replace('::', '.')}({args}{'' if task.origin == 'catalog' else ', *params'})"

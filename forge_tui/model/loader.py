@@ -13,6 +13,7 @@ names. Every failure is a :class:`ModelFileError` whose ``stage`` says what went
 callers word it for their command (a task file's ``TaskError``, capture's ``CaptureError``),
 so the checks live here once and the messages stay each command's own.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -42,8 +43,7 @@ class ModelFileError(ForgeError, ValueError):
 
     exit_code = 2
 
-    def __init__(self, stage: str, message: str, *, cause: Optional[BaseException] = None,
-                 missing: Sequence[str] = ()):
+    def __init__(self, stage: str, message: str, *, cause: Optional[BaseException] = None, missing: Sequence[str] = ()):
         super().__init__(message)
         self.stage, self.cause, self.missing = stage, cause, list(missing)
 
@@ -161,8 +161,7 @@ def parts(path: Path, mod: types.ModuleType, text: str = "") -> ModelFile:
     return ModelFile(path, mod, model_cls, get_inputs, get_init_inputs, text, ns)
 
 
-def load(path, *, text: Optional[str] = None, name: Optional[str] = None,
-         require_py: bool = False) -> ModelFile:
+def load(path, *, text: Optional[str] = None, name: Optional[str] = None, require_py: bool = False) -> ModelFile:
     """Read (unless ``text`` is given), execute and check a KernelBench-layout file.
 
     Args:

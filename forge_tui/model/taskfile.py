@@ -47,6 +47,7 @@ missing ``Model``/``get_inputs``, a syntax or import error, several or non-tenso
 an output shape that depends on the input values, a random output, dtypes the launch cannot
 take (see :data:`SUPPORTED_DTYPES`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -67,7 +68,8 @@ SUPPORTED_DTYPES = ("float32", "bfloat16", "float16", "int64", "int32")
 #: Name of the one shape of a task file.
 SHAPE_NAME = "get_inputs"
 #: Identifiers a launch argument may not be called (C/C++/CUDA keywords and builtins, ``stream``).
-RESERVED = frozenset("""
+RESERVED = frozenset(
+    """
     alignas alignof and and_eq asm auto bitand bitor bool break case catch char char16_t char32_t class compl
     const const_cast constexpr continue decltype default delete do double dynamic_cast else enum explicit export
     extern false float for friend goto if inline int long mutable namespace new noexcept not not_eq nullptr
@@ -75,7 +77,8 @@ RESERVED = frozenset("""
     static_assert static_cast struct switch template this thread_local throw true try typedef typeid typename
     union unsigned using virtual void volatile wchar_t while xor xor_eq restrict main
     threadIdx blockIdx blockDim gridDim warpSize stream self torch int64_t size_t
-""".split()) | frozenset(keyword.kwlist)
+""".split()
+) | frozenset(keyword.kwlist)
 
 _CACHE: dict[tuple, TaskSpec] = {}
 _LOCK = threading.Lock()

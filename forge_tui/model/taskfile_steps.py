@@ -4,6 +4,7 @@
 model, read the inputs, read the parameters, run the reference once, check more draws and
 determinism, then assemble the signature and the :class:`TaskSpec`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,8 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from forge_tui.model import loader
-from forge_tui.model.taskfile import (MODEL_SEED, RESERVED, SHAPE_NAME, SUPPORTED_DTYPES, _dtype_name, _one_line,
-                                      sanitise, task_name)
+from forge_tui.model.taskfile import (
+    MODEL_SEED,
+    RESERVED,
+    SHAPE_NAME,
+    SUPPORTED_DTYPES,
+    _dtype_name,
+    _one_line,
+    sanitise,
+    task_name,
+)
 from kernels.base import DTYPE_BYTES, Arg, TaskSpec
 from kernels.registry import TaskError
 
@@ -87,8 +96,10 @@ class FileTask:
             where = f" on line {se.lineno}: {se.msg}" if se.lineno else f": {se.msg} (is it a Python file?)"
             return self.fail(f"syntax error{where}")
         if exc.stage == "names":
-            return self.fail(f"not a task file: it defines no {' and no '.join(exc.missing)} (a task file defines "
-                             "Model(nn.Module), get_inputs() and get_init_inputs())")
+            return self.fail(
+                f"not a task file: it defines no {' and no '.join(exc.missing)} (a task file defines "
+                "Model(nn.Module), get_inputs() and get_init_inputs())"
+            )
         if exc.stage == "not_callable":
             return self.fail("get_inputs and get_init_inputs must be functions")
         if exc.stage == "import" and isinstance(exc.cause, TaskError):
@@ -147,8 +158,9 @@ class FileTask:
         self.constants = {i: v for i, v in enumerate(first) if i not in self.tensor_pos}
         self.float_in = [torch.is_floating_point(first[i]) for i in self.tensor_pos]
         again = self.call("get_inputs()", self.draw, 2)
-        if len(again) != len(first) or [tuple(again[i].shape) if isinstance(again[i], torch.Tensor) else None
-                                        for i in self.tensor_pos] != [m[0] for m in self.in_meta]:
+        if len(again) != len(first) or [
+            tuple(again[i].shape) if isinstance(again[i], torch.Tensor) else None for i in self.tensor_pos
+        ] != [m[0] for m in self.in_meta]:
             raise self.fail("get_inputs() returns different shapes on different calls: a task has fixed shapes")
 
     def _read_params(self) -> None:
@@ -171,11 +183,14 @@ class FileTask:
         self.tensors_first = [self.first[i] for i in self.tensor_pos] + self.params_cpu
         out = self.call("Model(*get_init_inputs())(*get_inputs())", self.reference, *self.tensors_first)
         if isinstance(out, (tuple, list)):
-            raise self.fail(f"the model returns {len(out)} outputs; a task has exactly one output tensor "
-                            "(write one file per output)")
+            raise self.fail(
+                f"the model returns {len(out)} outputs; a task has exactly one output tensor "
+                "(write one file per output)"
+            )
         if not isinstance(out, torch.Tensor):
-            raise self.fail(f"the model returns a {type(out).__name__}, not a tensor; a task has exactly one "
-                            "output tensor")
+            raise self.fail(
+                f"the model returns a {type(out).__name__}, not a tensor; a task has exactly one output tensor"
+            )
         self._check_tensor(out, "the output")
         self.out = out
         self.out_shape, self.out_dtype = tuple(out.shape), _dtype_name(out.dtype)
@@ -192,16 +207,20 @@ class FileTask:
             o = self.call(f"the model on {dist} inputs", self.reference, *ins)
             if not isinstance(o, torch.Tensor) or tuple(o.shape) != self.out_shape:
                 got = tuple(o.shape) if isinstance(o, torch.Tensor) else type(o).__name__
-                raise self.fail(f"the output shape depends on the input values ({self.out_shape} on get_inputs(), "
-                                f"{got} on {dist} inputs): a kernel needs a fixed output shape")
+                raise self.fail(
+                    f"the output shape depends on the input values ({self.out_shape} on get_inputs(), "
+                    f"{got} on {dist} inputs): a kernel needs a fixed output shape"
+                )
             if bool(torch.isfinite(o).all()) or not bool(torch.isfinite(self.out).all()):
                 self.dists.append(dist)
         ins = self.call("get_inputs()", self.make_inputs, {}, gen, "cpu", "file")
         a = self.call("the model", self.reference, *ins)
         b = self.call("the model", self.reference, *ins)
         if not _same(a, b):
-            raise self.fail("the model's output differs between two calls on the same inputs (random ops in "
-                            "forward?): a kernel cannot match a random reference")
+            raise self.fail(
+                "the model's output differs between two calls on the same inputs (random ops in "
+                "forward?): a kernel cannot match a random reference"
+            )
 
     def _task_spec(self) -> TaskSpec:
         """The signature (ins, params, out, then every dim of every pointer) and the TaskSpec."""
@@ -214,14 +233,19 @@ class FileTask:
                 size_args.append(Arg(nm, "size", "int64"))
                 dims[nm] = int(d)
         out_shape, out_dtype = self.out_shape, self.out_dtype
-        nbytes = (sum(_numel(s) * DTYPE_BYTES[dt] for s, dt in self.all_meta)
-                  + _numel(out_shape) * DTYPE_BYTES[out_dtype])
+        nbytes = (
+            sum(_numel(s) * DTYPE_BYTES[dt] for s, dt in self.all_meta) + _numel(out_shape) * DTYPE_BYTES[out_dtype]
+        )
         flops = self._flops(self.reference, self.tensors_first)
         size_names = [a_.name for a_ in size_args]
         self.reference.forge_layout = {  # read through layout_of(): what export needs to call the model
-            "n_get_inputs": len(self.first), "tensor_positions": self.tensor_pos, "constants": self.constants,
-            "input_names": [a_.name for a_ in self.in_args], "param_names": self.param_names,
-            "model_seed": MODEL_SEED}
+            "n_get_inputs": len(self.first),
+            "tensor_positions": self.tensor_pos,
+            "constants": self.constants,
+            "input_names": [a_.name for a_ in self.in_args],
+            "param_names": self.param_names,
+            "model_seed": MODEL_SEED,
+        }
         return TaskSpec(
             name=task_name(self.path),
             description=self._description(),
@@ -273,6 +297,7 @@ class FileTask:
 
     def _make_reference(self):
         """The task's reference: a plain function (it carries ``forge_layout``)."""
+
         def reference(*tensors):
             """Model(*get_init_inputs())(*inputs) with the given parameter values (no autograd)."""
             return self._reference(tensors)
@@ -296,12 +321,13 @@ class FileTask:
                 out = self.model_on(device)(*self.forward_args(ins))  # the eager baseline: the model itself
             else:
                 fixed = []
-                for (shape, dt), t in zip(self.all_meta[n_in:], given):
+                for (_shape, dt), t in zip(self.all_meta[n_in:], given):
                     if not dt.startswith(("float", "bfloat")) and _dtype_name(t.dtype) != dt:
                         t = t.to(getattr(torch, dt))
                     fixed.append(t)
-                out = torch.func.functional_call(self.model_on(device), dict(zip(self.param_names, fixed)),
-                                                 tuple(self.forward_args(ins)))
+                out = torch.func.functional_call(
+                    self.model_on(device), dict(zip(self.param_names, fixed)), tuple(self.forward_args(ins))
+                )
         if isinstance(out, (tuple, list)) and len(out) == 1:
             out = out[0]
         for t in tensors:  # an output that is a view of an input would be poisoned with it
@@ -315,6 +341,7 @@ class FileTask:
         Floating inputs are drawn on the generator's device; ``get_inputs()`` runs on the
         CPU under a seed drawn from the generator, its tensors moved to ``device``."""
         import torch
+
         from kernels.base import random_tensor
 
         need_file = distribution == "file" or not all(self.float_in)
@@ -325,8 +352,9 @@ class FileTask:
             if distribution == "file" or not self.float_in[k]:
                 t = drawn[k]
                 if tuple(t.shape) != shape or _dtype_name(t.dtype) != dt:
-                    raise RuntimeError(f"get_inputs() changed input {self.in_args[k].name} to {tuple(t.shape)} "
-                                       f"{t.dtype}")
+                    raise RuntimeError(
+                        f"get_inputs() changed input {self.in_args[k].name} to {tuple(t.shape)} {t.dtype}"
+                    )
             else:
                 t = random_tensor(shape, generator, distribution, dt)
             ins.append(t.contiguous().to(device))
@@ -352,8 +380,9 @@ class FileTask:
             raise self.fail(f"{what} is a {t.layout} tensor; kernels here take dense (strided) tensors")
         dt = _dtype_name(t.dtype)
         if dt not in SUPPORTED_DTYPES:
-            raise self.fail(f"{what} has dtype {dt}, which a launch cannot take (supported: "
-                            f"{', '.join(SUPPORTED_DTYPES)})")
+            raise self.fail(
+                f"{what} has dtype {dt}, which a launch cannot take (supported: {', '.join(SUPPORTED_DTYPES)})"
+            )
 
     def _flops(self, reference, tensors) -> int:
         """Floating-point operations counted by torch's FlopCounterMode (matmuls, convs); 0 if none."""

@@ -16,6 +16,7 @@ text. :func:`fill` replaces every placeholder in one pass (a value is never scan
 so embedded source text may contain anything) and refuses a template whose placeholders and
 values differ. The templates are package data: the distribution must ship ``*.tmpl``.
 """
+
 from __future__ import annotations
 
 import re

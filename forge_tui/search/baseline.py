@@ -3,6 +3,7 @@
 A node's speedup is over the eager baseline; ``speedup_compile`` (over torch.compile) is
 derived from the same figures (:func:`compile_speedup`).
 """
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,9 @@ from forge_tui.evaluate.evaluator import EvalResult, Evaluator
 from forge_tui.search.gate import TimingGate
 
 
-def measure_baseline(evaluator: Evaluator, task: Any, run: Any, gate: TimingGate, *, with_compile: bool,
-                     log: Callable[[str], None]) -> tuple[list[dict], dict]:
+def measure_baseline(
+    evaluator: Evaluator, task: Any, run: Any, gate: TimingGate, *, with_compile: bool, log: Callable[[str], None]
+) -> tuple[list[dict], dict]:
     """Time the baselines behind ``gate``; returns the measurement rows and the run's summary
     (``{"eager": {shape: median_ms}, "compile": {...}, "compile_error": str}``), for
     :meth:`Store.record_baseline`."""
@@ -35,13 +37,23 @@ def measure_baseline(evaluator: Evaluator, task: Any, run: Any, gate: TimingGate
                 continue
             gbps = nbytes / (st["median_ms"] * 1e-3) / 1e9
             summary[subject][shape] = st["median_ms"]
-            rows.append({"subject": subject, "shape": shape, "n": st["n"], "median_ms": st["median_ms"],
-                         "p10_ms": st["p10_ms"], "p90_ms": st["p90_ms"], "cv": st["cv"], "gbps": gbps,
-                         "sol_pct": 100 * gbps / copy if copy else None,
-                         "samples_json": json.dumps(st["samples"]),
-                         "clocks_json": json.dumps(entry.get("clocks", {})), "method": "baseline"})
-            log(f"  {subject:7s} {shape}: {st['median_ms'] * 1e3:.1f} us (CV {100 * st['cv']:.1f}%, "
-                f"{gbps:.0f} GB/s)")
+            rows.append(
+                {
+                    "subject": subject,
+                    "shape": shape,
+                    "n": st["n"],
+                    "median_ms": st["median_ms"],
+                    "p10_ms": st["p10_ms"],
+                    "p90_ms": st["p90_ms"],
+                    "cv": st["cv"],
+                    "gbps": gbps,
+                    "sol_pct": 100 * gbps / copy if copy else None,
+                    "samples_json": json.dumps(st["samples"]),
+                    "clocks_json": json.dumps(entry.get("clocks", {})),
+                    "method": "baseline",
+                }
+            )
+            log(f"  {subject:7s} {shape}: {st['median_ms'] * 1e3:.1f} us (CV {100 * st['cv']:.1f}%, {gbps:.0f} GB/s)")
     return rows, summary
 
 

@@ -5,6 +5,7 @@ curse). The ``top`` nodes by search-time speedup are evaluated again, in full (c
 and interleaved timing with new random inputs); each node keeps ``confirmed_speedup`` and
 the run's best becomes the best confirmed node.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -15,11 +16,19 @@ from forge_tui.search import mcts
 from forge_tui.search.gate import TimingGate
 
 
-def confirm_best(tree: mcts.Tree, store: Any, evaluator: Evaluator, gate: TimingGate, run: Any,
-                 log: Callable[[str], None], top: int = 3) -> None:
+def confirm_best(
+    tree: mcts.Tree,
+    store: Any,
+    evaluator: Evaluator,
+    gate: TimingGate,
+    run: Any,
+    log: Callable[[str], None],
+    top: int = 3,
+) -> None:
     """Re-measure the ``top`` nodes of ``tree`` and record the confirmed figures and the run's best."""
-    ranked = sorted((n for n in tree.nodes.values() if n.reward and n.status == NodeStatus.OK),
-                    key=lambda n: n.reward, reverse=True)[:top]
+    ranked = sorted(
+        (n for n in tree.nodes.values() if n.reward and n.status == NodeStatus.OK), key=lambda n: n.reward, reverse=True
+    )[:top]
     if not ranked:
         return
     best_id, best = None, 0.0
@@ -34,8 +43,9 @@ def confirm_best(tree: mcts.Tree, store: Any, evaluator: Evaluator, gate: Timing
             value = res.speedup if ok and res.speedup else 0.0
             for m in res.measurements:
                 m["method"] = "confirmation: " + m.get("method", "")
-            store.confirm_node(node.id, value, res.measurements,
-                               note="" if ok else f"confirmation {res.status}: {res.error[:300]}")
+            store.confirm_node(
+                node.id, value, res.measurements, note="" if ok else f"confirmation {res.status}: {res.error[:300]}"
+            )
             log(f"confirmed node {node.id}: {value:.3f}x (search-time {tn.reward:.3f}x)")
         if value > best:
             best_id, best = node.id, value

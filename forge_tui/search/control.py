@@ -4,6 +4,7 @@ The UI and ``forge-tui stop`` write a request into the run's ``control`` column;
 looks at it between expansions (:meth:`Control.step`) and, while paused, waits
 (:meth:`Control.wait`).
 """
+
 from __future__ import annotations
 
 import threading
@@ -30,8 +31,15 @@ class Control:
         on_run: receives the run row each time it is read again (the search keeps it).
     """
 
-    def __init__(self, store: Any, run_id: int, lease_lost: threading.Event, stop_signal: threading.Event,
-                 log: Callable[[str], None], on_run: Callable[[Any], None]):
+    def __init__(
+        self,
+        store: Any,
+        run_id: int,
+        lease_lost: threading.Event,
+        stop_signal: threading.Event,
+        log: Callable[[str], None],
+        on_run: Callable[[Any], None],
+    ):
         self.store, self.run_id = store, run_id
         self.lease_lost, self.stop_signal = lease_lost, stop_signal
         self.log, self.on_run = log, on_run
@@ -56,8 +64,9 @@ class Control:
                 self.store.update_run(self.run_id, status=RunStatus.RUNNING, status_reason="", event_kind="status")
             return None
         if run.status != RunStatus.PAUSED:
-            self.store.update_run(self.run_id, status=RunStatus.PAUSED, status_reason="paused on request",
-                                  event_kind="status")
+            self.store.update_run(
+                self.run_id, status=RunStatus.PAUSED, status_reason="paused on request", event_kind="status"
+            )
             self.log(f"run {self.run_id} paused")
         return PAUSE
 

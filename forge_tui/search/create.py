@@ -4,6 +4,7 @@ form both call, so a run is stored the same way whichever started it.
 No torch at import time (the app imports this): the search runner it calls is torch-free at
 import, and task files are only loaded when a run is created.
 """
+
 from __future__ import annotations
 
 import os
@@ -74,5 +75,15 @@ def create_run(store: Store, cfg: RunConfig):
         from forge_tui.llm.config import llm_run_config
 
         config.update(llm_run_config(_endpoint_flags(cfg)))
-    return store_run(store, task, backend=backend, proposer=proposer, iterations=cfg.iterations, seed=cfg.seed,
-                     c=cfg.c, model=config.get("model", ""), config=config, seed_kernel=cfg.seed_kernel)
+    return store_run(
+        store,
+        task,
+        backend=backend,
+        proposer=proposer,
+        iterations=cfg.iterations,
+        seed=cfg.seed,
+        c=cfg.c,
+        model=config.get("model", ""),
+        config=config,
+        seed_kernel=cfg.seed_kernel,
+    )

@@ -1,4 +1,5 @@
 """The search's user-facing error (a leaf: imports nothing of the search)."""
+
 from __future__ import annotations
 
 from forge_tui.core.errors import ForgeError

@@ -8,6 +8,7 @@ overlap each other, never an evaluation. A waiting evaluation blocks new generat
 starting (writer preference), so the GPU queue cannot starve behind a stream of requests.
 With a remote endpoint the gate is open and both sides pass straight through.
 """
+
 from __future__ import annotations
 
 import threading
@@ -88,9 +89,11 @@ def endpoint_gate(proposer: Any, backend: str) -> Optional[tuple[TimingGate, str
     host = get_backend(backend).cpu_is_timed
     what = "host" if host else get_backend(backend).device_word
     if is_local_endpoint(url):
-        note = (f"on: the LLM endpoint {url} is on this machine, so no {what} evaluation overlaps a generation "
-                f"(a local server shares the {'CPU, the device timed on the host backend,' if host else 'GPU'} "
-                f"and would spoil the timings)")
+        note = (
+            f"on: the LLM endpoint {url} is on this machine, so no {what} evaluation overlaps a generation "
+            f"(a local server shares the {'CPU, the device timed on the host backend,' if host else 'GPU'} "
+            f"and would spoil the timings)"
+        )
         gate = TimingGate(True, note)
         client.gate = gate.generation
     else:

@@ -5,6 +5,7 @@ One process drives one run. It holds the run's lease and renews it every
 process took the run over (``lost`` is set and the search stops without writing). At the
 end the run's final status is written and the lease released, as far as the store allows.
 """
+
 from __future__ import annotations
 
 import threading

@@ -16,6 +16,7 @@ Chaslot et al. 2008): a node with ``N`` visits may have at most ``ceil(k * N ** 
 children, so the search deepens instead of only widening the root. Only ``ok`` nodes are
 expanded.
 """
+
 from __future__ import annotations
 
 import math
@@ -135,8 +136,11 @@ class Tree:
         can_widen = not node.exhausted and len(node.children) + node.reserved < self.widen_limit(node)
         if can_widen:
             return node_id
-        kids = sorted((self.nodes[c] for c in node.children if self.nodes[c].status == NodeStatus.OK),
-                      key=lambda ch: self.uct(node, ch), reverse=True)
+        kids = sorted(
+            (self.nodes[c] for c in node.children if self.nodes[c].status == NodeStatus.OK),
+            key=lambda ch: self.uct(node, ch),
+            reverse=True,
+        )
         for ch in kids:
             found = self._select_from(ch.id)
             if found is not None:
@@ -177,8 +181,19 @@ class Tree:
         t = Tree(self.c)
         t.root = self.root
         for nid, n in self.nodes.items():
-            t.nodes[nid] = TreeNode(n.id, n.parent, n.status, n.reward, list(n.children), n.visits, n.value,
-                                    n.best, n.exhausted, n.in_flight, n.reserved)
+            t.nodes[nid] = TreeNode(
+                n.id,
+                n.parent,
+                n.status,
+                n.reward,
+                list(n.children),
+                n.visits,
+                n.value,
+                n.best,
+                n.exhausted,
+                n.in_flight,
+                n.reserved,
+            )
         return t
 
     # ------------------------------------------------------------------ queries

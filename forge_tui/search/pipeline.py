@@ -34,6 +34,7 @@ Stop, SIGTERM and an unavailable proposer stop new expansions and let the stored
 flight finish (proposals still waiting on the model are abandoned); a pause request lets
 everything in flight finish, then waits. A lost lease returns at once without writing.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -154,8 +155,9 @@ class SearchHost(Protocol):
     def set_status(self, node_id: int, stage: str, clock: Optional[StageClock] = None) -> None:
         """Persist an in-flight stage of a node (once per change)."""
 
-    def run_on_worker(self, node_id: int, compiled: Any, clock: StageClock,
-                      on_stage: Callable[[str], None]) -> EvalResult:
+    def run_on_worker(
+        self, node_id: int, compiled: Any, clock: StageClock, on_stage: Callable[[str], None]
+    ) -> EvalResult:
         """Evaluate a compiled candidate in the worker, behind the gates (any thread, one at a time)."""
 
     def finish(self, node_id: int, result: EvalResult, clock: Optional[StageClock] = None) -> None:
@@ -219,8 +221,15 @@ class Pipeline:
         compile_workers: compile threads (default :func:`default_compile_workers`).
     """
 
-    def __init__(self, search: SearchHost, ctx: SearchContext, *, parallel: int = 1, compile_ahead: bool = True,
-                 compile_workers: Optional[int] = None):
+    def __init__(
+        self,
+        search: SearchHost,
+        ctx: SearchContext,
+        *,
+        parallel: int = 1,
+        compile_ahead: bool = True,
+        compile_workers: Optional[int] = None,
+    ):
         self.s, self.ctx = search, ctx
         self.parallel = max(1, int(parallel))
         self.capacity = self.parallel + (1 if compile_ahead else 0)
@@ -305,8 +314,9 @@ class Pipeline:
                 s.tree.reserve(job.parent_id)
                 job.reserved = True
                 ctx = dataclasses.replace(self.ctx, tree=s.tree.snapshot(), tried=set(s.tried))
-                t = threading.Thread(target=self._propose_thread, args=(job, ctx, parent),
-                                     name=f"propose-{job.parent_id}", daemon=True)
+                t = threading.Thread(
+                    target=self._propose_thread, args=(job, ctx, parent), name=f"propose-{job.parent_id}", daemon=True
+                )
                 t.start()
             else:
                 try:
@@ -358,8 +368,13 @@ class Pipeline:
         if proposal.source and source_hash(proposal.source) in s.tried:
             # proposed in a thread while an identical source was stored: same verdict as the proposer's own check
             why = "the model returned a source identical to one already tried"
-            proposal = Proposal("", proposal.description or "duplicate proposal", kind=proposal.kind,
-                                exchange_id=proposal.exchange_id, failure=(NodeStatus.REJECTED, why))
+            proposal = Proposal(
+                "",
+                proposal.description or "duplicate proposal",
+                kind=proposal.kind,
+                exchange_id=proposal.exchange_id,
+                failure=(NodeStatus.REJECTED, why),
+            )
         node_id = s.add_node(proposal, parent, job.clock)
         job.node_id, job.source = node_id, proposal.source
         if proposal.failure:  # stored with its final status already
@@ -427,8 +442,9 @@ class Pipeline:
                 return
             job.clock.wait_since("gpu_q", "gpu_q_s")
             try:
-                result = s.run_on_worker(job.node_id, job.compiled, job.clock,
-                                         lambda st, j=job: self.events.put(StageBegan(j, st)))
+                result = s.run_on_worker(
+                    job.node_id, job.compiled, job.clock, lambda st, j=job: self.events.put(StageBegan(j, st))
+                )
             except BaseException as exc:  # noqa: BLE001
                 self.events.put(Crashed(job, exc))
                 continue

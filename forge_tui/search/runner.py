@@ -12,6 +12,7 @@ from evaluated nodes only, nothing is counted twice. Control requests written in
 store by the UI or ``forge-tui stop`` (pause, stop) are obeyed as they arrive: no new
 expansion starts, the stored ones in flight finish.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -23,14 +24,27 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from forge_tui.core.status import (FINAL, IN_FLIGHT, REPAIRABLE, BackendName, NodeKind, NodeStatus, ProposerName,
-                                   RunStatus)
 from forge_tui.core.config import AUTO
-from forge_tui.evaluate.backends import (Backend, UnknownBackendError, available_backends, backend_for_suffix,
-                                        get_backend)
+from forge_tui.core.status import (
+    FINAL,
+    IN_FLIGHT,
+    REPAIRABLE,
+    BackendName,
+    NodeKind,
+    NodeStatus,
+    ProposerName,
+    RunStatus,
+)
+from forge_tui.evaluate.backends import (
+    Backend,
+    UnknownBackendError,
+    available_backends,
+    backend_for_suffix,
+    get_backend,
+)
 from forge_tui.evaluate.compile import ToolchainError
-from forge_tui.hardware import has_gpu
 from forge_tui.evaluate.evaluator import EvalResult, Evaluator, WorkerError
+from forge_tui.hardware import has_gpu
 from forge_tui.search import mcts
 from forge_tui.search.baseline import compile_speedup, measure_baseline, wants_compile_baseline
 from forge_tui.search.confirm import confirm_best
@@ -39,17 +53,35 @@ from forge_tui.search.errors import SearchError
 from forge_tui.search.gate import TimingGate, endpoint_gate
 from forge_tui.search.lease import HEARTBEAT_S, Lease
 from forge_tui.search.pipeline import Pipeline, SerialStore, default_compile_workers
-from forge_tui.search.proposers.base import (Proposal, Proposer, ProposerError, ProposerUnavailable,
-                                             SearchContext, source_hash)
+from forge_tui.search.proposers.base import (
+    Proposal,
+    Proposer,
+    ProposerError,
+    ProposerUnavailable,
+    SearchContext,
+    source_hash,
+)
 from forge_tui.search.proposers.tune import TuneProposer, config_of
 from forge_tui.search.stages import StageClock
 from forge_tui.search.tasks import load_task_ref, register_task, run_seed, task_ref
 from kernels.base import TaskSpec
 from store import Store, StoreError
 
-__all__ = ["HEARTBEAT_S", "ProposerUnavailable", "Search", "SearchError", "backend_mismatch", "create_run",
-           "has_gpu", "load_task_ref", "make_proposer", "register_task", "resolve_backend", "run_seed",
-           "task_ref"]
+__all__ = [
+    "HEARTBEAT_S",
+    "ProposerUnavailable",
+    "Search",
+    "SearchError",
+    "backend_mismatch",
+    "create_run",
+    "has_gpu",
+    "load_task_ref",
+    "make_proposer",
+    "register_task",
+    "resolve_backend",
+    "run_seed",
+    "task_ref",
+]
 
 
 def resolve_backend(backend: str) -> BackendName:
@@ -63,8 +95,9 @@ def resolve_backend(backend: str) -> BackendName:
     try:
         chosen = get_backend(backend)
     except UnknownBackendError:
-        raise SearchError(f"unknown backend {backend!r}: use {AUTO}, "
-                          f"{' or '.join(b.name.value for b in available_backends())}") from None
+        raise SearchError(
+            f"unknown backend {backend!r}: use {AUTO}, {' or '.join(b.name.value for b in available_backends())}"
+        ) from None
     why = _unusable(chosen)
     if why:
         raise SearchError(why)
@@ -86,8 +119,9 @@ def _unusable(backend: Backend) -> Optional[str]:
     return None
 
 
-def backend_mismatch(path: os.PathLike | str, backend: str, *, label: str = "", whose: str = "the backend",
-                     kind: str = "kernel") -> Optional[str]:
+def backend_mismatch(
+    path: os.PathLike | str, backend: str, *, label: str = "", whose: str = "the backend", kind: str = "kernel"
+) -> Optional[str]:
     """One line when a kernel file's suffix names another backend than ``backend`` (``.cu`` is
     cuda, ``.cpp`` host), else None (other suffixes are not judged). ``run --seed-kernel``
     and ``eval`` share it."""
@@ -95,13 +129,25 @@ def backend_mismatch(path: os.PathLike | str, backend: str, *, label: str = "", 
     want = backend_for_suffix(path.suffix)
     if want is None or want.name == backend:
         return None
-    return (f"{label or path} is a {path.suffix} file but {whose} is {backend}: "
-            f"pass a {get_backend(backend).source_suffix} {kind} or --backend {want}")
+    return (
+        f"{label or path} is a {path.suffix} file but {whose} is {backend}: "
+        f"pass a {get_backend(backend).source_suffix} {kind} or --backend {want}"
+    )
 
 
-def create_run(store: Store, task: TaskSpec, *, backend: str = "auto", proposer: str = ProposerName.TUNE,
-               iterations: int = 50, seed: int = 0, c: float = 1.0, model: str = "", config: Optional[dict] = None,
-               seed_kernel: Optional[os.PathLike | str] = None):
+def create_run(
+    store: Store,
+    task: TaskSpec,
+    *,
+    backend: str = "auto",
+    proposer: str = ProposerName.TUNE,
+    iterations: int = 50,
+    seed: int = 0,
+    c: float = 1.0,
+    model: str = "",
+    config: Optional[dict] = None,
+    seed_kernel: Optional[os.PathLike | str] = None,
+):
     """Register the task and create a run in state ``created``.
 
     Args:
@@ -127,9 +173,11 @@ def create_run(store: Store, task: TaskSpec, *, backend: str = "auto", proposer:
         config["seed_kernel"] = {"path": str(path), "source": seed_source}
     if proposer == ProposerName.TUNE:
         if not seed_source:
-            raise SearchError(f"task {task.name} has no seed kernel and the tune proposer needs one to tune: "
-                              "pass --proposer llm (the LLM writes the first kernel) or --seed-kernel PATH "
-                              "(a kernel with `// @tune NAME: v1, v2` knobs)")
+            raise SearchError(
+                f"task {task.name} has no seed kernel and the tune proposer needs one to tune: "
+                "pass --proposer llm (the LLM writes the first kernel) or --seed-kernel PATH "
+                "(a kernel with `// @tune NAME: v1, v2` knobs)"
+            )
         try:
             TuneProposer().check_seed(seed_source)
         except ProposerError as exc:
@@ -139,9 +187,17 @@ def create_run(store: Store, task: TaskSpec, *, backend: str = "auto", proposer:
     if iterations < 0:
         raise SearchError("--iterations must be 0 or more")
     row = register_task(store, task)
-    return store.create_run(task_id=row.id, task_name=task.name, backend=backend, proposer=proposer, model=model,
-                            iterations_target=iterations, seed=seed, exploration_c=c,
-                            config_json=json.dumps(config))
+    return store.create_run(
+        task_id=row.id,
+        task_name=task.name,
+        backend=backend,
+        proposer=proposer,
+        model=model,
+        iterations_target=iterations,
+        seed=seed,
+        exploration_c=c,
+        config_json=json.dumps(config),
+    )
 
 
 def make_proposer(name: str, run, store: Store) -> Proposer:
@@ -174,9 +230,15 @@ class Search:
     write (``result_write_s``), for benchmarks.
     """
 
-    def __init__(self, store: Store, run_id: int, *, log: Callable[[str], None] = print,
-                 proposer: Optional[Proposer] = None,
-                 evaluator_factory: Optional[Callable[[TaskSpec, str], Evaluator]] = None):
+    def __init__(
+        self,
+        store: Store,
+        run_id: int,
+        *,
+        log: Callable[[str], None] = print,
+        proposer: Optional[Proposer] = None,
+        evaluator_factory: Optional[Callable[[TaskSpec, str], Evaluator]] = None,
+    ):
         self.store, self.run_id, self.log = SerialStore(store), run_id, log
         self.run = store.get_run(run_id)
         task_row = store.get_task(self.run.task_id)
@@ -186,8 +248,9 @@ class Search:
             self.proposer.store = self.store  # a proposer writing from its thread goes through the lock too
         self.gate = TimingGate()
         # host backend: the CPU is the device being timed, so no compile runs during an evaluation
-        self.cpu_gate = TimingGate(get_backend(self.run.backend).cpu_is_timed,
-                                   "on: host backend, the compiler would share the CPU being timed")
+        self.cpu_gate = TimingGate(
+            get_backend(self.run.backend).cpu_is_timed, "on: host backend, the compiler would share the CPU being timed"
+        )
         self.records: list[dict] = []
         self._status_seen: dict[int, str] = {}
         self.evaluator_factory = evaluator_factory or (lambda t, b: Evaluator(t, b, task_ref=task_ref(t)))
@@ -229,8 +292,9 @@ class Search:
             if extra_iterations is not None:
                 done = self.run.iterations_done  # the tree is not loaded yet: use the stored count
                 self.run = self.store.update_run(self.run_id, iterations_target=done + extra_iterations)
-            self.store.update_run(self.run_id, status=RunStatus.RUNNING, status_reason="", control="",
-                                  event_kind="status")
+            self.store.update_run(
+                self.run_id, status=RunStatus.RUNNING, status_reason="", control="", event_kind="status"
+            )
             status, reason = self._drive()
         except SearchError as exc:
             status, reason = RunStatus.FAILED, str(exc).splitlines()[0]
@@ -275,15 +339,25 @@ class Search:
             raise SearchError(
                 f"run {run.id} was measured on another environment ({old.get('gpu') or old.get('cpu')}, torch "
                 f"{old.get('torch')}, {old.get('compiler', '?')}); its timings cannot be mixed with this one's: "
-                f"start a new run")
-        self.run = self.store.update_run(self.run_id, device_json=json.dumps(facts),
-                                         fingerprint=self.evaluator.fingerprint)
+                f"start a new run"
+            )
+        self.run = self.store.update_run(
+            self.run_id, device_json=json.dumps(facts), fingerprint=self.evaluator.fingerprint
+        )
         self._setup_gate()
-        self.log(f"device: {facts.get('gpu') or facts.get('cpu')} ({run.backend}), copy bandwidth "
-                 f"{facts.get('copy_gbs')} GB/s")
+        self.log(
+            f"device: {facts.get('gpu') or facts.get('cpu')} ({run.backend}), copy bandwidth "
+            f"{facts.get('copy_gbs')} GB/s"
+        )
         if not self.run.baseline:
-            rows, summary = measure_baseline(self.evaluator, self.task, self.run, self.gate, log=self.log,
-                                             with_compile=wants_compile_baseline(self.run.backend, self._config()))
+            rows, summary = measure_baseline(
+                self.evaluator,
+                self.task,
+                self.run,
+                self.gate,
+                log=self.log,
+                with_compile=wants_compile_baseline(self.run.backend, self._config()),
+            )
             self.run = self.store.record_baseline(self.run_id, rows, json.dumps(summary))
         ctx = SearchContext(self.store, self.run, self.task, run.backend, facts, self.tree, self.tried, run.seed)
         self._load_tree(ctx)
@@ -297,10 +371,15 @@ class Search:
         parallel = max(1, int(cfg.get("parallel", 1)))
         workers = int(cfg.get("compile_workers") or default_compile_workers(parallel))
         ahead = bool(cfg.get("compile_ahead", True))
-        self.log(f"pipeline: {parallel} expansion(s) in flight{' + 1 compiled ahead' if ahead else ''}, "
-                 f"{workers} compile thread(s), one evaluation at a time"
-                 + ("; compiles wait while the host evaluates (the CPU is the device timed)"
-                    if self.cpu_gate.enabled else ""))
+        self.log(
+            f"pipeline: {parallel} expansion(s) in flight{' + 1 compiled ahead' if ahead else ''}, "
+            f"{workers} compile thread(s), one evaluation at a time"
+            + (
+                "; compiles wait while the host evaluates (the CPU is the device timed)"
+                if self.cpu_gate.enabled
+                else ""
+            )
+        )
         return Pipeline(self, ctx, parallel=parallel, compile_ahead=ahead, compile_workers=workers).run()
 
     def _config(self) -> dict:
@@ -356,11 +435,18 @@ class Search:
         status = proposal.failure[0] if proposal.failure else NodeStatus.PENDING
         with clock.stage("store_s"):
             row = self.store.add_node(
-                run_id=self.run_id, parent_id=parent.id if parent is not None else None,
-                depth=(parent.depth + 1) if parent is not None else 0, kind=proposal.kind,
-                status=NodeStatus.PENDING, source=proposal.source, source_hash=h,
-                description=proposal.description[:2000], params_json=json.dumps(proposal.params),
-                proposer=self.proposer.name, iteration=0 if parent is None else len(self.tree.nodes))
+                run_id=self.run_id,
+                parent_id=parent.id if parent is not None else None,
+                depth=(parent.depth + 1) if parent is not None else 0,
+                kind=proposal.kind,
+                status=NodeStatus.PENDING,
+                source=proposal.source,
+                source_hash=h,
+                description=proposal.description[:2000],
+                params_json=json.dumps(proposal.params),
+                proposer=self.proposer.name,
+                iteration=0 if parent is None else len(self.tree.nodes),
+            )
             if proposal.exchange_id is not None:
                 self.store.attach_llm_exchange(proposal.exchange_id, row.id)
         self.tree.add(row.id, row.parent_id)
@@ -377,15 +463,17 @@ class Search:
         with clock.stage("store_s") if clock is not None else contextlib.nullcontext():
             self.store.set_node_status(node_id, NodeStatus(stage))
 
-    def run_on_worker(self, node_id: int, compiled: Any, clock: StageClock,
-                      on_stage: Callable[[str], None]) -> EvalResult:
+    def run_on_worker(
+        self, node_id: int, compiled: Any, clock: StageClock, on_stage: Callable[[str], None]
+    ) -> EvalResult:
         """Evaluate a compiled candidate in the worker, behind the gates (any thread, one at a time)."""
         clock.mark("gate")
         with self.gate.timing(), self.cpu_gate.timing():
             clock.wait_since("gate", "gate_s")
             with clock.stage("evaluate_s"):
-                result = self.evaluator.run_compiled(compiled, seed=self.run.seed * 1_000_003 + node_id,
-                                                     on_stage=on_stage)
+                result = self.evaluator.run_compiled(
+                    compiled, seed=self.run.seed * 1_000_003 + node_id, on_stage=on_stage
+                )
         clock.worker = dict(result.worker_stages_s)
         return result
 
@@ -402,27 +490,50 @@ class Search:
         if result.output_tail.strip() and not ok:
             error = f"{error}\n--- worker output ---\n{result.output_tail[-4000:]}"
         timings = clock.as_dict()
-        fields = {"status": result.status, "error": error, "speedup": result.speedup if ok else None,
-                  "median_ms": result.median_ms, "shapes_json": json.dumps(result.shapes),
-                  "timings_json": json.dumps(timings)}
+        fields = {
+            "status": result.status,
+            "error": error,
+            "speedup": result.speedup if ok else None,
+            "median_ms": result.median_ms,
+            "shapes_json": json.dumps(result.shapes),
+            "timings_json": json.dumps(timings),
+        }
         over_compile = compile_speedup(self.run.baseline_json, result)
         if over_compile is not None:
             fields["speedup_compile"] = over_compile
         with clock.stage("result_write_s"):
             self.store.finish_node(
-                node_id, fields=fields, compile_log=result.compile, correctness=result.correctness,
-                measurements=result.measurements, stats=self.tree.stats(path),
-                run_fields={"iterations_done": iterations, "best_node_id": best_id, "best_speedup": best,
-                            "elapsed_s": self.elapsed_base + (time.monotonic() - self.t_start)})
+                node_id,
+                fields=fields,
+                compile_log=result.compile,
+                correctness=result.correctness,
+                measurements=result.measurements,
+                stats=self.tree.stats(path),
+                run_fields={
+                    "iterations_done": iterations,
+                    "best_node_id": best_id,
+                    "best_speedup": best,
+                    "elapsed_s": self.elapsed_base + (time.monotonic() - self.t_start),
+                },
+            )
         self._status_seen.pop(node_id, None)
-        self.records.append({"node_id": node_id, "status": result.status, **timings,
-                             "result_write_s": round(clock.totals["result_write_s"], 6),
-                             "compiled_cached": bool(result.compile and result.compile.get("cached")),
-                             "compiler_s": (result.compile or {}).get("seconds"), "spans": list(clock.spans)})
+        self.records.append(
+            {
+                "node_id": node_id,
+                "status": result.status,
+                **timings,
+                "result_write_s": round(clock.totals["result_write_s"], 6),
+                "compiled_cached": bool(result.compile and result.compile.get("cached")),
+                "compiler_s": (result.compile or {}).get("seconds"),
+                "spans": list(clock.spans),
+            }
+        )
         shown = f"{result.speedup:.3f}x" if ok and result.speedup else result.status
         desc = self.store.get_node(node_id).description
-        line = (f"[{iterations:>3}/{self.run.iterations_target}] node {node_id} {shown:>13}  "
-                f"best {best or 0:.3f}x  {desc[:60]}")
+        line = (
+            f"[{iterations:>3}/{self.run.iterations_target}] node {node_id} {shown:>13}  "
+            f"best {best or 0:.3f}x  {desc[:60]}"
+        )
         if not ok:
             line += f"  ({result.error.splitlines()[0][:120] if result.error else ''})"
         self.log(line)

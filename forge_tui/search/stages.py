@@ -20,6 +20,7 @@ Stages, all in seconds of wall time:
 * ``worker_s``: the worker's own stage split of ``evaluate_s`` (``load``, ``correctness``,
   ``determinism``, ``timing``), as reported by the evaluator.
 """
+
 from __future__ import annotations
 
 import time

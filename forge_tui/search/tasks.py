@@ -1,4 +1,5 @@
 """How a run finds its task again: the task's stored reference, its row, the run's seed kernel."""
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -36,8 +37,14 @@ def register_task(store: Store, task: TaskSpec) -> Any:
     """The task's row in the store (created on first use)."""
     spec = task.spec_dict()
     spec["ref"] = task_ref(task)
-    return store.add_task(name=task.name, origin=task.origin, reference_source=task.source_text(), spec=spec,
-                          signature=task.signature(BackendName.CUDA), content_hash=task.content_hash())
+    return store.add_task(
+        name=task.name,
+        origin=task.origin,
+        reference_source=task.source_text(),
+        spec=spec,
+        signature=task.signature(BackendName.CUDA),
+        content_hash=task.content_hash(),
+    )
 
 
 def run_seed(run: Any, task: TaskSpec) -> tuple[Optional[str], str]:

@@ -3,6 +3,7 @@
 Shapes: the ResNet-50 head at batch 32 and 128. Each output is the mean of one 7x7 plane,
 so the op reads 49 floats per output: purely memory-bound.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -48,16 +49,27 @@ TASKS = [
     TaskSpec(
         name="adaptive_avg_pool2d",
         description="adaptive_avg_pool2d to 1x1 of an (N, C, H, W) float32 tensor (ResNet-50 head)",
-        args=(Arg("x", "in"), Arg("y", "out"), Arg("n", "size", "int64"), Arg("c", "size", "int64"),
-              Arg("h", "size", "int64"), Arg("w", "size", "int64")),
+        args=(
+            Arg("x", "in"),
+            Arg("y", "out"),
+            Arg("n", "size", "int64"),
+            Arg("c", "size", "int64"),
+            Arg("h", "size", "int64"),
+            Arg("w", "size", "int64"),
+        ),
         shapes={
             "resnet50_head_n32": {"n": 32, "c": 2048, "h": 7, "w": 7},
             "resnet50_head_n128": {"n": 128, "c": 2048, "h": 7, "w": 7},
         },
-        host_shapes={"resnet50_head_n4_c256": {"n": 4, "c": 256, "h": 7, "w": 7},
-                     "resnet50_head_n2_c2048": {"n": 2, "c": 2048, "h": 7, "w": 7}},
-        check_shapes={"odd_3x37x5x9": {"n": 3, "c": 37, "h": 5, "w": 9}, "one_1x1x1x1": {"n": 1, "c": 1, "h": 1, "w": 1},
-                      "big_plane_2x3x64x64": {"n": 2, "c": 3, "h": 64, "w": 64}},
+        host_shapes={
+            "resnet50_head_n4_c256": {"n": 4, "c": 256, "h": 7, "w": 7},
+            "resnet50_head_n2_c2048": {"n": 2, "c": 2048, "h": 7, "w": 7},
+        },
+        check_shapes={
+            "odd_3x37x5x9": {"n": 3, "c": 37, "h": 5, "w": 9},
+            "one_1x1x1x1": {"n": 1, "c": 1, "h": 1, "w": 1},
+            "big_plane_2x3x64x64": {"n": 2, "c": 3, "h": 64, "w": 64},
+        },
         make_inputs=make_inputs,
         reference=reference,
         outputs=outputs,

@@ -5,6 +5,7 @@ BERT-large's intermediate size is 4096, BERT-base's 3072. The tanh approximation
 (``gelu_new``): GPT-2-medium's intermediate size is 4096, GPT-J-6B's 16384 (2048 tokens).
 The launch takes the flat element count n.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,12 +35,20 @@ def sizes_of(x):
 
 
 _SHAPES = {
-    "exact": ({"bert_large_ffn_8192x4096": {"rows": 8192, "cols": 4096},
-               "bert_base_ffn_8192x3072": {"rows": 8192, "cols": 3072}},
-              {"bert_large_ffn_64x4096": {"rows": 64, "cols": 4096}}),
-    "tanh": ({"gpt2_medium_ffn_8192x4096": {"rows": 8192, "cols": 4096},
-              "gpt_j_6b_ffn_2048x16384": {"rows": 2048, "cols": 16384}},
-             {"gpt2_medium_ffn_64x4096": {"rows": 64, "cols": 4096}}),
+    "exact": (
+        {
+            "bert_large_ffn_8192x4096": {"rows": 8192, "cols": 4096},
+            "bert_base_ffn_8192x3072": {"rows": 8192, "cols": 3072},
+        },
+        {"bert_large_ffn_64x4096": {"rows": 64, "cols": 4096}},
+    ),
+    "tanh": (
+        {
+            "gpt2_medium_ffn_8192x4096": {"rows": 8192, "cols": 4096},
+            "gpt_j_6b_ffn_2048x16384": {"rows": 2048, "cols": 16384},
+        },
+        {"gpt2_medium_ffn_64x4096": {"rows": 64, "cols": 4096}},
+    ),
 }
 
 
@@ -62,13 +71,18 @@ def _make(kind: str, dtype: str) -> TaskSpec:
     shapes, host_shapes = _SHAPES[kind]
     return TaskSpec(
         name=f"gelu{ksuffix}{dsuffix}",
-        description=(f"GELU ({'tanh approximation' if kind == 'tanh' else 'exact, erf'}) elementwise on a "
-                     f"{dtype} tensor (flat size n)"),
+        description=(
+            f"GELU ({'tanh approximation' if kind == 'tanh' else 'exact, erf'}) elementwise on a "
+            f"{dtype} tensor (flat size n)"
+        ),
         args=(Arg("x", "in", dtype), Arg("y", "out", dtype), Arg("n", "size", "int64")),
         shapes=shapes,
         host_shapes=host_shapes,
-        check_shapes={"odd_37x999": {"rows": 37, "cols": 999}, "tiny_1x5": {"rows": 1, "cols": 5},
-                      "tail_3x1027": {"rows": 3, "cols": 1027}},
+        check_shapes={
+            "odd_37x999": {"rows": 37, "cols": 999},
+            "tiny_1x5": {"rows": 1, "cols": 5},
+            "tail_3x1027": {"rows": 3, "cols": 1027},
+        },
         make_inputs=make_inputs,
         reference=reference_tanh if kind == "tanh" else reference_exact,
         outputs=outputs,

@@ -3,6 +3,7 @@
 Shapes: (4096, 2048) are 4096 tokens through a GPT-Neo-1.3B block's LayerNorm (hidden
 2048); (8192, 4096) are 8192 tokens through an OPT-6.7B block's LayerNorm (hidden 4096).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,7 +31,9 @@ def sizes_of(x, w, b):
         rows *= int(d)
     cols = int(x.shape[-1])
     if w.numel() != cols or b.numel() != cols:
-        raise ValueError(f"layer_norm weight and bias need {cols} values (x's last dim), got {w.numel()} and {b.numel()}")
+        raise ValueError(
+            f"layer_norm weight and bias need {cols} values (x's last dim), got {w.numel()} and {b.numel()}"
+        )
     return (rows, cols)
 
 
@@ -54,8 +57,14 @@ def _make(dtype: str) -> TaskSpec:
     return TaskSpec(
         name=f"layer_norm{suffix}",
         description=f"layer_norm over the last dim of a 2-D {dtype} tensor with weight and bias (eps 1e-5)",
-        args=(Arg("x", "in", dtype), Arg("w", "in", dtype), Arg("b", "in", dtype), Arg("y", "out", dtype),
-              Arg("rows", "size", "int64"), Arg("cols", "size", "int64")),
+        args=(
+            Arg("x", "in", dtype),
+            Arg("w", "in", dtype),
+            Arg("b", "in", dtype),
+            Arg("y", "out", dtype),
+            Arg("rows", "size", "int64"),
+            Arg("cols", "size", "int64"),
+        ),
         shapes={
             "gpt_neo_1_3b_4096x2048": {"rows": 4096, "cols": 2048},
             "opt_6_7b_8192x4096": {"rows": 8192, "cols": 4096},
@@ -64,8 +73,12 @@ def _make(dtype: str) -> TaskSpec:
             "gpt_neo_1_3b_128x2048": {"rows": 128, "cols": 2048},
             "opt_6_7b_64x4096": {"rows": 64, "cols": 4096},
         },
-        check_shapes={"odd_37x999": {"rows": 37, "cols": 999}, "unaligned_5x1030": {"rows": 5, "cols": 1030},
-                      "long_3x20000": {"rows": 3, "cols": 20000}, "one_row_1x5": {"rows": 1, "cols": 5}},
+        check_shapes={
+            "odd_37x999": {"rows": 37, "cols": 999},
+            "unaligned_5x1030": {"rows": 5, "cols": 1030},
+            "long_3x20000": {"rows": 3, "cols": 20000},
+            "one_row_1x5": {"rows": 1, "cols": 5},
+        },
         make_inputs=make_inputs,
         reference=reference,
         outputs=outputs,

@@ -6,6 +6,7 @@ over memory; a fused kernel reads x once. Shapes: 8192 tokens at Llama-2-7B's hi
 bf16 the eager baseline computes in bf16 exactly as written, while correctness is judged
 against the same expression evaluated in fp64.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -55,8 +56,13 @@ def _make(dtype: str) -> TaskSpec:
     return TaskSpec(
         name=f"rms_norm{suffix}",
         description=f"composite RMS norm x*rsqrt(mean(x^2)+eps)*w over the last dim of a 2-D {dtype} tensor",
-        args=(Arg("x", "in", dtype), Arg("w", "in", dtype), Arg("y", "out", dtype),
-              Arg("rows", "size", "int64"), Arg("cols", "size", "int64")),
+        args=(
+            Arg("x", "in", dtype),
+            Arg("w", "in", dtype),
+            Arg("y", "out", dtype),
+            Arg("rows", "size", "int64"),
+            Arg("cols", "size", "int64"),
+        ),
         shapes={
             "llama2_7b_8192x4096": {"rows": 8192, "cols": 4096},
             "llama2_70b_8192x8192": {"rows": 8192, "cols": 8192},
@@ -65,8 +71,12 @@ def _make(dtype: str) -> TaskSpec:
             "llama2_7b_64x4096": {"rows": 64, "cols": 4096},
             "llama2_70b_32x8192": {"rows": 32, "cols": 8192},
         },
-        check_shapes={"odd_37x999": {"rows": 37, "cols": 999}, "unaligned_5x1030": {"rows": 5, "cols": 1030},
-                      "long_3x20000": {"rows": 3, "cols": 20000}, "one_row_1x5": {"rows": 1, "cols": 5}},
+        check_shapes={
+            "odd_37x999": {"rows": 37, "cols": 999},
+            "unaligned_5x1030": {"rows": 5, "cols": 1030},
+            "long_3x20000": {"rows": 3, "cols": 20000},
+            "one_row_1x5": {"rows": 1, "cols": 5},
+        },
         make_inputs=make_inputs,
         reference=reference,
         outputs=outputs,

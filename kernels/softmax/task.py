@@ -4,6 +4,7 @@ Shapes: (4096, 4096) are attention scores (32 heads x 128 queries x 4096 keys, f
 (64, 262144) are LM-head logits over a 262,144-token vocabulary (Gemma 3's vocabulary size)
 for 64 sequences; (8192, 1024) are short rows as in a 1k-context attention.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -49,7 +50,12 @@ def _make(dtype: str) -> TaskSpec:
     return TaskSpec(
         name=f"softmax{suffix}",
         description=f"softmax over the last dim of a 2-D {dtype} tensor",
-        args=(Arg("x", "in", dtype), Arg("y", "out", dtype), Arg("rows", "size", "int64"), Arg("cols", "size", "int64")),
+        args=(
+            Arg("x", "in", dtype),
+            Arg("y", "out", dtype),
+            Arg("rows", "size", "int64"),
+            Arg("cols", "size", "int64"),
+        ),
         shapes={
             "attn_scores_4096x4096": {"rows": 4096, "cols": 4096},
             "lm_head_gemma3_64x262144": {"rows": 64, "cols": 262144},

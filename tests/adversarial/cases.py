@@ -5,6 +5,7 @@ Each file under ``host/`` (``.cpp``) and ``cuda/`` (``.cu``) starts with a heade
 second comment line saying what the kernel does. A few cases are generated rather than
 stored (a 10 MB source). No case may ever be judged ``ok``.
 """
+
 from __future__ import annotations
 
 import re

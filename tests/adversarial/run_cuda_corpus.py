@@ -7,6 +7,7 @@ Usage (from the repository root, on a machine with a CUDA GPU and nvcc)::
 
 Exit code 0 when every case got one of its expected verdicts and none was ``ok``, else 1.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,12 @@ def main() -> int:
     ap.add_argument("--task", default="softmax")
     args = ap.parse_args()
     task = get_task(args.task)
-    ev = Evaluator(task, "cuda", stage_limits={"load": 30, "correctness": 20, "determinism": 20, "timing": 120},
-                   compile_timeout_s=30)
+    ev = Evaluator(
+        task,
+        "cuda",
+        stage_limits={"load": 30, "correctness": 20, "determinism": 20, "timing": 120},
+        compile_timeout_s=30,
+    )
     facts = ev.start()
     print(f"device: {facts.get('gpu')} (cc {facts.get('capability')}), arch {ev.arch}, torch {facts.get('torch')}")
     rows, bad = [], 0
@@ -44,10 +49,21 @@ def main() -> int:
         res = ev.evaluate(case.source(), seed=101)
         good = res.status in case.expect and res.status != "ok"
         bad += not good
-        rows.append({"case": case.name, "expect": sorted(case.expect), "verdict": res.status, "pass": good,
-                     "seconds": round(time.time() - t0, 1), "error": res.error.splitlines()[0] if res.error else ""})
-        print(f"{case.name:24} {res.status:13} {'PASS' if good else 'FAIL (expected ' + '|'.join(sorted(case.expect)) + ')':10}"
-              f" {time.time() - t0:5.1f}s  {rows[-1]['error'][:160]}", flush=True)
+        rows.append(
+            {
+                "case": case.name,
+                "expect": sorted(case.expect),
+                "verdict": res.status,
+                "pass": good,
+                "seconds": round(time.time() - t0, 1),
+                "error": res.error.splitlines()[0] if res.error else "",
+            }
+        )
+        print(
+            f"{case.name:24} {res.status:13} {'PASS' if good else 'FAIL (expected ' + '|'.join(sorted(case.expect)) + ')':10}"
+            f" {time.time() - t0:5.1f}s  {rows[-1]['error'][:160]}",
+            flush=True,
+        )
     after = ev.evaluate(task.seed_source("cuda"), seed=2)
     print(f"{'seed again (worker ok?)':24} {after.status:13} restarts {ev.restarts}")
     ev.close()

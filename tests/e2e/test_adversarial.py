@@ -2,6 +2,7 @@
 sandboxed host-backend Evaluator and must get their expected verdict (never ``ok``). The
 CUDA cases' static checks and compiles are in tests/integration/test_adversarial.py.
 """
+
 from __future__ import annotations
 
 import pytest

@@ -1,15 +1,16 @@
 """A real short host search, driven in a thread, watched live by the run screen."""
+
 from __future__ import annotations
 
 import threading
 
 import pytest
 
-from tests.ui.app_helpers import settle
 from forge_tui.app.app import ForgeApp
 from forge_tui.app.screens.run import RunScreen
 from forge_tui.app.widgets.node_tree import NodeTree
 from store import Store
+from tests.ui.app_helpers import settle
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -35,8 +36,15 @@ async def test_tree_grows_while_a_search_runs(tmp_path):
         t = threading.Thread(target=drive, name="search", daemon=True)
         t.start()
         screen = app.screen
-        await settle(pilot, lambda: screen.run is not None and screen.run.status == "finished"
-                     and len(screen.query_one(NodeTree).tree_nodes) >= 4, timeout=120)
+        await settle(
+            pilot,
+            lambda: (
+                screen.run is not None
+                and screen.run.status == "finished"
+                and len(screen.query_one(NodeTree).tree_nodes) >= 4
+            ),
+            timeout=120,
+        )
         t.join(timeout=30)
         assert not errors, errors
         tree = screen.query_one(NodeTree)

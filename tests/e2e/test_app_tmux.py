@@ -7,6 +7,7 @@ server socket) and is driven only through ``send-keys``, read only through
 two captures, ``q`` on the run screen asks the search to stop, and the headless process
 exits (status 3) with the run ``interrupted`` (resumable) in the store. Skipped where tmux is absent.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,11 +21,9 @@ from pathlib import Path
 import pytest
 
 from store import Store
-
 from tests.helpers import ROOT  # noqa: E402
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
 
 
 class Tmux:
@@ -38,8 +37,13 @@ class Tmux:
         self.env = env
 
     def tmux(self, *args: str, check: bool = True) -> str:
-        out = subprocess.run(["tmux", "-u", "-S", self.sock, "-f", self.conf, *args], capture_output=True, text=True,
-                             env=self.env, timeout=20)
+        out = subprocess.run(
+            ["tmux", "-u", "-S", self.sock, "-f", self.conf, *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=20,
+        )
         if check and out.returncode != 0:
             raise AssertionError(f"tmux {' '.join(args)} failed: {out.stderr.strip()}")
         return out.stdout
@@ -77,9 +81,27 @@ def test_watch_a_headless_search_in_tmux_and_stop_it(tmp_path):
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "screen-256color"}
     env.pop("TMUX", None)
     log = open(tmp_path / "search.log", "w")
-    search = subprocess.Popen([sys.executable, "-m", "forge_tui.cli", "run", "softmax", "--backend", "host",
-                               "--headless", "--iterations", "30", "--db", str(db)],
-                              cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    search = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "forge_tui.cli",
+            "run",
+            "softmax",
+            "--backend",
+            "host",
+            "--headless",
+            "--iterations",
+            "30",
+            "--db",
+            str(db),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     tmux = Tmux(tmp_path, env)
     store = None
     try:

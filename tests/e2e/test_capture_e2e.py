@@ -4,6 +4,7 @@ The search's kernels come from the scripted OpenAI-compatible server (tests/fake
 a hand-written C++ softmax over the last dim, for the launch signature the captured task
 file derives (``x0``, ``out``, then every dim of both).
 """
+
 from __future__ import annotations
 
 import json
@@ -53,18 +54,51 @@ def test_capture_search_export_apply(tmp_path):
     fake.fallback = lambda body: reply(answer(KERNEL.replace("one to scale", "one to scale (again)"), "same"))
     xdg = tmp_path / "xdg"
     (xdg / "forge-tui").mkdir(parents=True)
-    (xdg / "forge-tui" / "config.toml").write_text("[llm]\ntimeout_s = 5\nmax_retries = 1\nretry_wait_s = 0.05\n"
-                                                   "retry_max_wait_s = 0.1\nretry_budget_s = 10\n")
-    env = {"XDG_CONFIG_HOME": str(xdg), "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": API_KEY,
-           "FORGE_LLM_MODEL": MODEL}
+    (xdg / "forge-tui" / "config.toml").write_text(
+        "[llm]\ntimeout_s = 5\nmax_retries = 1\nretry_wait_s = 0.05\nretry_max_wait_s = 0.1\nretry_budget_s = 10\n"
+    )
+    env = {
+        "XDG_CONFIG_HOME": str(xdg),
+        "OPENAI_BASE_URL": fake.base_url,
+        "OPENAI_API_KEY": API_KEY,
+        "FORGE_LLM_MODEL": MODEL,
+    }
     db = tmp_path / "forge.db"
     try:
-        cap = run_cli("--db", str(db), "capture", str(BLOCK), "--backend", "host", "--no-time", "--json",
-                      "--select", "aten._softmax.default", "-o", str(tmp_path / "tasks"), env=env)
+        cap = run_cli(
+            "--db",
+            str(db),
+            "capture",
+            str(BLOCK),
+            "--backend",
+            "host",
+            "--no-time",
+            "--json",
+            "--select",
+            "aten._softmax.default",
+            "-o",
+            str(tmp_path / "tasks"),
+            env=env,
+        )
         assert cap.returncode == 0, cap.stderr
         (task,) = [r["task"] for r in json.loads(cap.stdout) if r["task"]]
-        run = run_cli("--db", str(db), "run", task["path"], "--backend", "host", "--proposer", "llm",
-                      "--iterations", "0", "--parallel", "1", "--headless", env=env, timeout=240)
+        run = run_cli(
+            "--db",
+            str(db),
+            "run",
+            task["path"],
+            "--backend",
+            "host",
+            "--proposer",
+            "llm",
+            "--iterations",
+            "0",
+            "--parallel",
+            "1",
+            "--headless",
+            env=env,
+            timeout=240,
+        )
         assert run.returncode == 0, run.stdout + run.stderr
         run_id = int(run.stdout.splitlines()[0].split()[1])
     finally:

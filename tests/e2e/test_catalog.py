@@ -1,5 +1,6 @@
 """The operator catalog: every task's host seed evaluates ok through a real worker (the static
 checks, nvcc compiles and the listing are in tests/integration/test_catalog.py)."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,7 @@
 """forge-tui export: a task file searched by the LLM proposer (host backend, the local scripted
 endpoint) and a catalog run seeded with --seed-kernel are exported; the exported module
 imports in a fresh process without forge-tui, matches the reference and refuses a wrong kernel."""
+
 from __future__ import annotations
 
 import json
@@ -16,13 +17,15 @@ from tests.fakellm import API_KEY, MODEL, fast_config, reply
 
 TASK_FILE = SWISH_TASK_FILE
 
-SIGNATURE = ('extern "C" int forge_launch(const float* x, const float* bias, float* out, int64_t x_d0, '
-             'int64_t x_d1, int64_t bias_d0, int64_t out_d0, int64_t out_d1)')
+SIGNATURE = (
+    'extern "C" int forge_launch(const float* x, const float* bias, float* out, int64_t x_d0, '
+    "int64_t x_d1, int64_t bias_d0, int64_t out_d0, int64_t out_d1)"
+)
 
 
 def kernel(variant: int) -> str:
     """A hand-written host kernel for the derived signature; variants differ in their tile width."""
-    return textwrap.dedent(f'''\
+    return textwrap.dedent(f"""\
         // x * sigmoid(x) + bias over the last dim, variant {variant}
         #include <cmath>
         #include <cstdint>
@@ -39,7 +42,7 @@ def kernel(variant: int) -> str:
                 }}
             return 0;
         }}
-        ''')
+        """)
 
 
 def answer(source: str, desc: str) -> str:
@@ -50,8 +53,14 @@ def python(code: str, *args: str, env: dict | None = None) -> subprocess.Complet
     """Run ``code`` in a fresh interpreter outside the repository (as a user's model code would)."""
     import os
 
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=240,
-                          cwd="/", env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd="/",
+        env={**os.environ, **(env or {})},
+    )
 
 
 STANDALONE = """
@@ -60,12 +69,16 @@ mods = [m for m in sys.modules if m.split('.')[0] in ('forge_tui', 'kernels', 's
 assert not mods, mods
 """
 
-CHECK_FILE_EXPORT = STANDALONE + """
+CHECK_FILE_EXPORT = (
+    STANDALONE
+    + """
 import importlib, json, sys
 import torch
 sys.path.insert(0, sys.argv[1])
 import forge_kernel as fk
-""" + STANDALONE + """
+"""
+    + STANDALONE
+    + """
 manifest = json.load(open(sys.argv[1] + '/manifest.json'))
 x = torch.randn(32, 256)
 y = getattr(fk, manifest['function'])(x)
@@ -85,8 +98,11 @@ x8 = torch.randn(8, 256)
 assert torch.allclose(fk.forward_with(model, x8), model(x8), rtol=1e-4, atol=1e-5)
 print('ok', fk.library_path())
 """
+)
 
-CHECK_CATALOG_EXPORT = STANDALONE + """
+CHECK_CATALOG_EXPORT = (
+    STANDALONE
+    + """
 import importlib.util, os, sys
 import torch
 good, bad = sys.argv[1], sys.argv[2]
@@ -98,7 +114,9 @@ def load(name, folder):
     return mod
 
 fk = load('forge_kernel', good)
-""" + STANDALONE + """
+"""
+    + STANDALONE
+    + """
 assert str(fk.library_path()) == good + '/kernel.so'  # built by export --build, and fresh
 x = torch.randn(3, 5, 999)  # any rank: rows = 15
 assert torch.allclose(fk.forward(x), torch.softmax(x, -1), rtol=1e-4, atol=1e-6)
@@ -125,6 +143,7 @@ os.environ['FORGE_VERIFY'] = '0'
 wrong.forward(torch.randn(2, 7))  # new shapes, verification off: no check
 print('ok')
 """
+)
 
 
 @pytest.fixture
@@ -135,8 +154,8 @@ def fake(fake_llm):
 
 @pytest.mark.slow
 def test_task_file_llm_search_export_imports_and_matches(tmp_path, fake, monkeypatch):
-    from forge_tui.search.runner import Search, create_run
     from forge_tui.model.taskfile import load_task_file
+    from forge_tui.search.runner import Search, create_run
     from store import Store
 
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
@@ -147,15 +166,29 @@ def test_task_file_llm_search_export_imports_and_matches(tmp_path, fake, monkeyp
     assert task.signature("host") == SIGNATURE
     db = tmp_path / "runs.db"
     store = Store(db)
-    run = create_run(store, task, backend="host", proposer="llm", iterations=2, model=MODEL,
-                     config={"repairs": 1, **fast_config(fake.base_url).run_config()})
+    run = create_run(
+        store,
+        task,
+        backend="host",
+        proposer="llm",
+        iterations=2,
+        model=MODEL,
+        config={"repairs": 1, **fast_config(fake.base_url).run_config()},
+    )
     hand = tmp_path / "hand.cpp"
     hand.write_text(kernel(1))
     # `forge-tui eval FILE KERNEL` on the same task file, in its own process meanwhile
-    ev = subprocess.Popen([sys.executable, "-m", "forge_tui.cli", "eval", str(path), str(hand), "--backend", "host",
-                           "--json"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    fake.script = [reply(answer(kernel(0), "first kernel: one pass, 16-wide tiles")),
-                   reply(answer(kernel(2), "64-wide tiles"))]
+    ev = subprocess.Popen(
+        [sys.executable, "-m", "forge_tui.cli", "eval", str(path), str(hand), "--backend", "host", "--json"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    fake.script = [
+        reply(answer(kernel(0), "first kernel: one pass, 16-wide tiles")),
+        reply(answer(kernel(2), "64-wide tiles")),
+    ]
     fake.fallback = lambda body: reply(answer(kernel(len(fake.requests) + 2), "wider tiles"))
     lines: list[str] = []
     final = Search(store, run.id, log=lines.append).execute()
@@ -175,10 +208,18 @@ def test_task_file_llm_search_export_imports_and_matches(tmp_path, fake, monkeyp
     assert res.returncode == 0, res.stdout + res.stderr
     assert sorted(p.name for p in out.iterdir()) == ["README.md", "forge_kernel.py", "kernel.cpp", "manifest.json"]
     manifest = json.loads((out / "manifest.json").read_text())
-    assert {k: manifest[k] for k in ("task", "origin", "backend", "signature", "run_id", "capture", "module",
-                                     "function")} == {
-        "task": "swish_bias", "origin": "file", "backend": "host", "signature": SIGNATURE, "run_id": run.id,
-        "capture": None, "module": "forge_kernel.py", "function": "forward"}
+    assert {
+        k: manifest[k] for k in ("task", "origin", "backend", "signature", "run_id", "capture", "module", "function")
+    } == {
+        "task": "swish_bias",
+        "origin": "file",
+        "backend": "host",
+        "signature": SIGNATURE,
+        "run_id": run.id,
+        "capture": None,
+        "module": "forge_kernel.py",
+        "function": "forward",
+    }
     assert manifest["speedup"] and manifest["node_id"] in {n.id for n in nodes}
     assert "TILE" in (out / "kernel.cpp").read_text()
     check = python(CHECK_FILE_EXPORT, str(out))
@@ -195,8 +236,22 @@ def test_catalog_run_with_seed_kernel_exports_and_refuses_a_wrong_kernel(tmp_pat
     mine = tmp_path / "my_seed.cpp"
     mine.write_text("// my own seed: the catalog's with ACC 4\n" + seed.replace("#define ACC 8", "#define ACC 4"))
     db = str(tmp_path / "runs.db")
-    res = run_cli("--db", db, "run", "softmax", "--backend", "host", "--proposer", "tune", "--iterations", "1",
-                  "--seed-kernel", str(mine), "--headless", timeout=240)
+    res = run_cli(
+        "--db",
+        db,
+        "run",
+        "softmax",
+        "--backend",
+        "host",
+        "--proposer",
+        "tune",
+        "--iterations",
+        "1",
+        "--seed-kernel",
+        str(mine),
+        "--headless",
+        timeout=240,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     run_id = int(res.stdout.splitlines()[0].split()[1])
     show = json.loads(run_cli("--db", db, "show", str(run_id), "--json").stdout)
@@ -209,11 +264,17 @@ def test_catalog_run_with_seed_kernel_exports_and_refuses_a_wrong_kernel(tmp_pat
     assert (good / "kernel.so").exists() and (good / "kernel.so.key").exists()
     manifest = json.loads((good / "manifest.json").read_text())
     assert (manifest["task"], manifest["origin"], manifest["capture"], manifest["inputs"]) == (
-        "softmax", "catalog", None, [{"name": "x", "dtype": "float32"}])
+        "softmax",
+        "catalog",
+        None,
+        [{"name": "x", "dtype": "float32"}],
+    )
     bad = tmp_path / "bad"
     shutil.copytree(good, bad)
     src = (bad / "kernel.cpp").read_text()
     assert "y[j] = poly_exp(x[j] - m) * inv;" in src
-    (bad / "kernel.cpp").write_text(src.replace("y[j] = poly_exp(x[j] - m) * inv;", "y[j] = poly_exp(x[j] - m) * inv * 1.01f;"))
+    (bad / "kernel.cpp").write_text(
+        src.replace("y[j] = poly_exp(x[j] - m) * inv;", "y[j] = poly_exp(x[j] - m) * inv * 1.01f;")
+    )
     check = python(CHECK_CATALOG_EXPORT, str(good), str(bad))
     assert check.returncode == 0 and check.stdout.strip() == "ok", check.stdout + check.stderr

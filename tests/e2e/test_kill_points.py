@@ -28,6 +28,7 @@ whole suite is several times slower than an idle one; a stage the poll misses (a
 on a loaded machine) cannot let the search run on and finish: a backstop kills the process
 before its first result is committed, and the point is tried again on the same node.
 """
+
 from __future__ import annotations
 
 import json
@@ -191,8 +192,20 @@ def _state(db: Path) -> dict:
         return {
             "run": run,
             "nodes": nodes,
-            "final": {n.id: (n.status, n.speedup, n.median_ms, n.parent_id, n.source_hash, n.error, n.shapes_json,
-                             n.finished_at) for n in nodes if n.status in FINAL},
+            "final": {
+                n.id: (
+                    n.status,
+                    n.speedup,
+                    n.median_ms,
+                    n.parent_id,
+                    n.source_hash,
+                    n.error,
+                    n.shapes_json,
+                    n.finished_at,
+                )
+                for n in nodes
+                if n.status in FINAL
+            },
             "in_flight": {n.id for n in nodes if n.status in IN_FLIGHT},
             "baseline": sorted((m.subject, m.shape) for m in base),
         }
@@ -232,12 +245,30 @@ def test_sigkill_at_twenty_points_then_resume(tmp_path_factory):
         i, point, attempt = todo.pop(0)
         t_point = time.monotonic()
         if run_id is None:
-            args = ["--db", str(db), "run", "softmax", "--headless", "--backend", "host", "--proposer", "tune",
-                    "--iterations", str(ITERATIONS)]
+            args = [
+                "--db",
+                str(db),
+                "run",
+                "softmax",
+                "--headless",
+                "--backend",
+                "host",
+                "--proposer",
+                "tune",
+                "--iterations",
+                str(ITERATIONS),
+            ]
         else:
             args = ["--db", str(db), "resume", str(run_id), "--headless"]
-        proc = subprocess.Popen(cli_cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                cwd=ROOT, env=_env(cache, point), start_new_session=True)
+        proc = subprocess.Popen(
+            cli_cmd(*args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=ROOT,
+            env=_env(cache, point),
+            start_new_session=True,
+        )
         searches.add(proc.pid)
         workers: list[int] | None = []
         try:
@@ -282,8 +313,14 @@ def test_sigkill_at_twenty_points_then_resume(tmp_path_factory):
         time.sleep(0.1)
     assert not _workers_started_by(searches), "orphaned evaluation workers outlived their searches"
 
-    final = subprocess.run(cli_cmd("--db", str(db), "resume", str(run_id), "--headless"), capture_output=True,
-                           text=True, cwd=ROOT, env=_env(cache, None), timeout=PROCESS_WAIT_S)
+    final = subprocess.run(
+        cli_cmd("--db", str(db), "resume", str(run_id), "--headless"),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=_env(cache, None),
+        timeout=PROCESS_WAIT_S,
+    )
     out = final.stdout + final.stderr
     outputs.append(out)
     assert final.returncode == 0 and "Traceback" not in out, out
@@ -311,5 +348,7 @@ def test_sigkill_at_twenty_points_then_resume(tmp_path_factory):
         assert n.value == pytest.approx(t.value)
     best = next(n for n in nodes if n.id == run.best_node_id)
     assert best.status == "ok" and run.best_speedup == pytest.approx(best.confirmed_speedup)
-    print(f"\n20 kills and resumes in {chain_s:.0f} s ({' '.join(durations)}); in flight at a kill: "
-          f"{sorted(was_in_flight)}; stages caught: {caught}")
+    print(
+        f"\n20 kills and resumes in {chain_s:.0f} s ({' '.join(durations)}); in flight at a kill: "
+        f"{sorted(was_in_flight)}; stages caught: {caught}"
+    )

@@ -4,6 +4,7 @@ On the host the whole demo runs (C++ replies); the CUDA replies are checked here
 a machine without a GPU allows: the static checks, the launch signature, and nvcc for sm_90
 (the intentionally broken one must fail, with the error its repair fixes).
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,13 @@ from tests.conftest import ROOT
 @pytest.mark.slow
 def test_host_demo_runs_every_scripted_reply_as_meant(tmp_path):
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "h200_llm_demo.py"), "--backend", "host",
-                        "--out", str(out)], capture_output=True, text=True, timeout=280, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "h200_llm_demo.py"), "--backend", "host", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     res = json.loads((out / "llm_demo.json").read_text())
     by_reply = {n["reply"]: n for n in res["nodes"]}

@@ -1,15 +1,15 @@
 """Throughput features of the LLM path against the fake server: a parallel search, the
 local-endpoint gate, the up-front refusal of an unconfigured endpoint, Retry-After."""
+
 from __future__ import annotations
 
 import json
 import threading
 
 import pytest
-from tests.fakellm import API_KEY, MODEL, run_cli, slow
 
 from store import Store
-
+from tests.fakellm import API_KEY, MODEL, run_cli, slow
 from tests.integration.test_llm_pipeline import SEED
 
 
@@ -32,8 +32,12 @@ def test_llm_search_with_parallel_2(tmp_path, fake_llm):
         if n <= 2:  # the first two proposals are answered once both are in flight
             fake_llm.wait_in_flight(2)
         if "What went wrong" in prompt:
-            return slow(0.3, _answer(SEED.replace("#define ACC 8", "#define ACC 4") + f"// repaired {n}\n",
-                                     "fixed the missing semicolon"))
+            return slow(
+                0.3,
+                _answer(
+                    SEED.replace("#define ACC 8", "#define ACC 4") + f"// repaired {n}\n", "fixed the missing semicolon"
+                ),
+            )
         if n == 2:
             return slow(0.3, _answer(broken, "ACC 4 with a typo"))
         return slow(0.3, _answer(SEED + f"// variant {n}\n", f"variant {n}"))
@@ -42,12 +46,32 @@ def test_llm_search_with_parallel_2(tmp_path, fake_llm):
     xdg = tmp_path / "xdg"
     (xdg / "forge-tui").mkdir(parents=True)
     (xdg / "forge-tui" / "config.toml").write_text(
-        "[llm]\ntimeout_s = 10\nmax_retries = 1\nretry_wait_s = 0.05\nretry_max_wait_s = 0.1\nretry_budget_s = 10\n")
-    env = {"XDG_CONFIG_HOME": str(xdg), "OPENAI_BASE_URL": fake_llm.base_url, "OPENAI_API_KEY": API_KEY,
-           "FORGE_LLM_MODEL": MODEL}
+        "[llm]\ntimeout_s = 10\nmax_retries = 1\nretry_wait_s = 0.05\nretry_max_wait_s = 0.1\nretry_budget_s = 10\n"
+    )
+    env = {
+        "XDG_CONFIG_HOME": str(xdg),
+        "OPENAI_BASE_URL": fake_llm.base_url,
+        "OPENAI_API_KEY": API_KEY,
+        "FORGE_LLM_MODEL": MODEL,
+    }
     db = tmp_path / "runs.db"
-    r = run_cli("--db", str(db), "run", "softmax", "--backend", "host", "--proposer", "llm", "--iterations", "5",
-                "--parallel", "2", "--headless", env=env, timeout=300)
+    r = run_cli(
+        "--db",
+        str(db),
+        "run",
+        "softmax",
+        "--backend",
+        "host",
+        "--proposer",
+        "llm",
+        "--iterations",
+        "5",
+        "--parallel",
+        "2",
+        "--headless",
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "2 expansion(s) in flight" in r.stdout and "CPU gate on" in r.stdout
     data = json.loads(run_cli("--db", str(db), "show", "1", "--json", env=env).stdout)

@@ -2,6 +2,7 @@
 examples' .cu seeds compiled for sm_90 where nvcc exists, benchmarks/model_loop.py on the
 block, and an interrupted search that still exports and applies (the signatures, static
 checks and the captured tasks: tests/integration/test_model_loop.py)."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,12 @@ def test_cuda_seed_tune_values_compile_for_sm90(seed):
     from forge_tui.search.proposers import tune
 
     src = (SEEDS / f"{seed}.cu").read_text()
-    variants = [(f"{p.name}={v}", tune.apply_params(src, {p.name: v}))
-                for p in tune.parse_params(src) for v in p.values if v != p.current]
+    variants = [
+        (f"{p.name}={v}", tune.apply_params(src, {p.name: v}))
+        for p in tune.parse_params(src)
+        for v in p.values
+        if v != p.current
+    ]
     bad = _compile_sm90(variants)
     assert not bad, bad
 
@@ -37,10 +42,31 @@ def test_model_loop_script_on_the_block(tmp_path):
     """benchmarks/model_loop.py end to end on the host: capture, 2 tune iterations from the
     seed, export, apply; the report and the JSON say what happened."""
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "model_loop.py"), "--models", "block",
-                        "--backend", "host", "--size", "small", "--iterations", "2", "--no-time",
-                        "--apply-samples", "3", "--out", str(out), "--work", str(tmp_path / "work")],
-                       capture_output=True, text=True, timeout=280, cwd=ROOT)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "model_loop.py"),
+            "--models",
+            "block",
+            "--backend",
+            "host",
+            "--size",
+            "small",
+            "--iterations",
+            "2",
+            "--no-time",
+            "--apply-samples",
+            "3",
+            "--out",
+            str(out),
+            "--work",
+            str(tmp_path / "work"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     res = json.loads((out / "model_loop.json").read_text())["models"]["block"]
     assert res["ok"] and res["show"]["run"]["status"] == "finished"
@@ -57,11 +83,28 @@ def test_interrupted_search_still_exports_and_applies(captured, tmp_path):  # no
     """A tune search from the pool seed stopped by SIGTERM (as the GPU script's time limit does)
     ends interrupted; its best correct node exports and applies to the stand-in model."""
     db = str(tmp_path / "f.db")
-    proc = subprocess.Popen(cli_cmd("--db", db, "run", captured["pool"], "--backend", "host", "--proposer", "tune",
-                                    "--seed-kernel", str(SEEDS / "resnet50_mean_dim.cpp"), "--iterations", "500",
-                                    "--headless"),
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        cli_cmd(
+            "--db",
+            db,
+            "run",
+            captured["pool"],
+            "--backend",
+            "host",
+            "--proposer",
+            "tune",
+            "--seed-kernel",
+            str(SEEDS / "resnet50_mean_dim.cpp"),
+            "--iterations",
+            "500",
+            "--headless",
+        ),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     lines = []
     try:
         for line in proc.stdout:

@@ -1,5 +1,6 @@
 """The search pipeline on the host backend: parallel tune searches, compile-ahead, stage
 timings in the store and in ``show --json``, tree reservations, the schema migration."""
+
 from __future__ import annotations
 
 import json
@@ -63,8 +64,9 @@ class Probe:
 
 def _search(tmp_path, softmax_task, iterations: int, cpu_gate: bool = True, probe: Probe | None = None, **config):
     store = Store(tmp_path / "p.db")
-    run = create_run(store, softmax_task, backend="host", proposer="tune", iterations=iterations,
-                     config={"repairs": 2, **config})
+    run = create_run(
+        store, softmax_task, backend="host", proposer="tune", iterations=iterations, config={"repairs": 2, **config}
+    )
     lines: list[str] = []
     search = Search(store, run.id, log=lines.append)
     if probe is not None:
@@ -111,16 +113,19 @@ def test_parallel_tune_search_finishes_without_duplicates(tmp_path, softmax_task
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("ahead,cpu_gate,overlap", [(True, False, True), (False, False, False), (True, True, False)],
-                         ids=["compile_ahead", "sequential", "host_gate"])
-def test_compile_ahead_overlaps_the_next_compile_with_the_evaluation(tmp_path, softmax_task, ahead, cpu_gate,
-                                                                     overlap):
+@pytest.mark.parametrize(
+    "ahead,cpu_gate,overlap",
+    [(True, False, True), (False, False, False), (True, True, False)],
+    ids=["compile_ahead", "sequential", "host_gate"],
+)
+def test_compile_ahead_overlaps_the_next_compile_with_the_evaluation(tmp_path, softmax_task, ahead, cpu_gate, overlap):
     """At --parallel 1 the next candidate compiles while the worker evaluates the current one
     (as on cuda), except on the host backend by default, where the compiler would share the
     CPU being timed."""
     probe = Probe(hold_first_eval=overlap)
-    store, final, search, lines = _search(tmp_path, softmax_task, 4, cpu_gate=cpu_gate, probe=probe, parallel=1,
-                                          compile_ahead=ahead)
+    store, final, search, lines = _search(
+        tmp_path, softmax_task, 4, cpu_gate=cpu_gate, probe=probe, parallel=1, compile_ahead=ahead
+    )
     assert final.status == "finished", lines
     assert len(store.nodes(final.id)) == 5
     assert probe.compile_during_eval == overlap
@@ -181,8 +186,12 @@ def test_resume_takes_a_new_parallel_and_keeps_it(tmp_path, capsys):
     from forge_tui.cli import main
 
     db = str(tmp_path / "r.db")
-    assert main(["--db", db, "run", "softmax", "--headless", "--backend", "host", "--proposer", "tune",
-                 "--iterations", "2"]) == 0
+    assert (
+        main(
+            ["--db", db, "run", "softmax", "--headless", "--backend", "host", "--proposer", "tune", "--iterations", "2"]
+        )
+        == 0
+    )
     s = Store(db)
     assert json.loads(s.get_run(1).config_json)["parallel"] == 1  # the tuner's default on host
     assert main(["--db", db, "resume", "1", "--headless", "--iterations", "2", "--parallel", "3"]) == 0

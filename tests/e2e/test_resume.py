@@ -1,5 +1,6 @@
 """A headless search killed with SIGKILL resumes to completion with nothing lost;
 ``forge-tui stop`` ends a running search as ``interrupted``."""
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,13 @@ ITERATIONS = 8
 def _start(db, *extra):
     return subprocess.Popen(
         cli_cmd("--db", str(db), "run", "softmax", "--headless", "--backend", "host", "--proposer", "tune", *extra),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, start_new_session=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+        start_new_session=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
 
 
 def _read_until(proc, predicate, timeout=120.0) -> list[str]:

@@ -1,11 +1,12 @@
 """Through the CLI: a full disk (at ``run`` start and mid-search), a locked and a read-only
 database each give one line, lose nothing committed, and a retry works once fixed."""
+
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import subprocess
-import shutil
 import sys
 from pathlib import Path
 
@@ -15,7 +16,6 @@ from store import Store
 from store.models import FINAL, IN_FLIGHT
 from tests.conftest import ROOT, run_cli
 from tests.helpers import one_line_error_of as _one_line_error
-
 
 # ----------------------------------------------------------------------------- faults through the CLI
 HOST_RUN = ("run", "softmax", "--headless", "--backend", "host", "--proposer", "tune")
@@ -89,8 +89,17 @@ def test_disk_full_mid_search_stops_then_resume_continues(tmp_path, searched_db)
     run_id = Store(db, readonly=True).list_runs()[0].id
     before = _committed(db)
     # room for a few pages only: the search starts, then a write of a node's results fails
-    res = run_cli("--db", str(db), "resume", str(run_id), "--headless", "--iterations", "2",
-                  env={"FORGE_FAULT_MAX_PAGE_COUNT": str(_page_count(db) + 3)}, timeout=180)
+    res = run_cli(
+        "--db",
+        str(db),
+        "resume",
+        str(run_id),
+        "--headless",
+        "--iterations",
+        "2",
+        env={"FORGE_FAULT_MAX_PAGE_COUNT": str(_page_count(db) + 3)},
+        timeout=180,
+    )
     # exit 3: interrupted, resumable (README), not 2 (a usage error)
     line = _one_line_error(res, "disk full", f"resume with forge-tui resume {run_id}", code=3)
     assert "device:" in res.stdout, "the search had started"
@@ -99,8 +108,9 @@ def test_disk_full_mid_search_stops_then_resume_continues(tmp_path, searched_db)
     assert run.status == "interrupted" and "disk full" in run.status_reason, (run.status, run.status_reason)
     s.close()
     mid = _committed(db)
-    assert {k: v for k, v in mid.items() if k[0] == "node" and k in before} == \
-        {k: v for k, v in before.items() if k[0] == "node"}, line
+    assert {k: v for k, v in mid.items() if k[0] == "node" and k in before} == {
+        k: v for k, v in before.items() if k[0] == "node"
+    }, line
     # space again: the same run goes on to its target, the nodes committed before untouched
     res = run_cli("--db", str(db), "resume", str(run_id), "--headless", timeout=240)
     assert res.returncode == 0 and "Traceback" not in res.stdout + res.stderr, res.stdout + res.stderr
@@ -110,8 +120,9 @@ def test_disk_full_mid_search_stops_then_resume_continues(tmp_path, searched_db)
     assert not [n for n in s.nodes(run_id) if n.status in IN_FLIGHT]
     s.close()
     after = _committed(db)
-    assert {k: v for k, v in after.items() if k[0] == "node" and k in mid} == \
-        {k: v for k, v in mid.items() if k[0] == "node"}
+    assert {k: v for k, v in after.items() if k[0] == "node" and k in mid} == {
+        k: v for k, v in mid.items() if k[0] == "node"
+    }
 
 
 def test_locked_database_is_one_line_and_retry_works(tmp_path, searched_db):
@@ -121,8 +132,9 @@ def test_locked_database_is_one_line_and_retry_works(tmp_path, searched_db):
     before = _committed(db)
 
     def hold():
-        holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(db)], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True)
+        holder = subprocess.Popen(
+            [sys.executable, "-c", _HOLD_LOCK, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         assert holder.stdout.readline().strip() == "locked"
         return holder
 
@@ -141,10 +153,25 @@ def test_locked_database_is_one_line_and_retry_works(tmp_path, searched_db):
     assert _committed(db) == before
 
     # mid-search: the lock is taken once the resumed search has stored a node
-    search = subprocess.Popen([sys.executable, "-m", "forge_tui.cli", "--db", str(db), "resume", str(run_id),
-                               "--headless", "--iterations", "2"], cwd=ROOT, text=True, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1",
-                                                           "FORGE_BUSY_TIMEOUT_S": "1"})
+    search = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "forge_tui.cli",
+            "--db",
+            str(db),
+            "resume",
+            str(run_id),
+            "--headless",
+            "--iterations",
+            "2",
+        ],
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "FORGE_BUSY_TIMEOUT_S": "1"},
+    )
     holder = None
     try:
         for line in search.stdout:
@@ -162,8 +189,9 @@ def test_locked_database_is_one_line_and_retry_works(tmp_path, searched_db):
     res = subprocess.CompletedProcess(search.args, search.returncode, out, err)
     _one_line_error(res, "locked by another process", f"resume with forge-tui resume {run_id}", code=3)
     mid = _committed(db)
-    assert {k: v for k, v in mid.items() if k[0] == "node" and k in before} == \
-        {k: v for k, v in before.items() if k[0] == "node"}
+    assert {k: v for k, v in mid.items() if k[0] == "node" and k in before} == {
+        k: v for k, v in before.items() if k[0] == "node"
+    }
     # the lock is gone: the same run resumes to its target
     res = run_cli("--db", str(db), "resume", str(run_id), "--headless", timeout=240)
     assert res.returncode == 0 and "Traceback" not in res.stdout + res.stderr, res.stdout + res.stderr
@@ -172,15 +200,18 @@ def test_locked_database_is_one_line_and_retry_works(tmp_path, searched_db):
     assert run.status == "finished" and run.iterations_done == run.iterations_target == 3
     s.close()
     after = _committed(db)
-    assert {k: v for k, v in after.items() if k[0] == "node" and k in mid} == \
-        {k: v for k, v in mid.items() if k[0] == "node"}
+    assert {k: v for k, v in after.items() if k[0] == "node" and k in mid} == {
+        k: v for k, v in mid.items() if k[0] == "node"
+    }
 
 
 def _make_read_only(path: Path) -> bool:
     """Make a file unwritable even for root (``chattr +i``) or, as a user, by its mode."""
     if hasattr(os, "geteuid") and os.geteuid() == 0:
-        return shutil.which("chattr") is not None and subprocess.run(
-            ["chattr", "+i", str(path)], capture_output=True).returncode == 0
+        return (
+            shutil.which("chattr") is not None
+            and subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode == 0
+        )
     path.chmod(0o444)
     return True
 

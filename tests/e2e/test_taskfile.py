@@ -1,5 +1,6 @@
 """Task files in the KernelBench layout: the derived launch signature, inputs and reference,
 resumes rebuilding the stored task, and every file that does not fit ending in one line."""
+
 from __future__ import annotations
 
 import json
@@ -42,12 +43,39 @@ def test_cli_run_says_one_line_for_each_unfit_file(tmp_path):
     cases = {case: (write(tmp_path, f"{case}.py", text), needle) for case, (text, needle) in BROKEN.items()}
     cases["tune_without_seed"] = (write(tmp_path, "swish_bias.py", SWISH), "--seed-kernel PATH")
     cases["missing_file"] = (tmp_path / "missing.py", "no such task file")
-    argv = {case: ["--db", str(tmp_path / f"{case}.db"), "run", str(path), "--backend", "host", "--headless",
-                   "--iterations", "1"] for case, (path, _) in cases.items()}
-    real = {case: subprocess.Popen(cli_cmd("--db", str(tmp_path / f"{case}-process.db"), *argv[case][2:]), cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True) for case in ("syntax", "tune_without_seed")}
-    table = subprocess.run([sys.executable, "-c", _DRIVER, json.dumps(argv)], cwd=ROOT, env=env, capture_output=True,
-                           text=True, timeout=240)
+    argv = {
+        case: [
+            "--db",
+            str(tmp_path / f"{case}.db"),
+            "run",
+            str(path),
+            "--backend",
+            "host",
+            "--headless",
+            "--iterations",
+            "1",
+        ]
+        for case, (path, _) in cases.items()
+    }
+    real = {
+        case: subprocess.Popen(
+            cli_cmd("--db", str(tmp_path / f"{case}-process.db"), *argv[case][2:]),
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for case in ("syntax", "tune_without_seed")
+    }
+    table = subprocess.run(
+        [sys.executable, "-c", _DRIVER, json.dumps(argv)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert table.returncode == 0, table.stderr
     results = json.loads(table.stdout)
     for case, proc in real.items():

@@ -6,6 +6,7 @@ cases cannot run on a machine without a GPU: here they must pass or fail the sta
 as expected and compile with nvcc for sm_90 (the template bomb must hit the compile
 timeout); ``run_cuda_corpus.py`` runs them on a GPU.
 """
+
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -25,10 +26,23 @@ MEMORY_MB = 1024
 
 def test_corpus_is_complete():
     names = {c.name for c in HOST}
-    for required in ("no_write", "half_written", "inputs_overwritten", "cache_by_pointer", "infinite_loop",
-                     "oob_write_far", "system_call", "include_fstream", "template_bomb", "ten_mb_source",
-                     "print_putchar", "nondeterministic", "skip_work_repeat", "alloc_unbounded_new",
-                     "alloc_unbounded_malloc"):
+    for required in (
+        "no_write",
+        "half_written",
+        "inputs_overwritten",
+        "cache_by_pointer",
+        "infinite_loop",
+        "oob_write_far",
+        "system_call",
+        "include_fstream",
+        "template_bomb",
+        "ten_mb_source",
+        "print_putchar",
+        "nondeterministic",
+        "skip_work_repeat",
+        "alloc_unbounded_new",
+        "alloc_unbounded_malloc",
+    ):
         assert required in names
     assert {"other_stream", "race_nondeterministic", "oob_write", "infinite_loop"} <= {c.name for c in CUDA}
     for c in HOST + CUDA:

@@ -4,6 +4,7 @@ The kernel directories here are written by hand in the layout ``forge-tui export
 (manifest.json + forge_kernel.py exposing ``forward(*tensors)``); their kernels are torch
 stand-ins, since what is tested is the swapping, the check and the report.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,14 +13,20 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.helpers import main_rc as _main, one_line_error as _one_line_error
+from tests.helpers import main_rc as _main
+from tests.helpers import one_line_error as _one_line_error
 
 BLOCK = ROOT / "examples" / "transformer_block.py"
 SOFTMAX_CAPTURE = {
-    "model": "transformer_block", "model_file": str(BLOCK), "op": "aten._softmax.default",
+    "model": "transformer_block",
+    "model_file": str(BLOCK),
+    "op": "aten._softmax.default",
     "captured_op": "aten._softmax.default",
-    "args": [{"tensor": {"shape": [2, 4, 64, 64], "dtype": "float32"}}, -1, False], "kwargs": {},
-    "shapes": [[2, 4, 64, 64]], "dtypes": ["float32"], "outputs": [{"shape": [2, 4, 64, 64], "dtype": "float32"}],
+    "args": [{"tensor": {"shape": [2, 4, 64, 64], "dtype": "float32"}}, -1, False],
+    "kwargs": {},
+    "shapes": [[2, 4, 64, 64]],
+    "dtypes": ["float32"],
+    "outputs": [{"shape": [2, 4, 64, 64], "dtype": "float32"}],
 }
 
 
@@ -27,9 +34,18 @@ def kernel_dir(root: Path, name: str, capture, body: str, backend: str = "host")
     """A directory shaped like ``forge-tui export``'s output, with ``body`` as forge_kernel.py."""
     d = root / name
     d.mkdir()
-    manifest = {"task": f"{name}_task", "origin": "captured" if capture else "file", "backend": backend,
-                "signature": "", "run_id": 1, "node_id": 2, "speedup": 1.25, "capture": capture,
-                "module": "forge_kernel.py", "function": "forward"}
+    manifest = {
+        "task": f"{name}_task",
+        "origin": "captured" if capture else "file",
+        "backend": backend,
+        "signature": "",
+        "run_id": 1,
+        "node_id": 2,
+        "speedup": 1.25,
+        "capture": capture,
+        "module": "forge_kernel.py",
+        "function": "forward",
+    }
     (d / "manifest.json").write_text(json.dumps(manifest))
     (d / "forge_kernel.py").write_text(body)
     return d
@@ -64,8 +80,12 @@ def test_apply_swaps_softmax_matches_and_reports_latency(tmp_path, capsys):
 
 
 def test_wrong_kernel_is_caught_by_the_output_check(tmp_path, capsys):
-    d = kernel_dir(tmp_path, "bad", SOFTMAX_CAPTURE,
-                   "import torch\n\ndef forward(x0):\n    return torch.softmax(x0 * 1.01, dim=-1)\n")
+    d = kernel_dir(
+        tmp_path,
+        "bad",
+        SOFTMAX_CAPTURE,
+        "import torch\n\ndef forward(x0):\n    return torch.softmax(x0 * 1.01, dim=-1)\n",
+    )
     rc, out, err = _main(capsys, "apply", BLOCK, d, "--json")
     assert rc == 1, err
     r = json.loads(out)
@@ -77,11 +97,17 @@ def test_wrong_kernel_is_caught_by_the_output_check(tmp_path, capsys):
 
 def test_inplace_call_gets_the_kernels_result_written_back(tmp_path, capsys):
     model = tmp_path / "inplace.py"
-    model.write_text("import torch\nclass Model(torch.nn.Module):\n"
-                     "    def forward(self, x):\n        y = x * 2\n        torch.relu_(y)\n        return y + 1\n"
-                     "def get_inputs():\n    return [torch.randn(4, 8)]\n")
-    cap = {"op": "aten.relu.default", "captured_op": "aten.relu_.default",
-           "args": [{"tensor": {"shape": [4, 8], "dtype": "float32"}}], "kwargs": {}}
+    model.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n        y = x * 2\n        torch.relu_(y)\n        return y + 1\n"
+        "def get_inputs():\n    return [torch.randn(4, 8)]\n"
+    )
+    cap = {
+        "op": "aten.relu.default",
+        "captured_op": "aten.relu_.default",
+        "args": [{"tensor": {"shape": [4, 8], "dtype": "float32"}}],
+        "kwargs": {},
+    }
     d = kernel_dir(tmp_path, "relu", cap, "import torch\n\ndef forward(x0):\n    return x0.clamp_min(0)\n")
     rc, out, err = _main(capsys, "apply", model, d, "--samples", "2", "--json")
     assert rc == 0, err
@@ -93,22 +119,26 @@ def test_no_matching_call_is_an_error(tmp_path, capsys):
     other = {**SOFTMAX_CAPTURE, "args": [{"tensor": {"shape": [8, 16, 1024, 1024], "dtype": "float32"}}, -1, False]}
     d = kernel_dir(tmp_path, "other", other, SOFTMAX_KERNEL)
     rc, out, err = _main(capsys, "apply", BLOCK, d)
-    _one_line_error(rc, out, err, "no call in transformer_block.py matched", "f32[8x16x1024x1024]",
-                    "ran on [f32[2x4x64x64]]")
+    _one_line_error(
+        rc, out, err, "no call in transformer_block.py matched", "f32[8x16x1024x1024]", "ran on [f32[2x4x64x64]]"
+    )
     gelu_only = {**SOFTMAX_CAPTURE, "op": "aten.silu.default", "captured_op": "aten.silu.default"}
     d2 = kernel_dir(tmp_path, "silu", gelu_only, SOFTMAX_KERNEL)
     rc, out, err = _main(capsys, "apply", BLOCK, d2)
     _one_line_error(rc, out, err, "never calls these operators")
 
 
-@pytest.mark.parametrize("case, words", [
-    ("missing", ["no such kernel directory"]),
-    ("no_manifest", ["no manifest.json", "forge-tui export"]),
-    ("not_captured", ["not captured from a model", "capture FILE --select"]),
-    ("multi_output", ["returns 3 tensors"]),
-    ("broken_module", ["cannot import", "forge_kernel.py", "ZeroDivisionError"]),
-    ("no_function", ["has no function forward()"]),
-])
+@pytest.mark.parametrize(
+    "case, words",
+    [
+        ("missing", ["no such kernel directory"]),
+        ("no_manifest", ["no manifest.json", "forge-tui export"]),
+        ("not_captured", ["not captured from a model", "capture FILE --select"]),
+        ("multi_output", ["returns 3 tensors"]),
+        ("broken_module", ["cannot import", "forge_kernel.py", "ZeroDivisionError"]),
+        ("no_function", ["has no function forward()"]),
+    ],
+)
 def test_bad_kernel_dirs(tmp_path, capsys, case, words):
     if case == "missing":
         d = tmp_path / "nowhere"

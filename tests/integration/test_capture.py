@@ -1,4 +1,5 @@
 """forge-tui capture: the transformer block's operators on the host, --json, --select task files, errors."""
+
 from __future__ import annotations
 
 import json
@@ -8,12 +9,33 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_cli
-from tests.helpers import main_rc as _main, one_line_error as _one_line_error
+from tests.helpers import main_rc as _main
+from tests.helpers import one_line_error as _one_line_error
 
 BLOCK = ROOT / "examples" / "transformer_block.py"
-ROW_KEYS = {"index", "op", "kind", "worth_kernel", "count", "shapes", "dtypes", "literals", "args", "kwargs",
-            "outputs", "time_us", "p10_us", "p90_us", "total_us", "share", "samples", "device", "backend", "model",
-            "task"}
+ROW_KEYS = {
+    "index",
+    "op",
+    "kind",
+    "worth_kernel",
+    "count",
+    "shapes",
+    "dtypes",
+    "literals",
+    "args",
+    "kwargs",
+    "outputs",
+    "time_us",
+    "p10_us",
+    "p90_us",
+    "total_us",
+    "share",
+    "samples",
+    "device",
+    "backend",
+    "model",
+    "task",
+}
 
 
 @pytest.fixture(scope="module")
@@ -105,8 +127,9 @@ def test_select_writes_registers_and_prints_run_command(tmp_path, capsys, monkey
 
     db = tmp_path / "forge.db"
     monkeypatch.chdir(tmp_path)
-    rc, out, err = _main(capsys, "--db", db, "capture", BLOCK, "--backend", "host", "--no-time",
-                         "--select", "aten._softmax.default,gelu")
+    rc, out, err = _main(
+        capsys, "--db", db, "capture", BLOCK, "--backend", "host", "--no-time", "--select", "aten._softmax.default,gelu"
+    )
     assert rc == 0, err
     folder = tmp_path / "forge-tasks" / "transformer_block"
     files = sorted(folder.glob("*.py"))
@@ -128,8 +151,21 @@ def test_select_writes_registers_and_prints_run_command(tmp_path, capsys, monkey
     assert {t.name for t in tasks} == {task.name, taskfile.load_task_file(files[1]).name}
 
     # --json with --select: the selected rows carry their task
-    rc, out, err = _main(capsys, "--db", db, "capture", BLOCK, "--backend", "host", "--no-time", "--json",
-                         "--select", str(cap["index"]), "-o", tmp_path / "elsewhere")
+    rc, out, err = _main(
+        capsys,
+        "--db",
+        db,
+        "capture",
+        BLOCK,
+        "--backend",
+        "host",
+        "--no-time",
+        "--json",
+        "--select",
+        str(cap["index"]),
+        "-o",
+        tmp_path / "elsewhere",
+    )
     assert rc == 0, err
     rows = json.loads(out)
     picked = [r for r in rows if r["task"]]
@@ -144,11 +180,25 @@ def test_select_inplace_op_becomes_its_functional_twin(tmp_path, capsys):
     import torch
 
     model = tmp_path / "inplace.py"
-    model.write_text("import torch\nclass Model(torch.nn.Module):\n"
-                     "    def forward(self, x):\n        y = x * 2\n        return torch.relu_(y)\n"
-                     "def get_inputs():\n    return [torch.randn(4, 8)]\ndef get_init_inputs():\n    return []\n")
-    rc, out, err = _main(capsys, "--db", tmp_path / "f.db", "capture", model, "--backend", "host", "--no-time",
-                         "--select", "relu_", "-o", tmp_path / "t")
+    model.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n        y = x * 2\n        return torch.relu_(y)\n"
+        "def get_inputs():\n    return [torch.randn(4, 8)]\ndef get_init_inputs():\n    return []\n"
+    )
+    rc, out, err = _main(
+        capsys,
+        "--db",
+        tmp_path / "f.db",
+        "capture",
+        model,
+        "--backend",
+        "host",
+        "--no-time",
+        "--select",
+        "relu_",
+        "-o",
+        tmp_path / "t",
+    )
     assert rc == 0, err
     (path,) = (tmp_path / "t").glob("*.py")
     task = taskfile.load_task_file(path)
@@ -161,23 +211,52 @@ def test_select_inplace_op_becomes_its_functional_twin(tmp_path, capsys):
 def test_unsupported_dtype_is_refused_before_writing(tmp_path, capsys):
     pytest.importorskip("forge_tui.model.taskfile")
     model = tmp_path / "masked.py"
-    model.write_text("import torch\nclass Model(torch.nn.Module):\n"
-                     "    def forward(self, x, m):\n        return torch.where(m, x, 0.0)\n"
-                     "def get_inputs():\n    return [torch.randn(4, 8), torch.rand(4, 8) < 0.5]\n")
-    rc, out, err = _main(capsys, "--db", tmp_path / "f.db", "capture", model, "--backend", "host", "--no-time",
-                         "--select", "where", "-o", tmp_path / "t")
+    model.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n"
+        "    def forward(self, x, m):\n        return torch.where(m, x, 0.0)\n"
+        "def get_inputs():\n    return [torch.randn(4, 8), torch.rand(4, 8) < 0.5]\n"
+    )
+    rc, out, err = _main(
+        capsys,
+        "--db",
+        tmp_path / "f.db",
+        "capture",
+        model,
+        "--backend",
+        "host",
+        "--no-time",
+        "--select",
+        "where",
+        "-o",
+        tmp_path / "t",
+    )
     _one_line_error(rc, out, err, "cannot take bool tensors")
     assert not (tmp_path / "t").exists()
 
 
-@pytest.mark.parametrize("select, words", [
-    ("aten.view.default", ["view", "not worth a kernel"]),
-    ("999", ["no operator #999", "indexes run 1.."]),
-    ("not_an_op", ["no operator 'not_an_op'"]),
-])
+@pytest.mark.parametrize(
+    "select, words",
+    [
+        ("aten.view.default", ["view", "not worth a kernel"]),
+        ("999", ["no operator #999", "indexes run 1.."]),
+        ("not_an_op", ["no operator 'not_an_op'"]),
+    ],
+)
 def test_bad_selections(tmp_path, capsys, select, words):
-    rc, out, err = _main(capsys, "--db", tmp_path / "f.db", "capture", BLOCK, "--backend", "host", "--no-time",
-                         "--select", select, "-o", tmp_path / "t")
+    rc, out, err = _main(
+        capsys,
+        "--db",
+        tmp_path / "f.db",
+        "capture",
+        BLOCK,
+        "--backend",
+        "host",
+        "--no-time",
+        "--select",
+        select,
+        "-o",
+        tmp_path / "t",
+    )
     _one_line_error(rc, out, err, *words)
     assert not (tmp_path / "t").exists()
 
@@ -187,13 +266,17 @@ BROKEN = {
     "missing_dep.py": ("import not_a_module_forge\n", ["cannot import", "not_a_module_forge"]),
     "no_model.py": ("def get_inputs():\n    return []\n", ["no Model(nn.Module)"]),
     "no_inputs.py": ("import torch\nclass Model(torch.nn.Module):\n    pass\n", ["no get_inputs()"]),
-    "raises.py": ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
-                  "        raise ValueError('shape mismatch in block 3')\n"
-                  "def get_inputs():\n    return [torch.zeros(2)]\n",
-                  ["forward of Model", "ValueError: shape mismatch in block 3"]),
-    "ctor.py": ("import torch\nclass Model(torch.nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
-                "def get_inputs():\n    return [torch.zeros(2)]\ndef get_init_inputs():\n    return []\n",
-                ["Model(*get_init_inputs())", "TypeError"]),
+    "raises.py": (
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+        "        raise ValueError('shape mismatch in block 3')\n"
+        "def get_inputs():\n    return [torch.zeros(2)]\n",
+        ["forward of Model", "ValueError: shape mismatch in block 3"],
+    ),
+    "ctor.py": (
+        "import torch\nclass Model(torch.nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
+        "def get_inputs():\n    return [torch.zeros(2)]\ndef get_init_inputs():\n    return []\n",
+        ["Model(*get_init_inputs())", "TypeError"],
+    ),
 }
 
 

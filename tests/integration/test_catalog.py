@@ -1,6 +1,7 @@
 """The operator catalog: every task's seeds pass on the host backend, every CUDA seed compiles
 with nvcc for sm_90 and sm_121 (and every @tune value, in a few combined variants, for sm_90), every
 seed passes the static checks, and the catalog lists without importing torch."""
+
 from __future__ import annotations
 
 import os
@@ -15,12 +16,23 @@ from forge_tui.evaluate import compile as compiler
 from forge_tui.evaluate.static import check_source
 from forge_tui.search.proposers.tune import apply_params, parse_params
 from kernels.registry import catalog
-
 from tests.helpers import ROOT  # noqa: E402
+
 TASKS = catalog()
 NAMES = sorted(TASKS)
-EXPECTED = {"softmax", "softmax_bf16", "adaptive_avg_pool2d", "layer_norm", "layer_norm_bf16", "rms_norm",
-            "rms_norm_bf16", "gelu", "gelu_tanh", "gelu_bf16", "gelu_tanh_bf16"}
+EXPECTED = {
+    "softmax",
+    "softmax_bf16",
+    "adaptive_avg_pool2d",
+    "layer_norm",
+    "layer_norm_bf16",
+    "rms_norm",
+    "rms_norm_bf16",
+    "gelu",
+    "gelu_tanh",
+    "gelu_bf16",
+    "gelu_tanh_bf16",
+}
 ARCHS = [hardware.arch_flag((9, 0)), hardware.arch_flag((12, 1))]
 
 
@@ -85,13 +97,21 @@ def test_cuda_seed_and_tune_values_compile(name, arch):
 
 
 def test_tasks_cli_lists_catalog_and_catalog_skips_torch():
-    code = ("import sys; from kernels.registry import catalog; c = catalog(); "
-            "assert 'torch' not in sys.modules, 'catalog imported torch'; print(len(c))")
+    code = (
+        "import sys; from kernels.registry import catalog; c = catalog(); "
+        "assert 'torch' not in sys.modules, 'catalog imported torch'; print(len(c))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 0, r.stderr
     assert int(r.stdout.strip()) >= len(EXPECTED)
-    r = subprocess.run([sys.executable, "-m", "forge_tui.cli", "tasks"], capture_output=True, text=True, cwd=ROOT,
-                       timeout=60, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    r = subprocess.run(
+        [sys.executable, "-m", "forge_tui.cli", "tasks"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     assert r.returncode == 0, r.stderr
     for name in EXPECTED:
         assert any(line.split()[:1] == [name] for line in r.stdout.splitlines()), name

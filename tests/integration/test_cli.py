@@ -1,4 +1,5 @@
 """The command line: JSON shapes of ls/show/eval, tasks, and one-line errors with exit code 2."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,20 @@ EVAL_KEYS = {"status", "speedup", "median_ms", "baseline_ms", "error"}
 @pytest.fixture(scope="module")
 def db_with_run(tmp_path_factory):
     db = tmp_path_factory.mktemp("cli") / "forge.db"
-    res = run_cli("--db", str(db), "run", "softmax", "--headless", "--iterations", "2", "--backend", "host",
-                  "--proposer", "tune", timeout=180)
+    res = run_cli(
+        "--db",
+        str(db),
+        "run",
+        "softmax",
+        "--headless",
+        "--iterations",
+        "2",
+        "--backend",
+        "host",
+        "--proposer",
+        "tune",
+        timeout=180,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     first = res.stdout.splitlines()[0]
     assert first.startswith("run ")
@@ -37,7 +50,13 @@ def test_ls_json(db_with_run):
     r = runs[0]
     assert RUN_KEYS <= set(r)
     assert (r["id"], r["task"], r["status"], r["backend"], r["proposer"], r["nodes"]) == (
-        run_id, "softmax", "finished", "host", "tune", 2)
+        run_id,
+        "softmax",
+        "finished",
+        "host",
+        "tune",
+        2,
+    )
     assert r["best_speedup"] > 0
     plain = run_cli("--db", str(db), "ls")
     assert plain.returncode == 0 and "softmax" in plain.stdout
@@ -82,14 +101,30 @@ def test_eval_json_seed_and_a_cheat(tmp_path):
     assert EVAL_KEYS <= set(out)
     assert out["status"] == "ok" and out["speedup"] > 0 and out["median_ms"] > 0 and out["baseline_ms"] > 0
     assert out["error"] == ""
-    cheat = run_cli("--db", str(tmp_path / "f.db"), "eval", "softmax", str(CORPUS / "host" / "no_write.cpp"),
-                    "--backend", "host", "--json")
+    cheat = run_cli(
+        "--db",
+        str(tmp_path / "f.db"),
+        "eval",
+        "softmax",
+        str(CORPUS / "host" / "no_write.cpp"),
+        "--backend",
+        "host",
+        "--json",
+    )
     assert cheat.returncode == 1, cheat.stderr  # 0 ok, 1 the kernel failed, 2 usage error
     out = json.loads(cheat.stdout)
     assert EVAL_KEYS <= set(out)
     assert out["status"] == "incorrect" and out["speedup"] is None and out["error"]
-    rej = run_cli("--db", str(tmp_path / "f.db"), "eval", "softmax", str(CORPUS / "host" / "system_call.cpp"),
-                  "--backend", "host", "--json")
+    rej = run_cli(
+        "--db",
+        str(tmp_path / "f.db"),
+        "eval",
+        "softmax",
+        str(CORPUS / "host" / "system_call.cpp"),
+        "--backend",
+        "host",
+        "--json",
+    )
     assert json.loads(rej.stdout)["status"] == "rejected" and rej.returncode == 1
     assert not (tmp_path / "f.db").exists()  # eval reads no database and creates none
 
@@ -101,33 +136,56 @@ def test_tasks():
     assert js.returncode == 0 and "softmax" in [t["name"] for t in json.loads(js.stdout)]
 
 
-@pytest.mark.parametrize("args, words", [
-    (["run", "nosuchtask", "--headless", "--backend", "host"], ["unknown task", "softmax"]),
-    (["eval", "nosuchtask", "x.cpp", "--backend", "host"], ["unknown task"]),
-    (["eval", "softmax", "/nonexistent/k.cpp", "--backend", "host"], ["no such file"]),
-    (["resume", "42", "--headless"], ["no run with id 42"]),
-    (["stop", "42"], ["no run with id 42"]),
-    # out-of-range numbers: one line before anything is created, not an SQLite or worker overflow
-    (["run", "softmax", "--headless", "--backend", "host", "--iterations", "99999999999999999999"], ["--iterations"]),
-    (["run", "softmax", "--headless", "--backend", "host", "--seed", "9223372036854775807"], ["--seed"]),
-    (["run", "softmax", "--headless", "--backend", "host", "--c", "nan"], ["finite"]),
-    (["run", "softmax", "--headless", "--backend", "host", "--parallel", "100000"], ["--parallel"]),
-    (["eval", "softmax", "kernels/softmax/seed.cpp", "--backend", "host", "--seed", "-1"], ["--seed"]),
-    (["run", "softmax", "--headless", "--backend", "host", "--proposer", "llm", "--base-url", "not-a-url",
-      "--model", "m"], ["not an http(s) URL"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["run", "nosuchtask", "--headless", "--backend", "host"], ["unknown task", "softmax"]),
+        (["eval", "nosuchtask", "x.cpp", "--backend", "host"], ["unknown task"]),
+        (["eval", "softmax", "/nonexistent/k.cpp", "--backend", "host"], ["no such file"]),
+        (["resume", "42", "--headless"], ["no run with id 42"]),
+        (["stop", "42"], ["no run with id 42"]),
+        # out-of-range numbers: one line before anything is created, not an SQLite or worker overflow
+        (
+            ["run", "softmax", "--headless", "--backend", "host", "--iterations", "99999999999999999999"],
+            ["--iterations"],
+        ),
+        (["run", "softmax", "--headless", "--backend", "host", "--seed", "9223372036854775807"], ["--seed"]),
+        (["run", "softmax", "--headless", "--backend", "host", "--c", "nan"], ["finite"]),
+        (["run", "softmax", "--headless", "--backend", "host", "--parallel", "100000"], ["--parallel"]),
+        (["eval", "softmax", "kernels/softmax/seed.cpp", "--backend", "host", "--seed", "-1"], ["--seed"]),
+        (
+            [
+                "run",
+                "softmax",
+                "--headless",
+                "--backend",
+                "host",
+                "--proposer",
+                "llm",
+                "--base-url",
+                "not-a-url",
+                "--model",
+                "m",
+            ],
+            ["not an http(s) URL"],
+        ),
+    ],
+)
 def test_user_errors_are_one_line_with_exit_2(tmp_path, args, words):
     _one_line_error(run_cli("--db", str(tmp_path / "u.db"), *args), *words)
 
 
-@pytest.mark.parametrize("args", [
-    ["run", "softmax", "--iterations", "many"],
-    ["run", "softmax", "--backend", "tpu"],
-    ["resume", "notanumber"],
-    ["show"],
-    ["frobnicate"],
-    ["ls", "--no-such-flag"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "softmax", "--iterations", "many"],
+        ["run", "softmax", "--backend", "tpu"],
+        ["resume", "notanumber"],
+        ["show"],
+        ["frobnicate"],
+        ["ls", "--no-such-flag"],
+    ],
+)
 def test_broken_flags(tmp_path, args):
     res = run_cli("--db", str(tmp_path / "b.db"), *args)
     assert res.returncode == 2
@@ -184,11 +242,15 @@ def test_eval_refuses_a_source_of_the_other_backend(tmp_path, capsys):
     k.write_text("// nothing")
     err = _err_line(capsys, cli.main(["eval", "softmax", str(k), "--backend", "host"]))
     assert f"{k} is a .cu file but the backend is host: pass a .cpp kernel or --backend cuda" in err
-    assert backend_mismatch("k.cpp", "cuda") == "k.cpp is a .cpp file but the backend is cuda: pass a .cu kernel or --backend host"
+    assert (
+        backend_mismatch("k.cpp", "cuda")
+        == "k.cpp is a .cpp file but the backend is cuda: pass a .cu kernel or --backend host"
+    )
     assert backend_mismatch("k.cu", "cuda") is None and backend_mismatch("k.txt", "host") is None
     # run --seed-kernel says it through the same function
     assert backend_mismatch("k.cu", "host", label="--seed-kernel k.cu", whose="the run's backend", kind="seed") == (
-        "--seed-kernel k.cu is a .cu file but the run's backend is host: pass a .cpp seed or --backend cuda")
+        "--seed-kernel k.cu is a .cu file but the run's backend is host: pass a .cpp seed or --backend cuda"
+    )
 
 
 def test_eval_wrong_parameter_count_is_rejected_before_compile(tmp_path, capsys):
@@ -203,18 +265,22 @@ def test_eval_wrong_parameter_count_is_rejected_before_compile(tmp_path, capsys)
     k.write_text("")
     assert cli.main(["eval", "softmax", str(k), "--backend", "host", "--json"]) == 1
     res = json.loads(capsys.readouterr().out)
-    assert res["status"] == "rejected" and "no `extern \"C\" int forge_launch(...)` found" in res["error"]
+    assert res["status"] == "rejected" and 'no `extern "C" int forge_launch(...)` found' in res["error"]
     assert sig in res["error"]
 
 
-@pytest.mark.parametrize("params, count", [
-    ("const float* x, float* y, int64_t rows, int64_t cols", 4),
-    ("void", 0), ("", 0),
-    ("const float* __restrict__ x, float* y, int64_t a[2], void (*f)(int, int)", 4),
-    ("const float* x, float* y, int64_t n = 1", None),           # default argument: not certain
-    ("const Vec<float, 4>* x, float* y, int64_t n", None),        # template argument list
-    ("ARGS, int64_t n", None),                                     # a macro may be several parameters
-])
+@pytest.mark.parametrize(
+    "params, count",
+    [
+        ("const float* x, float* y, int64_t rows, int64_t cols", 4),
+        ("void", 0),
+        ("", 0),
+        ("const float* __restrict__ x, float* y, int64_t a[2], void (*f)(int, int)", 4),
+        ("const float* x, float* y, int64_t n = 1", None),  # default argument: not certain
+        ("const Vec<float, 4>* x, float* y, int64_t n", None),  # template argument list
+        ("ARGS, int64_t n", None),  # a macro may be several parameters
+    ],
+)
 def test_launch_param_count(params, count):
     from forge_tui.evaluate.static import _strip, launch_param_count
 
@@ -227,9 +293,11 @@ def test_tasks_of_a_task_file(tmp_path, capsys):
     f.write_text(TASK_FILE)
     assert cli.main(["tasks", str(f)]) == 0
     out = capsys.readouterr().out
-    assert ("cuda: extern \"C\" int forge_launch(const float* x, const float* bias, float* out, int64_t x_d0, "
-            "int64_t x_d1, int64_t bias_d0, int64_t out_d0, int64_t out_d1, cudaStream_t stream)") in out
-    assert "host: extern \"C\" int forge_launch(" in out and "shapes:" in out
+    assert (
+        'cuda: extern "C" int forge_launch(const float* x, const float* bias, float* out, int64_t x_d0, '
+        "int64_t x_d1, int64_t bias_d0, int64_t out_d0, int64_t out_d1, cudaStream_t stream)"
+    ) in out
+    assert 'host: extern "C" int forge_launch(' in out and "shapes:" in out
     assert cli.main(["tasks", str(f), "--json"]) == 0
     (spec,) = json.loads(capsys.readouterr().out)
     assert spec["signature"]["host"].endswith("int64_t out_d1)") and spec["shapes"]
@@ -256,8 +324,7 @@ def test_resume_takes_a_new_endpoint(tmp_path, capsys, spawned, clean_env, monke
     monkeypatch.setattr(cli, "_open_app", lambda *a, **k: 0)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-key")
-    assert cli.main(["--db", str(db), "run", "softmax", "--backend", "host", "--proposer", "llm",
-                     "--model", "m1"]) == 0
+    assert cli.main(["--db", str(db), "run", "softmax", "--backend", "host", "--proposer", "llm", "--model", "m1"]) == 0
     capsys.readouterr()
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:7/v1")  # the environment overrides the stored URL
     assert cli.main(["--db", str(db), "resume", "1", "--model", "m2"]) == 0
@@ -276,12 +343,16 @@ def test_resume_takes_a_new_endpoint(tmp_path, capsys, spawned, clean_env, monke
     assert "127.0.0.1:6" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("text, words", [
-    ("[llm]\nbase_urll = 'http://x'\n", "base_urll"),
-    ("[llm]\nbase_url = \n", "line 2"),
-])
-@pytest.mark.parametrize("cmd", [["run", "softmax", "--backend", "host", "--headless"], ["resume", "1"],
-                                 ["llm", "check"]])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("[llm]\nbase_urll = 'http://x'\n", "base_urll"),
+        ("[llm]\nbase_url = \n", "line 2"),
+    ],
+)
+@pytest.mark.parametrize(
+    "cmd", [["run", "softmax", "--backend", "host", "--headless"], ["resume", "1"], ["llm", "check"]]
+)
 def test_config_file_mistakes_fail_every_command_that_reads_it(tmp_path, capsys, clean_env, text, words, cmd):
     clean_env.write_text(text)
     err = _err_line(capsys, cli.main(["--db", str(tmp_path / "c.db"), *cmd]))
@@ -293,8 +364,10 @@ def test_resume_iterations_says_the_target_changed(tmp_path, capsys, spawned, cl
     from store import Store
 
     db = tmp_path / "i.db"
-    assert cli.main(["--db", str(db), "run", "softmax", "--backend", "host", "--proposer", "tune",
-                     "--iterations", "30"]) == 0
+    assert (
+        cli.main(["--db", str(db), "run", "softmax", "--backend", "host", "--proposer", "tune", "--iterations", "30"])
+        == 0
+    )
     s = Store(db)
     s.update_run(1, iterations_done=8)
     capsys.readouterr()
@@ -320,12 +393,15 @@ def test_read_only_commands_create_nothing(tmp_path, capsys):
     assert f"{tmp_path} is a directory: pass a database file" in err
 
 
-@pytest.mark.parametrize("args, words", [
-    (["run", "softmax", "--backend", "host", "--c", "-1"], "--c"),
-    (["run", "softmax", "--backend", "host", "--repairs", "-1"], "--repairs"),
-    (["capture", "model.py", "--samples", "0"], "--samples must be 1 or more"),
-    (["apply", "model.py", "k", "--samples", "0"], "--samples must be 1 or more"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["run", "softmax", "--backend", "host", "--c", "-1"], "--c"),
+        (["run", "softmax", "--backend", "host", "--repairs", "-1"], "--repairs"),
+        (["capture", "model.py", "--samples", "0"], "--samples must be 1 or more"),
+        (["apply", "model.py", "k", "--samples", "0"], "--samples must be 1 or more"),
+    ],
+)
 def test_out_of_range_flags(tmp_path, capsys, clean_env, args, words):
     assert words in _err_line(capsys, cli.main(["--db", str(tmp_path / "v.db"), *args]))
 
@@ -353,7 +429,9 @@ def test_export_refuses_a_foreign_non_empty_directory(tmp_path, capsys):
     err = _err_line(capsys, cli.main(["--db", str(db), "export", "1", "-o", str(out)]))
     assert "not empty" in err and "--force" in err
     # --force, or a previous export's directory, goes on (to the next problem: there is no run 1)
-    assert "no run with id 1" in _err_line(capsys, cli.main(["--db", str(db), "export", "1", "-o", str(out), "--force"]))
+    assert "no run with id 1" in _err_line(
+        capsys, cli.main(["--db", str(db), "export", "1", "-o", str(out), "--force"])
+    )
     (out / "notes.txt").unlink()
     (out / "manifest.json").write_text(json.dumps({"run_id": 3, "node_id": 4}))
     (out / "kernel.cpp").write_text("old")
@@ -367,8 +445,17 @@ def test_ls_sizes_the_task_column(tmp_path, capsys):
     s = Store(db)
     for name in ("adaptive_avg_pool2d_with_a_long_name", "gelu"):
         t = s.add_task(name=name, origin="catalog", reference_source="", spec={}, signature="", content_hash=name)
-        s.create_run(task_id=t.id, task_name=name, backend="host", proposer="tune", model="",
-                     iterations_target=30, seed=0, exploration_c=1.0, config_json="{}")
+        s.create_run(
+            task_id=t.id,
+            task_name=name,
+            backend="host",
+            proposer="tune",
+            model="",
+            iterations_target=30,
+            seed=0,
+            exploration_c=1.0,
+            config_json="{}",
+        )
     s.close()
     assert cli.main(["--db", str(db), "ls"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -392,8 +479,22 @@ def test_headless_exit_codes():
 def test_bad_numbers_create_no_run(tmp_path):
     db = str(tmp_path / "n.db")
     run_cli("--db", db, "run", "softmax", "--headless", "--backend", "host", "--iterations", "10000000000")
-    run_cli("--db", db, "run", "softmax", "--headless", "--backend", "host", "--proposer", "llm",
-            "--base-url", "not-a-url", "--model", "m", env={"OPENAI_API_KEY": "x"})
+    run_cli(
+        "--db",
+        db,
+        "run",
+        "softmax",
+        "--headless",
+        "--backend",
+        "host",
+        "--proposer",
+        "llm",
+        "--base-url",
+        "not-a-url",
+        "--model",
+        "m",
+        env={"OPENAI_API_KEY": "x"},
+    )
     assert run_cli("--db", db, "ls").stdout.startswith("no runs")
 
 
@@ -404,11 +505,25 @@ def test_a_failed_seed_exits_1_not_2(tmp_path):
     from tests.conftest import ROOT
 
     seed = (ROOT / "kernels" / "softmax" / "seed.cpp").read_text()
-    crash, n = re.subn(r'(extern "C" int forge_launch\([^)]*\)\s*\{)', r"\1 volatile float* p0 = nullptr; *p0 = 1.f;", seed)
+    crash, n = re.subn(
+        r'(extern "C" int forge_launch\([^)]*\)\s*\{)', r"\1 volatile float* p0 = nullptr; *p0 = 1.f;", seed
+    )
     assert n == 1
     kernel = tmp_path / "crash.cpp"
     kernel.write_text(crash)
-    res = run_cli("--db", str(tmp_path / "s.db"), "run", "softmax", "--headless", "--backend", "host",
-                  "--iterations", "1", "--seed-kernel", str(kernel), timeout=180)
+    res = run_cli(
+        "--db",
+        str(tmp_path / "s.db"),
+        "run",
+        "softmax",
+        "--headless",
+        "--backend",
+        "host",
+        "--iterations",
+        "1",
+        "--seed-kernel",
+        str(kernel),
+        timeout=180,
+    )
     assert res.returncode == 1, (res.returncode, res.stderr[-500:])
     assert "seed kernel failed" in res.stderr and "Traceback" not in res.stderr

@@ -1,4 +1,5 @@
 """The evaluator on the host backend: ok, incorrect, timeout, crashed (worker replaced), rejected."""
+
 from __future__ import annotations
 
 import io
@@ -72,19 +73,22 @@ def test_compile_error(ev):
     assert res.compile and not res.compile["ok"] and res.compile["log"]
 
 
-@pytest.mark.parametrize("source, words", [
-    (HEAD + "int forge_launch_missing() { return 0; }\n", "forge_launch"),
-    ('#include <cstdio>\n' + SIG + "{ return 0; }\n", "<cstdio>"),
-    ("#include <cstdint>\n" + SIG + '{ popen("ls", "r"); return 0; }\n', "process"),
-    ("#include <cstdint>\n" + SIG + '{ fopen("/etc/passwd", "r"); return 0; }\n', "file"),
-    ("#include <cstdint>\n" + SIG + "{ socket(2, 1, 0); return 0; }\n", "network"),
-    ("#include <cstdint>\n" + SIG + '{ dlopen("libc.so.6", 1); return 0; }\n', "dynamic loading"),
-    ("#include <cstdint>\n" + SIG + "{ syscall(60); return 0; }\n", "syscall"),
-    ("#include <cstdint>\n#include <omp.h>\n" + SIG + "{ return 0; }\n", "OpenMP"),
-    ("#include <cstdint>\n" + SIG + '{ setenv("A", "1", 1); return 0; }\n', "tampering"),
-    ("#include <cstdint>\n" + SIG + '{ printf("hi"); return 0; }\n', "printing"),
-    ("#include <cstdint>\n" + SIG + "{ return 0; } // " + "x" * (MAX_SOURCE_BYTES + 10) + "\n", "limit"),
-])
+@pytest.mark.parametrize(
+    "source, words",
+    [
+        (HEAD + "int forge_launch_missing() { return 0; }\n", "forge_launch"),
+        ("#include <cstdio>\n" + SIG + "{ return 0; }\n", "<cstdio>"),
+        ("#include <cstdint>\n" + SIG + '{ popen("ls", "r"); return 0; }\n', "process"),
+        ("#include <cstdint>\n" + SIG + '{ fopen("/etc/passwd", "r"); return 0; }\n', "file"),
+        ("#include <cstdint>\n" + SIG + "{ socket(2, 1, 0); return 0; }\n", "network"),
+        ("#include <cstdint>\n" + SIG + '{ dlopen("libc.so.6", 1); return 0; }\n', "dynamic loading"),
+        ("#include <cstdint>\n" + SIG + "{ syscall(60); return 0; }\n", "syscall"),
+        ("#include <cstdint>\n#include <omp.h>\n" + SIG + "{ return 0; }\n", "OpenMP"),
+        ("#include <cstdint>\n" + SIG + '{ setenv("A", "1", 1); return 0; }\n', "tampering"),
+        ("#include <cstdint>\n" + SIG + '{ printf("hi"); return 0; }\n', "printing"),
+        ("#include <cstdint>\n" + SIG + "{ return 0; } // " + "x" * (MAX_SOURCE_BYTES + 10) + "\n", "limit"),
+    ],
+)
 def test_static_rejections(ev, source, words):
     reason = check_source(source, "host")
     assert reason and words in reason
@@ -130,7 +134,9 @@ def test_the_compiler_runs_under_a_cpu_time_cap(tmp_path, monkeypatch):
     from forge_tui.evaluate.compile import compile_source
 
     fake = tmp_path / "fake-g++"
-    fake.write_text('#!/bin/sh\n[ "$1" = "--version" ] && { echo "fake 1.0"; exit 0; }\necho "cpu cap $(ulimit -t)"\nexit 1\n')
+    fake.write_text(
+        '#!/bin/sh\n[ "$1" = "--version" ] && { echo "fake 1.0"; exit 0; }\necho "cpu cap $(ulimit -t)"\nexit 1\n'
+    )
     fake.chmod(0o755)
     monkeypatch.setenv("CXX", str(fake))
     res = compile_source("int x;", "host", timeout_s=5, root=tmp_path / "cache")

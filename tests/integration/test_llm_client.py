@@ -1,14 +1,23 @@
 """The client wrapper against a real local HTTP server, through the real openai client."""
+
 from __future__ import annotations
 
 import socket
 import time
 
 import pytest
-from tests.fakellm import API_KEY, MODEL, fast_config, reply, slow, status
 
-from forge_tui.llm.client import (AuthError, BadRequest, LLMClient, LLMTimeout, RateLimited, ServerError,
-                                  UnknownModel, Unreachable)
+from forge_tui.llm.client import (
+    AuthError,
+    BadRequest,
+    LLMClient,
+    LLMTimeout,
+    RateLimited,
+    ServerError,
+    UnknownModel,
+    Unreachable,
+)
+from tests.fakellm import API_KEY, MODEL, fast_config, reply, slow, status
 
 
 def client(fake, **kw) -> LLMClient:
@@ -49,7 +58,8 @@ def test_retry_budget_in_time_bounds_attempts(fake_llm):
     fake_llm.script = [status(503, "busy")] * 50
     with pytest.raises(ServerError):
         client(fake_llm, max_retries=40, retry_wait_s=0.1, retry_max_wait_s=0.1, retry_budget_s=0.5).chat(
-            [{"role": "user", "content": "hi"}])
+            [{"role": "user", "content": "hi"}]
+        )
     assert 2 <= len(fake_llm.chat_requests()) < 15
 
 

@@ -4,6 +4,7 @@ On the host the whole demo runs (C++ replies); the CUDA replies are checked here
 a machine without a GPU allows: the static checks, the launch signature, and nvcc for sm_90
 (the intentionally broken one must fail, with the error its repair fixes).
 """
+
 from __future__ import annotations
 
 import re

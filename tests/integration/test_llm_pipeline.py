@@ -1,19 +1,20 @@
 """Throughput features of the LLM path against the fake server: a parallel search, the
 local-endpoint gate, the up-front refusal of an unconfigured endpoint, Retry-After."""
+
 from __future__ import annotations
 
 import threading
 from email.utils import formatdate
 
 import pytest
-from tests.fakellm import API_KEY, fast_config, reply, run_cli, status
 
 from forge_tui.llm.client import LLMClient, RateLimited, retry_after_s
 from forge_tui.llm.config import LLMConfig, is_local_endpoint, missing
 from forge_tui.search.gate import TimingGate
 from store import Store
-
+from tests.fakellm import API_KEY, fast_config, reply, run_cli, status
 from tests.helpers import ROOT  # noqa: E402
+
 SEED = (ROOT / "kernels" / "softmax" / "seed.cpp").read_text()
 
 
@@ -94,11 +95,15 @@ def test_missing_names_what_to_set(tmp_path):
     assert missing(LLMConfig(base_url="http://127.0.0.1:8000/v1"), {}, path=path) is None  # local: no key, any model
 
 
-@pytest.mark.parametrize("flags,env,words", [
-    ([], {}, ["--base-url", "OPENAI_BASE_URL", "config.toml"]),
-    (["--base-url", "https://llm.invalid/v1", "--model", "m"], {}, ["OPENAI_API_KEY"]),
-    (["--base-url", "https://llm.invalid/v1"], {"OPENAI_API_KEY": "sk-x"}, ["--model", "FORGE_LLM_MODEL"]),
-], ids=["nothing", "no_key", "no_model"])
+@pytest.mark.parametrize(
+    "flags,env,words",
+    [
+        ([], {}, ["--base-url", "OPENAI_BASE_URL", "config.toml"]),
+        (["--base-url", "https://llm.invalid/v1", "--model", "m"], {}, ["OPENAI_API_KEY"]),
+        (["--base-url", "https://llm.invalid/v1"], {"OPENAI_API_KEY": "sk-x"}, ["--model", "FORGE_LLM_MODEL"]),
+    ],
+    ids=["nothing", "no_key", "no_model"],
+)
 def test_run_refuses_an_unconfigured_llm_before_creating_a_run(tmp_path, monkeypatch, flags, env, words):
     for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "FORGE_LLM_MODEL"):
         monkeypatch.delenv(k, raising=False)
@@ -124,8 +129,11 @@ def _client(fake, waits: list, **kw) -> LLMClient:
 
 
 def test_retry_after_header_sets_the_wait(fake_llm):
-    fake_llm.script = [status(429, "slow down", {"Retry-After": "2"}),
-                       status(503, "loading", {"retry-after-ms": "1500"}), reply("ok")]
+    fake_llm.script = [
+        status(429, "slow down", {"Retry-After": "2"}),
+        status(503, "loading", {"retry-after-ms": "1500"}),
+        reply("ok"),
+    ]
     waits: list[float] = []
     res = _client(fake_llm, waits).chat([{"role": "user", "content": "hi"}])
     assert res.text == "ok" and res.attempts == 3

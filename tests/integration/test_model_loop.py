@@ -7,6 +7,7 @@ exists, and the whole loop runs with their ``.cpp`` twins. ResNet-50 needs torch
 pool is stood in for by a small model whose ``nn.AdaptiveAvgPool2d(1)`` dispatches to the same
 ``aten.mean.dim(x, [-1, -2], True)``.
 """
+
 from __future__ import annotations
 
 import json
@@ -65,8 +66,20 @@ def captured(tmp_path_factory):
     pool.write_text(POOL_STANDIN)
     out = {}
     for name, model, select in (("block", BLOCK, "aten._softmax.default"), ("pool", pool, "aten.mean.dim")):
-        r = run_cli("--db", str(tmp / "f.db"), "capture", str(model), "--backend", "host", "--no-time", "--json",
-                    "--select", select, "-o", str(tmp / name))
+        r = run_cli(
+            "--db",
+            str(tmp / "f.db"),
+            "capture",
+            str(model),
+            "--backend",
+            "host",
+            "--no-time",
+            "--json",
+            "--select",
+            select,
+            "-o",
+            str(tmp / name),
+        )
         assert r.returncode == 0, r.stderr
         (task,) = [row["task"] for row in json.loads(r.stdout) if row["task"]]
         out[name] = task["path"]
@@ -87,8 +100,9 @@ def test_seed_signatures_match_the_captured_tasks(captured, name, seed, backend)
     assert len(tune.parse_params(src)) >= 2  # the tuner has knobs to turn
 
 
-@pytest.mark.parametrize("seed", ["block_softmax.cu", "block_softmax.cpp", "resnet50_mean_dim.cu",
-                                  "resnet50_mean_dim.cpp"])
+@pytest.mark.parametrize(
+    "seed", ["block_softmax.cu", "block_softmax.cpp", "resnet50_mean_dim.cu", "resnet50_mean_dim.cpp"]
+)
 def test_seeds_pass_the_static_checks(seed):
     from forge_tui.evaluate.static import check_source
 

@@ -6,6 +6,7 @@ where a search would not look: CUDA-graph replay with new input contents each ti
 counters must reset inside the kernel), rows that change between calls (buffers regrown),
 the last row of a round shorter than a tile, and bitwise repeatability.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -23,9 +24,11 @@ from kernels.registry import get_task  # noqa: E402
 SHAPES = [(64, 262144), (3, 100003), (200, 9000), (1, 2_000_000)]
 
 
-@pytest.fixture(scope="module", params=[("softmax", {}), ("softmax", {"STAGE": "1"}),
-                                        ("softmax_bf16", {}), ("softmax_bf16", {"STAGE": "1"})],
-                ids=["fp32", "fp32-stage", "bf16", "bf16-stage"])
+@pytest.fixture(
+    scope="module",
+    params=[("softmax", {}), ("softmax", {"STAGE": "1"}), ("softmax_bf16", {}), ("softmax_bf16", {"STAGE": "1"})],
+    ids=["fp32", "fp32-stage", "bf16", "bf16-stage"],
+)
 def launcher(request):
     name, params = request.param
     task = get_task(name)

@@ -1,5 +1,6 @@
 """Task vetting (EVALUATION-CHECKS.md 7): a reference that ignores an input or barely depends
 on its inputs is refused before any kernel is judged against it."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -50,7 +51,7 @@ def test_an_ignored_input_is_refused(softmax_task):
     assert vet_task(fair, "host", "cpu") is None
 
 
-TASK_IGNORING_Z = '''import torch
+TASK_IGNORING_Z = """import torch
 
 
 class Model(torch.nn.Module):
@@ -64,15 +65,16 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def test_the_worker_refuses_such_a_task_in_one_line(tmp_path):
     task = tmp_path / "ignores_z.py"
     task.write_text(TASK_IGNORING_Z)
     kernel = tmp_path / "k.cpp"
-    kernel.write_text('extern "C" int forge_launch(const float* x, const float* z, float* y, long a, long b) '
-                      '{ return 0; }\n')
+    kernel.write_text(
+        'extern "C" int forge_launch(const float* x, const float* z, float* y, long a, long b) { return 0; }\n'
+    )
     res = run_cli("eval", str(task), str(kernel), "--backend", "host")
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert "cannot judge kernels" in res.stderr and "ignores input z" in res.stderr

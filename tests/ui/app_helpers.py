@@ -1,4 +1,5 @@
 """Helpers for the UI tests (waiting on app state without blind sleeps)."""
+
 from __future__ import annotations
 
 
@@ -28,4 +29,5 @@ def run_screen_ready(app, node_id=None):
             return False
         d = s.detail
         return d is not None and (node_id is None or d.node.id == node_id)
+
     return cond

@@ -1,4 +1,5 @@
 """Fixtures for the UI tests: a deterministic store written through the Store API."""
+
 from __future__ import annotations
 
 import json
@@ -34,51 +35,120 @@ def _shapes(speedup: float) -> dict:
     out = {}
     for shape, base in EAGER.items():
         med = base / speedup
-        out[shape] = {"median_ms": med, "baseline_ms": base, "speedup": speedup, "gbps": SHAPES[shape] / med / 1e6,
-                      "sol_pct": 10.0 * speedup, "cv": 0.05, "p10_ms": med * 0.95, "p90_ms": med * 1.1}
+        out[shape] = {
+            "median_ms": med,
+            "baseline_ms": base,
+            "speedup": speedup,
+            "gbps": SHAPES[shape] / med / 1e6,
+            "sol_pct": 10.0 * speedup,
+            "cv": 0.05,
+            "p10_ms": med * 0.95,
+            "p90_ms": med * 1.1,
+        }
     return out
 
 
 def _meas(speedup: float) -> list[dict]:
-    return [{"subject": "candidate", "shape": s, "n": 100, "median_ms": v["median_ms"], "p10_ms": v["p10_ms"],
-             "p90_ms": v["p90_ms"], "cv": 0.05, "gbps": v["gbps"], "sol_pct": v["sol_pct"], "method": "test"}
-            for s, v in _shapes(speedup).items()]
+    return [
+        {
+            "subject": "candidate",
+            "shape": s,
+            "n": 100,
+            "median_ms": v["median_ms"],
+            "p10_ms": v["p10_ms"],
+            "p90_ms": v["p90_ms"],
+            "cv": 0.05,
+            "gbps": v["gbps"],
+            "sol_pct": v["sol_pct"],
+            "method": "test",
+        }
+        for s, v in _shapes(speedup).items()
+    ]
 
 
 def fill_store(path: Path) -> Store:
     """Three runs: 1 finished (host/tune, 6 nodes), 2 running (cuda/llm), 3 failed."""
     store = Store(path)
-    task = store.add_task(name="softmax", origin="catalog", reference_source="torch.softmax(x, -1)",
-                          spec={"shapes": list(SHAPES)}, signature="int forge_launch(...)", content_hash="abc")
-    task2 = store.add_task(name="layernorm", origin="catalog", reference_source="", spec={}, signature="",
-                           content_hash="def")
-    run = store.create_run(task_id=task.id, task_name="softmax", backend="host", proposer="tune",
-                           iterations_target=6)
-    store.add_measurements(run.id, [
-        {"subject": "eager", "shape": s, "n": 100, "median_ms": ms, "p10_ms": ms * 0.95, "p90_ms": ms * 1.2,
-         "cv": 0.08, "gbps": SHAPES[s] / ms / 1e6, "sol_pct": 35.0, "method": "baseline"} for s, ms in EAGER.items()])
+    task = store.add_task(
+        name="softmax",
+        origin="catalog",
+        reference_source="torch.softmax(x, -1)",
+        spec={"shapes": list(SHAPES)},
+        signature="int forge_launch(...)",
+        content_hash="abc",
+    )
+    task2 = store.add_task(
+        name="layernorm", origin="catalog", reference_source="", spec={}, signature="", content_hash="def"
+    )
+    run = store.create_run(task_id=task.id, task_name="softmax", backend="host", proposer="tune", iterations_target=6)
+    store.add_measurements(
+        run.id,
+        [
+            {
+                "subject": "eager",
+                "shape": s,
+                "n": 100,
+                "median_ms": ms,
+                "p10_ms": ms * 0.95,
+                "p90_ms": ms * 1.2,
+                "cv": 0.08,
+                "gbps": SHAPES[s] / ms / 1e6,
+                "sol_pct": 35.0,
+                "method": "baseline",
+            }
+            for s, ms in EAGER.items()
+        ],
+    )
     nodes = {}
 
     def node(key, parent, status, speedup, desc, acc, online, *, kind="proposal", proposer="tune", extra=""):
         p = nodes.get(parent)
-        n = store.add_node(run_id=run.id, parent_id=p.id if p else None, depth=(p.depth + 1) if p else 0,
-                           iteration=len(nodes), kind=kind, status="pending", source=kernel_source(acc, online, extra),
-                           source_hash=f"h{key}", description=desc, proposer=proposer,
-                           params_json=json.dumps({"ACC": str(acc), "ONLINE": str(online)}))
+        n = store.add_node(
+            run_id=run.id,
+            parent_id=p.id if p else None,
+            depth=(p.depth + 1) if p else 0,
+            iteration=len(nodes),
+            kind=kind,
+            status="pending",
+            source=kernel_source(acc, online, extra),
+            source_hash=f"h{key}",
+            description=desc,
+            proposer=proposer,
+            params_json=json.dumps({"ACC": str(acc), "ONLINE": str(online)}),
+        )
         ok = status == "ok"
-        fields = {"status": status, "speedup": speedup if ok else None,
-                  "median_ms": sum(v["median_ms"] for v in _shapes(speedup).values()) if ok else None,
-                  "shapes_json": json.dumps(_shapes(speedup)) if ok else "{}",
-                  "error": "" if ok else f"{status}: see the log"}
+        fields = {
+            "status": status,
+            "speedup": speedup if ok else None,
+            "median_ms": sum(v["median_ms"] for v in _shapes(speedup).values()) if ok else None,
+            "shapes_json": json.dumps(_shapes(speedup)) if ok else "{}",
+            "error": "" if ok else f"{status}: see the log",
+        }
         store.finish_node(
-            n.id, fields=fields,
-            compile_log={"command": "g++ -O3 -shared -fPIC kernel.cpp", "ok": status != "compile_error",
-                         "log": "kernel.cpp:9:5: error: expected ';'" if status == "compile_error" else "",
-                         "seconds": 0.5},
-            correctness=[] if status == "compile_error" else [
-                {"shape": s, "trial": 0, "seed": 1, "max_abs_err": 1e-8 if ok else 0.5, "max_rel_err": 1e-7 if ok else 2.0,
-                 "tolerance": "1e-5 rel", "passed": ok} for s in SHAPES],
-            measurements=_meas(speedup) if ok else [])
+            n.id,
+            fields=fields,
+            compile_log={
+                "command": "g++ -O3 -shared -fPIC kernel.cpp",
+                "ok": status != "compile_error",
+                "log": "kernel.cpp:9:5: error: expected ';'" if status == "compile_error" else "",
+                "seconds": 0.5,
+            },
+            correctness=[]
+            if status == "compile_error"
+            else [
+                {
+                    "shape": s,
+                    "trial": 0,
+                    "seed": 1,
+                    "max_abs_err": 1e-8 if ok else 0.5,
+                    "max_rel_err": 1e-7 if ok else 2.0,
+                    "tolerance": "1e-5 rel",
+                    "passed": ok,
+                }
+                for s in SHAPES
+            ],
+            measurements=_meas(speedup) if ok else [],
+        )
         nodes[key] = store.get_node(n.id)
         return nodes[key]
 
@@ -87,25 +157,59 @@ def fill_store(path: Path) -> Store:
     node("b", "seed", "compile_error", 0, "tune: ACC 8 -> 16", 16, 0)
     best = node("c", "a", "ok", 1.5, "tune: ACC 8 -> 4", 4, 1)
     node("d", "a", "incorrect", 0, "tune: ACC 8 -> 1", 1, 1)
-    llm = node("e", "c", "ok", 0.8, "llm: unroll the max loop by 4", 4, 1, proposer="llm",
-               extra="        // unrolled by 4\n")
-    store.add_llm_exchange(run_id=run.id, node_id=llm.id, model="qwen2.5-coder-32b", prompt_tokens=1200,
-                           completion_tokens=340, latency_s=4.2, finish_reason="stop",
-                           messages_json=json.dumps([{"role": "system", "content": "You write fast kernels."},
-                                                     {"role": "user", "content": "Make this softmax faster."}]),
-                           reply="Unroll the max loop:\n\n```cpp\nfor (...) {}\n```")
-    store.update_run(run.id, status="finished", iterations_done=6, best_node_id=best.id, best_speedup=1.5,
-                     elapsed_s=754.0, created_at="2026-01-02T03:04:05+00:00", finished_at="2026-01-02T03:16:39+00:00",
-                     device_json=json.dumps({"cpu": "x86_64", "gpu": ""}), baseline_json=json.dumps(
-                         {"eager": EAGER, "compile": {}, "compile_error": ""}))
-    r2 = store.create_run(task_id=task.id, task_name="softmax", backend="cuda", proposer="llm", model="qwen",
-                          iterations_target=30)
-    store.update_run(r2.id, status="running", iterations_done=12, best_speedup=2.1, elapsed_s=300.0,
-                     created_at="2026-01-03T10:00:00+00:00", device_json=json.dumps({"gpu": "NVIDIA H200"}))
-    r3 = store.create_run(task_id=task2.id, task_name="layernorm", backend="host", proposer="tune",
-                          iterations_target=10)
-    store.update_run(r3.id, status="failed", status_reason="the seed kernel failed (compile_error)",
-                     created_at="2026-01-04T08:30:00+00:00", device_json=json.dumps({"cpu": "x86_64"}))
+    llm = node(
+        "e", "c", "ok", 0.8, "llm: unroll the max loop by 4", 4, 1, proposer="llm", extra="        // unrolled by 4\n"
+    )
+    store.add_llm_exchange(
+        run_id=run.id,
+        node_id=llm.id,
+        model="qwen2.5-coder-32b",
+        prompt_tokens=1200,
+        completion_tokens=340,
+        latency_s=4.2,
+        finish_reason="stop",
+        messages_json=json.dumps(
+            [
+                {"role": "system", "content": "You write fast kernels."},
+                {"role": "user", "content": "Make this softmax faster."},
+            ]
+        ),
+        reply="Unroll the max loop:\n\n```cpp\nfor (...) {}\n```",
+    )
+    store.update_run(
+        run.id,
+        status="finished",
+        iterations_done=6,
+        best_node_id=best.id,
+        best_speedup=1.5,
+        elapsed_s=754.0,
+        created_at="2026-01-02T03:04:05+00:00",
+        finished_at="2026-01-02T03:16:39+00:00",
+        device_json=json.dumps({"cpu": "x86_64", "gpu": ""}),
+        baseline_json=json.dumps({"eager": EAGER, "compile": {}, "compile_error": ""}),
+    )
+    r2 = store.create_run(
+        task_id=task.id, task_name="softmax", backend="cuda", proposer="llm", model="qwen", iterations_target=30
+    )
+    store.update_run(
+        r2.id,
+        status="running",
+        iterations_done=12,
+        best_speedup=2.1,
+        elapsed_s=300.0,
+        created_at="2026-01-03T10:00:00+00:00",
+        device_json=json.dumps({"gpu": "NVIDIA H200"}),
+    )
+    r3 = store.create_run(
+        task_id=task2.id, task_name="layernorm", backend="host", proposer="tune", iterations_target=10
+    )
+    store.update_run(
+        r3.id,
+        status="failed",
+        status_reason="the seed kernel failed (compile_error)",
+        created_at="2026-01-04T08:30:00+00:00",
+        device_json=json.dumps({"cpu": "x86_64"}),
+    )
     return store
 
 
@@ -134,6 +238,7 @@ def spawner() -> Spawner:
 def make_app(db, spawner):
     def make(run_id=None, **kw):
         return ForgeApp(db, run_id=run_id, clock=lambda: FROZEN_NOW, telemetry=False, spawner=spawner, **kw)
+
     return make
 
 
@@ -156,5 +261,6 @@ def make_real_app(real_search_db, tmp_path, spawner):
 
     def make(run_id=None, **kw):
         return ForgeApp(db, run_id=run_id, clock=lambda: FROZEN_NOW, telemetry=False, spawner=spawner, **kw)
+
     make.run_id = real_search_db[1]
     return make

@@ -22,6 +22,7 @@ replaced, at two points:
 Compile commands keep their flags; the compiler shows by name and the build directory (a
 random name in the private cache) reads ``$CACHE/BUILD``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,8 +39,14 @@ from forge_tui.evaluate.evaluator import Evaluator
 #: Fixed eager baseline per timed shape (ms), in the task's shape order.
 EAGER_MS = (0.400, 0.150)
 COPY_GBS = 20.0
-DEVICE = {"cpu": "x86_64 test machine (fixed)", "machine": "x86_64", "torch": "2.x (fixed)", "copy_gbs": COPY_GBS,
-          "compiler": "g++ (fixed)", "arch": None}
+DEVICE = {
+    "cpu": "x86_64 test machine (fixed)",
+    "machine": "x86_64",
+    "torch": "2.x (fixed)",
+    "copy_gbs": COPY_GBS,
+    "compiler": "g++ (fixed)",
+    "arch": None,
+}
 CREATED_AT = "2026-01-02T03:04:05+00:00"
 FINISHED_AT = "2026-01-02T03:05:45+00:00"
 ELAPSED_S = 100.0
@@ -55,8 +62,14 @@ def fixed_speedup(source: str, seed_source: str = "") -> float:
 
 
 def _stats(median_ms: float) -> dict:
-    return {"median_ms": median_ms, "p10_ms": median_ms * 0.97, "p90_ms": median_ms * 1.05, "cv": 0.02, "n": 100,
-            "samples": [round(median_ms, 6)] * 5}
+    return {
+        "median_ms": median_ms,
+        "p10_ms": median_ms * 0.97,
+        "p90_ms": median_ms * 1.05,
+        "cv": 0.02,
+        "n": 100,
+        "samples": [round(median_ms, 6)] * 5,
+    }
 
 
 class FixedNumbersEvaluator(Evaluator):
@@ -87,8 +100,10 @@ class FixedNumbersEvaluator(Evaluator):
     def baseline(self, seed: int = 0, *, compile_baseline: bool = True) -> dict:
         real = super().baseline(seed, compile_baseline=compile_baseline)
         eager = self._eager()
-        return {"shapes": {shape: {"eager": _stats(eager[shape])} for shape in real["shapes"]},
-                "compile_error": real.get("compile_error", "")}
+        return {
+            "shapes": {shape: {"eager": _stats(eager[shape])} for shape in real["shapes"]},
+            "compile_error": real.get("compile_error", ""),
+        }
 
     def run_compiled(self, compiled, *, seed: int, on_stage=None):
         res = super().run_compiled(compiled, seed=seed, on_stage=on_stage)
@@ -108,18 +123,40 @@ class FixedNumbersEvaluator(Evaluator):
             nbytes = int(self.task.bytes_moved(dims))
             cand, eag = _stats(base_ms / s), _stats(base_ms)
             gbps = nbytes / (cand["median_ms"] * 1e-3) / 1e9
-            shapes[shape] = {"median_ms": cand["median_ms"], "baseline_ms": base_ms, "speedup": s, "gbps": gbps,
-                             "sol_pct": 100.0 * gbps / COPY_GBS, "cv": cand["cv"], "p10_ms": cand["p10_ms"],
-                             "p90_ms": cand["p90_ms"], "throttled": False, "rounds": 1}
+            shapes[shape] = {
+                "median_ms": cand["median_ms"],
+                "baseline_ms": base_ms,
+                "speedup": s,
+                "gbps": gbps,
+                "sol_pct": 100.0 * gbps / COPY_GBS,
+                "cv": cand["cv"],
+                "p10_ms": cand["p10_ms"],
+                "p90_ms": cand["p90_ms"],
+                "throttled": False,
+                "rounds": 1,
+            }
             total += cand["median_ms"]
             logs.append(s)
             for subject, st in (("candidate", cand), ("eager", eag)):
                 g = nbytes / (st["median_ms"] * 1e-3) / 1e9
                 method = next((m["method"] for m in res.measurements if m.get("method")), "")
-                measurements.append({"subject": subject, "shape": shape, "n": st["n"], "median_ms": st["median_ms"],
-                                     "p10_ms": st["p10_ms"], "p90_ms": st["p90_ms"], "cv": st["cv"], "gbps": g,
-                                     "sol_pct": 100.0 * g / COPY_GBS, "samples_json": json.dumps(st["samples"]),
-                                     "clocks_json": "{}", "throttled": False, "method": method})
+                measurements.append(
+                    {
+                        "subject": subject,
+                        "shape": shape,
+                        "n": st["n"],
+                        "median_ms": st["median_ms"],
+                        "p10_ms": st["p10_ms"],
+                        "p90_ms": st["p90_ms"],
+                        "cv": st["cv"],
+                        "gbps": g,
+                        "sol_pct": 100.0 * g / COPY_GBS,
+                        "samples_json": json.dumps(st["samples"]),
+                        "clocks_json": "{}",
+                        "throttled": False,
+                        "method": method,
+                    }
+                )
         res.shapes, res.measurements, res.median_ms = shapes, measurements, total
         res.speedup = math.exp(sum(math.log(x) for x in logs) / len(logs)) if logs else None
         return res
@@ -136,12 +173,27 @@ def run_real_search(db: Path, cache: Path, iterations: int = ITERATIONS) -> int:
     FixedNumbersEvaluator.cache_root = str(cache)
     try:
         store = Store(db)
-        run = create_run(store, get_task("softmax"), backend="host", proposer="tune", iterations=iterations,
-                         config={"repairs": 2, "parallel": 1, "compile_ahead": False})
-        Search(store, run.id, log=lambda line: None,
-               evaluator_factory=lambda t, b: FixedNumbersEvaluator(t, b, task_ref=task_ref(t))).execute()
-        store.update_run(run.id, created_at=CREATED_AT, finished_at=FINISHED_AT, elapsed_s=ELAPSED_S,
-                         device_json=json.dumps(DEVICE, sort_keys=True))
+        run = create_run(
+            store,
+            get_task("softmax"),
+            backend="host",
+            proposer="tune",
+            iterations=iterations,
+            config={"repairs": 2, "parallel": 1, "compile_ahead": False},
+        )
+        Search(
+            store,
+            run.id,
+            log=lambda line: None,
+            evaluator_factory=lambda t, b: FixedNumbersEvaluator(t, b, task_ref=task_ref(t)),
+        ).execute()
+        store.update_run(
+            run.id,
+            created_at=CREATED_AT,
+            finished_at=FINISHED_AT,
+            elapsed_s=ELAPSED_S,
+            device_json=json.dumps(DEVICE, sort_keys=True),
+        )
         store.close()
     finally:
         if old is None:

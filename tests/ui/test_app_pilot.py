@@ -1,9 +1,9 @@
 """Pilot tests of the runs browser and the run screen over a deterministic store."""
+
 from __future__ import annotations
 
 import pytest
 
-from tests.ui.app_helpers import run_screen_ready, settle
 from forge_tui.app.screens.dialogs import ConfirmScreen, NewSearchScreen
 from forge_tui.app.screens.help import HelpScreen
 from forge_tui.app.screens.run import RunScreen
@@ -11,6 +11,7 @@ from forge_tui.app.screens.runs import RunsScreen, RunsTable
 from forge_tui.app.widgets.code_view import CodeView
 from forge_tui.app.widgets.node_tree import NodeTree
 from store import Store
+from tests.ui.app_helpers import run_screen_ready, settle
 
 pytestmark = pytest.mark.anyio
 
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.anyio
 def runs_ready(app):
     def cond():
         return isinstance(app.screen, RunsScreen) and app.screen.query_one(RunsTable).row_count > 0
+
     return cond
 
 
@@ -337,8 +339,16 @@ async def test_lazy_tree_materialises_on_demand(make_app, db, monkeypatch):
         assert tree.selected_id == 1
         # a node added under the (closed) #6 arrives as data; #6 becomes expandable
         store = Store(db)
-        new = store.add_node(run_id=1, parent_id=6, depth=4, kind="proposal", status="pending", source="x",
-                             source_hash="hnew", description="tune: new")
+        new = store.add_node(
+            run_id=1,
+            parent_id=6,
+            depth=4,
+            kind="proposal",
+            status="pending",
+            source="x",
+            source_hash="hnew",
+            description="tune: new",
+        )
         await settle(pilot, lambda: new.id in tree.nodes, timeout=10)
         assert new.id not in tree.tree_nodes and tree.tree_nodes[6].allow_expand
         assert tree.select_id(new.id) and new.id in tree.tree_nodes
@@ -375,8 +385,14 @@ def confirm_run_1(db) -> None:
     """Run 1 as a finished run re-measured its best: #4 (search 1.5x) confirms at 1.3x, #2
     (search 1.25x) at 1.35x, so the run's best (chosen by the confirmed figure) is #2."""
     store = Store(db)
-    store.confirm_node(4, 1.30, [{"subject": s, "shape": "attn_256x1024", "n": 50, "median_ms": ms,
-                                  "method": "confirmation: test"} for s, ms in (("candidate", 0.25), ("eager", 0.33))])
+    store.confirm_node(
+        4,
+        1.30,
+        [
+            {"subject": s, "shape": "attn_256x1024", "n": 50, "median_ms": ms, "method": "confirmation: test"}
+            for s, ms in (("candidate", 0.25), ("eager", 0.33))
+        ],
+    )
     store.confirm_node(2, 1.35, [])
     store.update_run(1, best_node_id=2, best_speedup=1.35)
     store.close()
@@ -534,8 +550,12 @@ def footer_keys(app):
 async def test_footer_fits_80_columns(make_app, run_id):
     app = make_app(run_id=run_id)
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot, runs_ready(app) if run_id is None else
-                     lambda: isinstance(app.screen, RunScreen) and app.screen.run is not None)
+        await settle(
+            pilot,
+            runs_ready(app)
+            if run_id is None
+            else lambda: isinstance(app.screen, RunScreen) and app.screen.run is not None,
+        )
         await settle(pilot)
         keys = footer_keys(app)
         assert keys and all(k.region.right <= 80 for k in keys), [(k.description, k.region) for k in keys]
@@ -559,10 +579,22 @@ async def test_transcript_names_the_seed_kernel_file(make_app, db):
     from forge_tui.app.widgets.transcript import TranscriptPane
 
     store = Store(db)
-    run = store.create_run(task_id=1, task_name="softmax", backend="host", proposer="tune", iterations_target=1,
-                           config_json=json.dumps({"seed_kernel": {"path": "kernels/my_softmax.cpp", "source": "x"}}))
-    root = store.add_node(run_id=run.id, kind="seed", status="ok", proposer="tune", speedup=1.0,
-                          description="seed kernel from kernels/my_softmax.cpp")
+    run = store.create_run(
+        task_id=1,
+        task_name="softmax",
+        backend="host",
+        proposer="tune",
+        iterations_target=1,
+        config_json=json.dumps({"seed_kernel": {"path": "kernels/my_softmax.cpp", "source": "x"}}),
+    )
+    root = store.add_node(
+        run_id=run.id,
+        kind="seed",
+        status="ok",
+        proposer="tune",
+        speedup=1.0,
+        description="seed kernel from kernels/my_softmax.cpp",
+    )
     store.close()
     app = make_app(run_id=run.id)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -578,8 +610,9 @@ async def test_transcript_names_the_seed_kernel_file(make_app, db):
         assert "the task catalog" in str(app.screen.query_one(TranscriptPane).query_one("#llm-md").content.markup)
 
 
-@pytest.mark.parametrize("key, state", [("d", "still running in the background"),
-                                        ("q", "stopping after the node in flight")])
+@pytest.mark.parametrize(
+    "key, state", [("d", "still running in the background"), ("q", "stopping after the node in flight")]
+)
 async def test_leaving_the_app_on_one_run_returns_a_line(make_app, db, key, state):
     """``forge-tui run`` opens the app on its run; leaving it returns the line the CLI prints."""
     app = make_app(run_id=2)

@@ -13,12 +13,13 @@ statuses, tune parameters, compile commands, correctness pass/fail, the best nod
 the real pipeline stored. The app's clock is frozen, telemetry is off, and each snapshot
 waits for the app's workers rather than sleeping.
 """
+
 from __future__ import annotations
 
 import pytest
 
-from tests.ui.app_helpers import run_screen_ready, settle
 from forge_tui.app.screens.runs import RunsScreen, RunsTable
+from tests.ui.app_helpers import run_screen_ready, settle
 
 SIZES = [(80, 24), (160, 48)]
 size_ids = lambda s: f"{s[0]}x{s[1]}"  # noqa: E731

@@ -1,4 +1,5 @@
 """Backends as classes: compiler command and flags, source suffix, stream argument, lookup."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,16 @@ from forge_tui.core.errors import ForgeError
 from forge_tui.core.status import BackendName
 from forge_tui.evaluate import compile as compiler
 from forge_tui.evaluate.backends import (
-    Backend, CudaBackend, HostBackend, ToolchainError, UnknownBackendError, available_backends,
-    backend_for_device, backend_for_suffix, get_backend)
+    Backend,
+    CudaBackend,
+    HostBackend,
+    ToolchainError,
+    UnknownBackendError,
+    available_backends,
+    backend_for_device,
+    backend_for_suffix,
+    get_backend,
+)
 from forge_tui.evaluate.static import check_source
 
 CUDA, HOST = get_backend("cuda"), get_backend("host")
@@ -49,7 +58,9 @@ def test_flags_are_the_compile_modules():
 def test_source_suffix_and_file_names():
     assert (CUDA.source_suffix, HOST.source_suffix) == (".cu", ".cpp")
     assert (CUDA.kernel_filename, HOST.kernel_filename) == ("kernel.cu", "kernel.cpp")
-    assert backend_for_suffix(".cuh") is CUDA and backend_for_suffix(".cc") is HOST and backend_for_suffix(".py") is None
+    assert (
+        backend_for_suffix(".cuh") is CUDA and backend_for_suffix(".cc") is HOST and backend_for_suffix(".py") is None
+    )
     assert (CUDA.lexer, HOST.lexer) == ("cuda", "cpp")
 
 

@@ -1,4 +1,5 @@
 """core/results.py: typed results keep the exact JSON shape the store and UI read."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -6,8 +7,7 @@ import json
 
 import pytest
 
-from forge_tui.core.results import (
-    BaselineResult, EvalResult, ShapeBaseline, ShapeResult, ShapeTiming, TimingStats)
+from forge_tui.core.results import BaselineResult, EvalResult, ShapeBaseline, ShapeResult, ShapeTiming, TimingStats
 from forge_tui.core.status import NodeStatus
 
 STATS = {"median_ms": 0.5, "p10_ms": 0.4, "p90_ms": 0.7, "cv": 0.03, "n": 3, "samples": [0.4, 0.5, 0.7]}
@@ -32,10 +32,13 @@ def test_timing_stats_of_matches_trials_stats():
 
 
 def test_baseline_json_shape_is_unchanged():
-    raw = {"shapes": {"s1": {"eager": STATS, "eager_host": STATS, "compile": STATS,
-                             "clocks": {"before": {}, "after": {}}},
-                      "s2": {"eager": STATS}},  # a baseline without host clock, compile or clocks
-           "compile_error": ""}
+    raw = {
+        "shapes": {
+            "s1": {"eager": STATS, "eager_host": STATS, "compile": STATS, "clocks": {"before": {}, "after": {}}},
+            "s2": {"eager": STATS},
+        },  # a baseline without host clock, compile or clocks
+        "compile_error": "",
+    }
     b = BaselineResult.from_dict(raw)
     assert b.to_dict() == raw and json.loads(b.to_json()) == raw
     assert list(b.to_dict()["shapes"]["s1"]) == ["eager", "eager_host", "compile", "clocks"]
@@ -44,14 +47,30 @@ def test_baseline_json_shape_is_unchanged():
 
 
 def test_shape_timing_and_result():
-    raw = {"candidate": STATS, "candidate_host": STATS, "eager": STATS, "eager_host": STATS, "rounds": 2,
-           "clocks": {"before": {"throttled": False}, "after": {"throttled": True}}}
+    raw = {
+        "candidate": STATS,
+        "candidate_host": STATS,
+        "eager": STATS,
+        "eager_host": STATS,
+        "rounds": 2,
+        "clocks": {"before": {"throttled": False}, "after": {"throttled": True}},
+    }
     t = ShapeTiming.from_dict(raw)
     assert t.to_dict() == raw and t.throttled and ShapeTiming.from_json(t.to_json()) == t
     r = ShapeResult(0.5, 1.0, 2.0, 100.0, None, 0.03, 0.4, 0.7, True, 2)
     d = r.to_dict()
-    assert list(d) == ["median_ms", "baseline_ms", "speedup", "gbps", "sol_pct", "cv", "p10_ms", "p90_ms",
-                       "throttled", "rounds"]
+    assert list(d) == [
+        "median_ms",
+        "baseline_ms",
+        "speedup",
+        "gbps",
+        "sol_pct",
+        "cv",
+        "p10_ms",
+        "p90_ms",
+        "throttled",
+        "rounds",
+    ]
     assert ShapeResult.from_dict(d) == r and ShapeResult.from_json(r.to_json()) == r
 
 

@@ -1,4 +1,5 @@
 """``forge-tui --version``, ``python -m forge_tui.cli`` and the names the package keeps."""
+
 from __future__ import annotations
 
 import subprocess
@@ -30,8 +31,9 @@ def test_version_falls_back_to_pyproject(monkeypatch):
 
 
 def test_python_dash_m_runs_the_cli():
-    out = subprocess.run([sys.executable, "-m", "forge_tui.cli", "--version"], capture_output=True, text=True,
-                         timeout=120, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "forge_tui.cli", "--version"], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
     assert out.returncode == 0 and out.stdout.startswith("forge-tui "), out.stderr
 
 

@@ -1,4 +1,5 @@
 """The correctness comparison (check 8): tolerances scaled to the output, never stricter than eager."""
+
 import torch
 
 from forge_tui.evaluate.trials import compare
@@ -8,7 +9,7 @@ def test_tiny_outputs_pass_when_eager_has_the_same_error():
     # fp32 GELU of strongly negative inputs: -6.8e-8 in fp64; the textbook fp32 formula
     # (PyTorch's CUDA one) cancels to -0. Seen on the H200 with the catalog gelu seed.
     x = torch.tensor([-5.3, -5.5, -6.0, -5.4, -5.8], dtype=torch.float64)
-    ref = 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+    ref = 0.5 * x * (1 + torch.erf(x / 2**0.5))
     out = torch.full((5,), -0.0, dtype=torch.float32)
     assert not compare(out, ref, "float32")[0]
     assert compare(out, ref, "float32", eager=out.clone())[0]

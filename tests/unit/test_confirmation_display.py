@@ -2,6 +2,7 @@
 export: marked as such, and a failed re-measurement (stored by the search as a confirmed
 speedup of 0) never shown or chosen as a confirmed figure. In-process, over a store written
 through the Store API; the app's side is in tests/ui/test_app_pilot.py."""
+
 from __future__ import annotations
 
 import json
@@ -9,15 +10,22 @@ import json
 import pytest
 
 from forge_tui import cli
-from forge_tui.app.format import (CONFIRM_FAILED, CONFIRMED, SEARCH, confirmed_mark, failed_mark, run_best,
-                                  shown_speedup)
+from forge_tui.app.format import CONFIRM_FAILED, CONFIRMED, SEARCH, confirmed_mark, failed_mark, run_best, shown_speedup
 from store import Store
 
 
 def _node(store: Store, run_id: int, parent, speedup: float, desc: str) -> int:
-    n = store.add_node(run_id=run_id, parent_id=parent, depth=0 if parent is None else 1,
-                       kind="seed" if parent is None else "proposal", status="pending", source=f"// {desc}\n",
-                       source_hash=desc, description=desc, proposer="tune")
+    n = store.add_node(
+        run_id=run_id,
+        parent_id=parent,
+        depth=0 if parent is None else 1,
+        kind="seed" if parent is None else "proposal",
+        status="pending",
+        source=f"// {desc}\n",
+        source_hash=desc,
+        description=desc,
+        proposer="tune",
+    )
     store.finish_node(n.id, fields={"status": "ok", "speedup": speedup, "median_ms": 0.1})
     return n.id
 
@@ -31,8 +39,10 @@ def db(tmp_path):
     path = tmp_path / "forge.db"
     s = Store(path)
     t = s.add_task(name="softmax", origin="catalog", reference_source="", spec={}, signature="", content_hash="x")
-    runs = [s.create_run(task_id=t.id, task_name="softmax", backend="host", proposer="tune", iterations_target=3)
-            for _ in range(3)]
+    runs = [
+        s.create_run(task_id=t.id, task_name="softmax", backend="host", proposer="tune", iterations_target=3)
+        for _ in range(3)
+    ]
     seed = _node(s, runs[0].id, None, 1.0, "seed")
     crashed = _node(s, runs[0].id, seed, 1.62, "tune: ACC 8 -> 4")
     passed = _node(s, runs[0].id, seed, 1.40, "tune: ONLINE 0 -> 1")

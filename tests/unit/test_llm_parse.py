@@ -1,4 +1,5 @@
 """Reply parsing, prompt building and configuration layering (no server needed)."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,17 +15,21 @@ KERNEL = 'extern "C" int forge_launch(const float* x, float* y, int64_t rows, in
 
 
 def test_reasoning_before_the_code():
-    text = ("Let me think. The parent reads each row twice; fusing the passes saves bandwidth.\n\n"
-            f"```cpp\n#include <cstdint>\n{KERNEL}```\n\nDescription: fuse max and sum into one pass\n")
+    text = (
+        "Let me think. The parent reads each row twice; fusing the passes saves bandwidth.\n\n"
+        f"```cpp\n#include <cstdint>\n{KERNEL}```\n\nDescription: fuse max and sum into one pass\n"
+    )
     p = parse_reply(text, "stop")
     assert p.ok and "forge_launch" in p.source and p.source.startswith("#include")
     assert p.description == "fuse max and sum into one pass"
 
 
 def test_two_code_blocks_pick_the_one_with_forge_launch():
-    text = ("Here is a helper:\n```cpp\nstatic inline float longer_helper_function_name(float v) "
-            "{ return v * v * v * v * v * v; } // padding padding padding padding padding padding\n```\n"
-            f"And the kernel:\n```cuda\n{KERNEL}```\nDescription: x\n")
+    text = (
+        "Here is a helper:\n```cpp\nstatic inline float longer_helper_function_name(float v) "
+        "{ return v * v * v * v * v * v; } // padding padding padding padding padding padding\n```\n"
+        f"And the kernel:\n```cuda\n{KERNEL}```\nDescription: x\n"
+    )
     p = parse_reply(text)
     assert p.ok and "forge_launch" in p.source and "helper" not in p.source
 
@@ -71,36 +76,85 @@ def test_think_tags_are_skipped():
 
 
 def _task():
-    return prompts.TaskInfo(name="softmax", description="softmax over the last dim", reference_source="def f(x): ...",
-                            dtype="float32", signature='extern "C" int forge_launch(const float* x, float* y, '
-                                                       "int64_t rows, int64_t cols)",
-                            shapes={"a_4x8": {"rows": 4, "cols": 8}}, args=[("x", "in", "float32")])
+    return prompts.TaskInfo(
+        name="softmax",
+        description="softmax over the last dim",
+        reference_source="def f(x): ...",
+        dtype="float32",
+        signature='extern "C" int forge_launch(const float* x, float* y, int64_t rows, int64_t cols)',
+        shapes={"a_4x8": {"rows": 4, "cols": 8}},
+        args=[("x", "in", "float32")],
+    )
 
 
 def test_expansion_prompt_has_what_an_expert_wants_and_is_bounded():
-    parent = prompts.KernelInfo(1, "// parent\n" + "x" * 500_000, "seed", "ok", 1.5, 0.2,
-                                {"a_4x8": {"median_ms": 0.2, "baseline_ms": 0.3, "speedup": 1.5, "gbps": 123.4,
-                                           "sol_pct": 45.6}})
-    sibs = [prompts.KernelInfo(i, "s", f"try {i}", "compile_error", error="compile failed: x.cu:3 error")
-            for i in range(2, 20)]
+    parent = prompts.KernelInfo(
+        1,
+        "// parent\n" + "x" * 500_000,
+        "seed",
+        "ok",
+        1.5,
+        0.2,
+        {"a_4x8": {"median_ms": 0.2, "baseline_ms": 0.3, "speedup": 1.5, "gbps": 123.4, "sol_pct": 45.6}},
+    )
+    sibs = [
+        prompts.KernelInfo(i, "s", f"try {i}", "compile_error", error="compile failed: x.cu:3 error")
+        for i in range(2, 20)
+    ]
     best = prompts.KernelInfo(30, "// best kernel", "the best", "ok", 2.0, 0.1, {})
-    facts = {"gpu": "NVIDIA H200", "capability": "9.0", "sm_count": 132, "copy_gbs": 4246.0,
-             "bandwidth_gbs": 4800.0, "arch": "sm_90", "compiler": "nvcc 12.8"}
+    facts = {
+        "gpu": "NVIDIA H200",
+        "capability": "9.0",
+        "sm_count": 132,
+        "copy_gbs": 4246.0,
+        "bandwidth_gbs": 4800.0,
+        "arch": "sm_90",
+        "compiler": "nvcc 12.8",
+    }
     msgs = prompts.expansion_messages(_task(), "cuda", facts, "-O3 -lineinfo", parent, sibs, best)
     user = msgs[1]["content"]
     assert len(user) <= prompts.MAX_PROMPT_CHARS + 100
-    for needle in ("forge_launch(const float* x", "a_4x8", "float32", "NVIDIA H200", "9.0", "132 SMs", "4246",
-                   "-O3 -lineinfo", "1.500x", "123.4 GB/s", "45.6% of SOL", "try 19", "compile_error",
-                   "// best kernel", "Description:", "ONE complete source file", "No host-side I/O".lower()):
+    for needle in (
+        "forge_launch(const float* x",
+        "a_4x8",
+        "float32",
+        "NVIDIA H200",
+        "9.0",
+        "132 SMs",
+        "4246",
+        "-O3 -lineinfo",
+        "1.500x",
+        "123.4 GB/s",
+        "45.6% of SOL",
+        "try 19",
+        "compile_error",
+        "// best kernel",
+        "Description:",
+        "ONE complete source file",
+        "No host-side I/O".lower(),
+    ):
         assert needle.lower() in user.lower(), needle
     assert "try 2 " not in user  # only the last MAX_SIBLINGS siblings are shown
 
 
 def test_repair_prompt_carries_the_log_and_the_correctness_failure():
     failed = prompts.KernelInfo(5, "int main() {}", "broken", "incorrect")
-    text = prompts.failure_text("compile_error", "compile failed: bad", "error: " + "y" * 50_000,
-                                [{"shape": "odd_37x999", "distribution": "large", "seed": 3, "max_abs_err": 0.5,
-                                  "max_rel_err": 0.9, "tolerance": "rtol 1e-4", "passed": False}])
+    text = prompts.failure_text(
+        "compile_error",
+        "compile failed: bad",
+        "error: " + "y" * 50_000,
+        [
+            {
+                "shape": "odd_37x999",
+                "distribution": "large",
+                "seed": 3,
+                "max_abs_err": 0.5,
+                "max_rel_err": 0.9,
+                "tolerance": "rtol 1e-4",
+                "passed": False,
+            }
+        ],
+    )
     assert len(text) < 10_000 and "odd_37x999" in text and "max abs err 0.5" in text and "rtol 1e-4" in text
     msgs = prompts.repair_messages(_task(), "host", {"cpu": "x86_64"}, "-O3", failed, text)
     assert "int main() {}" in msgs[1]["content"] and "What went wrong" in msgs[1]["content"]
@@ -117,8 +171,11 @@ def test_layers_defaults_file_env_flags(tmp_path):
     assert load(None, path=f, env={}).model == "file-model"
     cfg = load(None, path=f, env={"FORGE_LLM_MODEL": "env-model"})
     assert (cfg.base_url, cfg.model, cfg.timeout_s, cfg.max_retries) == ("http://file/v1", "env-model", 12.0, 1)
-    cfg = load(_args(model="flag-model", base_url="http://flag/v1"), path=f,
-               env={"FORGE_LLM_MODEL": "env-model", "OPENAI_BASE_URL": "http://env/v1"})
+    cfg = load(
+        _args(model="flag-model", base_url="http://flag/v1"),
+        path=f,
+        env={"FORGE_LLM_MODEL": "env-model", "OPENAI_BASE_URL": "http://env/v1"},
+    )
     assert (cfg.base_url, cfg.model) == ("http://flag/v1", "flag-model")
     assert load(None, path=tmp_path / "missing.toml", env={}) == LLMConfig()
 
@@ -149,8 +206,10 @@ def test_llm_modules_import_neither_textual_nor_torch():
     import subprocess
     import sys
 
-    code = ("import sys, forge_tui.llm.client, forge_tui.llm.prompts, forge_tui.llm.parse, forge_tui.llm.check, "
-            "forge_tui.search.proposers.llm; print(sorted(m for m in ('textual', 'torch') if m in sys.modules))")
+    code = (
+        "import sys, forge_tui.llm.client, forge_tui.llm.prompts, forge_tui.llm.parse, forge_tui.llm.check, "
+        "forge_tui.search.proposers.llm; print(sorted(m for m in ('textual', 'torch') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

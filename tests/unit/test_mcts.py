@@ -1,5 +1,6 @@
 """MCTS on synthetic trees (UCT, progressive widening, back-propagation, virtual loss,
 exhaustion, rebuild from rows) and the tune proposer's parameter handling."""
+
 from __future__ import annotations
 
 import math
@@ -209,18 +210,28 @@ def test_from_rows_equals_incremental_recording():
         assert rebuilt.root == inc.root == 1
         for r in rows:
             a, b = inc.nodes[r.id], rebuilt.nodes[r.id]
-            assert (a.visits, a.value, a.best, a.children, a.reward) == (b.visits, b.value, b.best, b.children, b.reward)
+            assert (a.visits, a.value, a.best, a.children, a.reward) == (
+                b.visits,
+                b.value,
+                b.best,
+                b.children,
+                b.reward,
+            )
             if r.status not in FINAL:
                 assert b.reward is None  # in flight: counted only through evaluated children
         evaluated = sum(1 for r in rows if r.status in FINAL)
         assert rebuilt.nodes[1].visits == evaluated
-        assert rebuilt.nodes[1].value == pytest.approx(sum(reward(r.status, r.speedup) for r in rows if r.status in FINAL))
+        assert rebuilt.nodes[1].value == pytest.approx(
+            sum(reward(r.status, r.speedup) for r in rows if r.status in FINAL)
+        )
         assert rebuilt.select() == inc.select()
 
 
 def test_suspect_nodes_score_zero():
-    rows = [SimpleNamespace(id=1, parent_id=None, status="ok", speedup=1.0),
-            SimpleNamespace(id=2, parent_id=1, status="suspect", speedup=1000.0)]
+    rows = [
+        SimpleNamespace(id=1, parent_id=None, status="ok", speedup=1.0),
+        SimpleNamespace(id=2, parent_id=1, status="suspect", speedup=1000.0),
+    ]
     t = Tree.from_rows(rows)
     assert t.nodes[1].best == 1.0 and t.best_node() == 1
 
@@ -241,7 +252,10 @@ int blockx = BLOCK; // BLOCKS is not BLOCK
 def test_parse_params():
     ps = tune.parse_params(SRC)
     assert [(p.name, p.values, p.current) for p in ps] == [
-        ("BLOCK", ("128", "256", "512"), "256"), ("VEC", ("1", "2", "4"), "1"), ("ONLINE", ("0", "1"), "0")]
+        ("BLOCK", ("128", "256", "512"), "256"),
+        ("VEC", ("1", "2", "4"), "1"),
+        ("ONLINE", ("0", "1"), "0"),
+    ]
     assert tune.space_size(ps) == 18
     assert tune.config_of(SRC) == {"BLOCK": "256", "VEC": "1", "ONLINE": "0"}
 

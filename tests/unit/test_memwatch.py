@@ -3,6 +3,7 @@ tested with a real worker in tests/integration/test_evaluate_host.py.
 
 Nothing here depends on the machine's memory: /proc/meminfo is replaced by :func:`meminfo`'s
 numbers (the real file's format is read from a copy in ``tmp_path``)."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """The one loader of KernelBench-layout files: each refusal's stage, and what loading leaves behind."""
+
 from __future__ import annotations
 
 import sys
@@ -7,7 +8,7 @@ import pytest
 
 from forge_tui.model import loader
 
-GOOD = '''import torch
+GOOD = """import torch
 print("hello from the file")
 
 
@@ -18,18 +19,21 @@ class Model(torch.nn.Module):
 
 def get_inputs():
     return [torch.ones(3)]
-'''
+"""
 
 
-@pytest.mark.parametrize("text, stage, missing", [
-    ("def broken(:\n", "syntax", []),
-    ("import not_a_module_forge_loader\n", "import", []),
-    ("raise SystemExit(3)\n", "import", []),
-    ("x = 1\n", "names", ["Model", "get_inputs"]),
-    ("import torch\nclass Model(torch.nn.Module):\n    pass\n", "names", ["get_inputs"]),
-    ("class Model:\n    pass\ndef get_inputs():\n    return []\n", "not_module", []),
-    ("import torch\nclass Model(torch.nn.Module):\n    pass\nget_inputs = 3\n", "not_callable", ["get_inputs"]),
-])
+@pytest.mark.parametrize(
+    "text, stage, missing",
+    [
+        ("def broken(:\n", "syntax", []),
+        ("import not_a_module_forge_loader\n", "import", []),
+        ("raise SystemExit(3)\n", "import", []),
+        ("x = 1\n", "names", ["Model", "get_inputs"]),
+        ("import torch\nclass Model(torch.nn.Module):\n    pass\n", "names", ["get_inputs"]),
+        ("class Model:\n    pass\ndef get_inputs():\n    return []\n", "not_module", []),
+        ("import torch\nclass Model(torch.nn.Module):\n    pass\nget_inputs = 3\n", "not_callable", ["get_inputs"]),
+    ],
+)
 def test_refusals_name_their_stage(tmp_path, text, stage, missing):
     f = tmp_path / "m.py"
     f.write_text(text)

@@ -5,6 +5,7 @@ reference part and the operator part; the module is imported from a temporary di
 builds its kernel with g++ and is checked against its own reference. The task-file part
 is filled with a small task file and its reference compared with the file's model.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -24,7 +25,7 @@ extern "C" int forge_launch(const float* x, float* out, int64_t n) {
 }
 """
 
-TASK_FILE = '''import torch
+TASK_FILE = """import torch
 import torch.nn as nn
 
 
@@ -43,25 +44,43 @@ def get_inputs():
 
 def get_init_inputs():
     return [8]
-'''
+"""
 
 
 def _values(op: str, reference: str = "catalog") -> dict:
     from forge_tui.evaluate import compile as compiler
 
     values = {
-        "TASK": repr(op), "TASK_PLAIN": op, "ORIGIN": repr(reference), "BACKEND": repr("host"),
-        "OP_NAME": repr(op), "OP_PLAIN": op,
+        "TASK": repr(op),
+        "TASK_PLAIN": op,
+        "ORIGIN": repr(reference),
+        "BACKEND": repr("host"),
+        "OP_NAME": repr(op),
+        "OP_PLAIN": op,
         "SIGNATURE": repr('extern "C" int forge_launch(const float* x, float* out, int64_t n)'),
         "SIGNATURE_PLAIN": 'extern "C" int forge_launch(const float* x, float* out, int64_t n)',
-        "INPUT_NAMES": repr(["x"]), "INPUT_DTYPES": repr(["float32"]), "N_USER": "1", "N_SIZES": "1",
-        "OUT_DTYPE": repr("float32"), "TOLERANCE": repr({"atol_scale": 1e-5, "rtol": 1e-5}),
-        "FLAGS": repr(list(compiler.GXX_FLAGS)), "SOURCE_NAME": repr("kernel.cpp"), "RUN_ID": "1",
-        "NODE_ID": "2", "SPEEDUP": "1.5", "SHOWN": "1.500x over eager PyTorch", "PARAMS": "x",
-        "ANNOTATED": "x: torch.Tensor", "COMPILER": "g++", "USER_NAMES": "x",
+        "INPUT_NAMES": repr(["x"]),
+        "INPUT_DTYPES": repr(["float32"]),
+        "N_USER": "1",
+        "N_SIZES": "1",
+        "OUT_DTYPE": repr("float32"),
+        "TOLERANCE": repr({"atol_scale": 1e-5, "rtol": 1e-5}),
+        "FLAGS": repr(list(compiler.GXX_FLAGS)),
+        "SOURCE_NAME": repr("kernel.cpp"),
+        "RUN_ID": "1",
+        "NODE_ID": "2",
+        "SPEEDUP": "1.5",
+        "SHOWN": "1.500x over eager PyTorch",
+        "PARAMS": "x",
+        "ANNOTATED": "x: torch.Tensor",
+        "COMPILER": "g++",
+        "USER_NAMES": "x",
         # the catalog reference part
-        "REF_SRC": "def add_one(x):\n    return x + 1", "SIZES_SRC": "def sizes_of(x):\n    return (x.numel(),)",
-        "REF_NAME": "add_one", "SIZES_NAME": "sizes_of", "MODULE": "tests.unit.test_model_template",
+        "REF_SRC": "def add_one(x):\n    return x + 1",
+        "SIZES_SRC": "def sizes_of(x):\n    return (x.numel(),)",
+        "REF_NAME": "add_one",
+        "SIZES_NAME": "sizes_of",
+        "MODULE": "tests.unit.test_model_template",
     }
     return values
 
@@ -84,12 +103,43 @@ def test_every_template_is_python_as_it_stands(part):
 
 
 def test_the_placeholders_are_exactly_what_export_fills():
-    common = {"TASK", "TASK_PLAIN", "ORIGIN", "BACKEND", "OP_NAME", "OP_PLAIN", "SIGNATURE", "SIGNATURE_PLAIN",
-              "INPUT_NAMES", "INPUT_DTYPES", "N_USER", "N_SIZES", "OUT_DTYPE", "TOLERANCE", "FLAGS", "SOURCE_NAME",
-              "RUN_ID", "NODE_ID", "SPEEDUP", "SHOWN", "PARAMS", "ANNOTATED", "COMPILER", "USER_NAMES"}
+    common = {
+        "TASK",
+        "TASK_PLAIN",
+        "ORIGIN",
+        "BACKEND",
+        "OP_NAME",
+        "OP_PLAIN",
+        "SIGNATURE",
+        "SIGNATURE_PLAIN",
+        "INPUT_NAMES",
+        "INPUT_DTYPES",
+        "N_USER",
+        "N_SIZES",
+        "OUT_DTYPE",
+        "TOLERANCE",
+        "FLAGS",
+        "SOURCE_NAME",
+        "RUN_ID",
+        "NODE_ID",
+        "SPEEDUP",
+        "SHOWN",
+        "PARAMS",
+        "ANNOTATED",
+        "COMPILER",
+        "USER_NAMES",
+    }
     assert template.names_for("catalog") == common | {"REF_SRC", "SIZES_SRC", "REF_NAME", "SIZES_NAME", "MODULE"}
-    assert template.names_for("file") == common | {"FILE_TEXT", "FILE_NAME", "FILE_NAME_LITERAL", "MODEL_SEED",
-                                                    "PARAM_NAMES", "N_GET_INPUTS", "TENSOR_POSITIONS", "CONSTANTS"}
+    assert template.names_for("file") == common | {
+        "FILE_TEXT",
+        "FILE_NAME",
+        "FILE_NAME_LITERAL",
+        "MODEL_SEED",
+        "PARAM_NAMES",
+        "N_GET_INPUTS",
+        "TENSOR_POSITIONS",
+        "CONSTANTS",
+    }
     # Python's own dunders are no placeholders
     assert not {"file", "name", "all"} & {n.lower() for n in template.names_for("file")}
 
@@ -127,10 +177,20 @@ def test_filled_catalog_module_builds_runs_and_verifies(tmp_path):
 def test_filled_task_file_part_reproduces_the_model(tmp_path):
     torch = pytest.importorskip("torch")
     values = _values("unit_scale", "file")
-    values.update({"FILE_TEXT": repr(TASK_FILE), "FILE_NAME": "scale.py", "FILE_NAME_LITERAL": repr("scale.py"),
-                   "MODEL_SEED": "0", "PARAM_NAMES": repr(["scale"]), "N_GET_INPUTS": "2",
-                   "TENSOR_POSITIONS": "[0]", "CONSTANTS": "{1: 2.0}", "INPUT_NAMES": repr(["x", "scale"]),
-                   "INPUT_DTYPES": repr(["float32", "float32"])})
+    values.update(
+        {
+            "FILE_TEXT": repr(TASK_FILE),
+            "FILE_NAME": "scale.py",
+            "FILE_NAME_LITERAL": repr("scale.py"),
+            "MODEL_SEED": "0",
+            "PARAM_NAMES": repr(["scale"]),
+            "N_GET_INPUTS": "2",
+            "TENSOR_POSITIONS": "[0]",
+            "CONSTANTS": "{1: 2.0}",
+            "INPUT_NAMES": repr(["x", "scale"]),
+            "INPUT_DTYPES": repr(["float32", "float32"]),
+        }
+    )
     text = template.module_text("file", values)
     compile(text, "forge_kernel.py", "exec")
     head = text.split("# ---- operator", 1)[0]  # the operator part would register an operator

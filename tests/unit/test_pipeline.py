@@ -1,9 +1,9 @@
 """The search pipeline on the host backend: parallel tune searches, compile-ahead, stage
 timings in the store and in ``show --json``, tree reservations, the schema migration."""
+
 from __future__ import annotations
 
 import sqlite3
-
 
 from forge_tui.search.mcts import Tree
 from store import Store
@@ -42,5 +42,6 @@ def test_schema_2_file_migrates_to_timings(tmp_path):
     cols = {r[1] for r in sqlite3.connect(db).execute("PRAGMA table_info(node)")}
     assert "timings_json" in cols
     assert sqlite3.connect(db).execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(
-        SCHEMA_VERSION)
+        SCHEMA_VERSION
+    )
     s.close()

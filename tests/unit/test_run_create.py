@@ -1,6 +1,7 @@
 """One run-creation service: a run started from the app's new-search form is stored exactly as
 ``forge-tui run`` stores it with the same choices (the app once left out ``parallel``, so a
 cuda tune run got 1 where the CLI gave 4)."""
+
 from __future__ import annotations
 
 import json
@@ -68,8 +69,11 @@ def _both_ways(tmp_path, flags: list[str], form: dict) -> tuple:
 
 @pytest.mark.parametrize("backend", ["host", "cuda", "auto"])
 def test_app_and_cli_store_the_same_tune_run(tmp_path, clean_env, no_background, fake_cuda, backend):
-    cli_run, app_run = _both_ways(tmp_path, ["--backend", backend, "--proposer", "tune", "--iterations", "7"],
-                                  dict(backend=backend, proposer="tune", model="", iterations=" 7 "))
+    cli_run, app_run = _both_ways(
+        tmp_path,
+        ["--backend", backend, "--proposer", "tune", "--iterations", "7"],
+        dict(backend=backend, proposer="tune", model="", iterations=" 7 "),
+    )
     assert cli_run == app_run
     expected = 1 if backend == "host" else 4  # a tune search on cuda is compile-bound: 4 in flight
     assert app_run[1] == {"repairs": DEFAULTS.repairs, "parallel": expected}
@@ -78,8 +82,11 @@ def test_app_and_cli_store_the_same_tune_run(tmp_path, clean_env, no_background,
 
 def test_app_and_cli_store_the_same_llm_run(tmp_path, clean_env, no_background, monkeypatch):
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # a local server: no key needed
-    cli_run, app_run = _both_ways(tmp_path, ["--backend", "host", "--proposer", "llm", "--model", "m1"],
-                                  dict(backend="host", proposer="llm", model=" m1", iterations="50"))
+    cli_run, app_run = _both_ways(
+        tmp_path,
+        ["--backend", "host", "--proposer", "llm", "--model", "m1"],
+        dict(backend="host", proposer="llm", model=" m1", iterations="50"),
+    )
     assert cli_run == app_run
     fields, config = app_run
     assert fields[2:4] == ("llm", "m1") and config["parallel"] == default_parallel("llm", "host") == 2
@@ -89,21 +96,30 @@ def test_app_and_cli_store_the_same_llm_run(tmp_path, clean_env, no_background, 
 def test_the_form_and_the_parser_share_defaults():
     args = cli.build_parser().parse_args(["run", "softmax"])
     from_cli = cli.commands.run_config(args)
-    from_form = new_search_config(task="softmax", backend=DEFAULTS.backend, proposer=DEFAULTS.proposer, model="",
-                                  iterations=str(DEFAULTS.iterations))
+    from_form = new_search_config(
+        task="softmax",
+        backend=DEFAULTS.backend,
+        proposer=DEFAULTS.proposer,
+        model="",
+        iterations=str(DEFAULTS.iterations),
+    )
     # the parser leaves the proposer to the endpoint check (main decides it); the rest are the defaults
     assert from_cli == RunConfig(task="softmax", proposer=None) and from_form == RunConfig(task="softmax")
     assert new_search_config(task="softmax", backend="auto", proposer="tune", model="", iterations="-1") == (
-        "iterations must be a whole number >= 0, not '-1'")
+        "iterations must be a whole number >= 0, not '-1'"
+    )
 
 
-@pytest.mark.parametrize("change, words", [
-    (dict(parallel=0), "--parallel must be between 1 and 64"),
-    (dict(c=float("nan")), "--c (the UCT exploration constant)"),
-    (dict(seed=-1), "--seed must be between 0"),
-    (dict(iterations=10**9), "--iterations must be between 0"),
-    (dict(backend="tpu"), "unknown backend 'tpu'"),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (dict(parallel=0), "--parallel must be between 1 and 64"),
+        (dict(c=float("nan")), "--c (the UCT exploration constant)"),
+        (dict(seed=-1), "--seed must be between 0"),
+        (dict(iterations=10**9), "--iterations must be between 0"),
+        (dict(backend="tpu"), "unknown backend 'tpu'"),
+    ],
+)
 def test_out_of_range_settings_create_nothing(tmp_path, clean_env, change, words):
     store = Store(tmp_path / "r.db")
     try:

@@ -1,4 +1,5 @@
 """forge_tui/search imports cleanly: each module on its own, and no module imports one that imports it back."""
+
 from __future__ import annotations
 
 import ast
@@ -31,7 +32,7 @@ def _resolve(module: str, node: ast.ImportFrom | ast.Import, here: str, is_packa
     if node.level:
         anchor = here.split(".")
         anchor = anchor if is_package else anchor[:-1]
-        anchor = anchor[:len(anchor) - (node.level - 1)]
+        anchor = anchor[: len(anchor) - (node.level - 1)]
         base = ".".join(anchor + ([base] if base else []))
     out = [base]
     out += [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in MODULES]
@@ -54,8 +55,9 @@ def _graph() -> dict[str, set[str]]:
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_each_search_module_imports_alone(module):
     """A fresh interpreter imports the module with nothing of the search imported first."""
-    proc = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", f"import {module}"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
@@ -75,7 +77,7 @@ def test_no_search_module_imports_one_that_imports_it_back():
         stack.append(node)
         for dep in sorted(graph[node]):
             if state.get(dep) == 1:
-                circle = stack[stack.index(dep):] + [dep]
+                circle = stack[stack.index(dep) :] + [dep]
                 raise AssertionError("import circle: " + " -> ".join(circle))
             if dep not in state:
                 visit(dep)
@@ -88,8 +90,10 @@ def test_no_search_module_imports_one_that_imports_it_back():
 
 
 def test_proposers_base_and_tune_do_not_load_the_llm_client():
-    code = ("import sys, forge_tui.search.proposers.base, forge_tui.search.proposers.tune; "
-            "print([m for m in ('forge_tui.llm.client', 'forge_tui.search.runner') if m in sys.modules])")
+    code = (
+        "import sys, forge_tui.search.proposers.base, forge_tui.search.proposers.tune; "
+        "print([m for m in ('forge_tui.llm.client', 'forge_tui.search.runner') if m in sys.modules])"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "[]"

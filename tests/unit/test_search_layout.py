@@ -1,4 +1,5 @@
 """The search's seams: the pipeline's protocol, its typed events, the size of each module, the shims."""
+
 from __future__ import annotations
 
 import inspect
@@ -7,7 +8,7 @@ from pathlib import Path
 
 from forge_tui.core.status import REPAIRABLE, NodeKind
 from forge_tui.search import pipeline
-from forge_tui.search.pipeline import Crashed, Evaluated, Job, ProposeFailed, Proposed, SearchHost, StageBegan
+from forge_tui.search.pipeline import Crashed, Evaluated, Job, Proposed, ProposeFailed, SearchHost, StageBegan
 from forge_tui.search.runner import Search
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +31,7 @@ def test_search_provides_every_public_member_the_pipeline_needs():
         assert inspect.getdoc(impl), f"Search.{name} has no docstring"
         want = list(inspect.signature(getattr(SearchHost, name)).parameters)
         got = list(inspect.signature(impl).parameters)
-        assert got[:len(want)] == want, f"Search.{name}{got} does not match the protocol's {want}"
+        assert got[: len(want)] == want, f"Search.{name}{got} does not match the protocol's {want}"
     init = inspect.getsource(Search.__init__)
     for name in attrs:
         assert f"self.{name} " in init or f"self.{name}:" in init or f", self.{name}" in init, name
@@ -44,8 +45,13 @@ def test_pipeline_calls_nothing_private_of_the_search():
 
 def test_pipeline_events_are_typed_records():
     job = Job(NodeKind.PROPOSAL, 1)
-    for event in (Proposed(job, None, None), ProposeFailed(job, RuntimeError("x")), StageBegan(job, "timing"),
-                  Evaluated(job, object()), Crashed(job, RuntimeError("y"))):
+    for event in (
+        Proposed(job, None, None),
+        ProposeFailed(job, RuntimeError("x")),
+        StageBegan(job, "timing"),
+        Evaluated(job, object()),
+        Crashed(job, RuntimeError("y")),
+    ):
         assert event.job is job
         assert not isinstance(event, tuple)
 
@@ -65,6 +71,14 @@ def test_runner_keeps_its_public_names():
     from forge_tui.search.proposers import base
 
     assert runner.ProposerUnavailable is base.ProposerUnavailable
-    for name in ("Search", "SearchError", "create_run", "resolve_backend", "backend_mismatch", "task_ref",
-                 "load_task_ref", "register_task"):
+    for name in (
+        "Search",
+        "SearchError",
+        "create_run",
+        "resolve_backend",
+        "backend_mismatch",
+        "task_ref",
+        "load_task_ref",
+        "register_task",
+    ):
         assert hasattr(runner, name), name

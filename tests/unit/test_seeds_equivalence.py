@@ -8,6 +8,7 @@ expressions changed (softmax fp32 on the host, whose loads now go through an ide
 ``tof()``) must give the same object code under the harness's g++ flags instead.
 FORGE_FULL_COMPILE=1 also sweeps every knob value on cuda.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,11 +28,16 @@ ROOT = Path(__file__).resolve().parents[2]
 BASE = "068221ced4d067edaeeb6d22a0774005a2be63b8"
 #: task -> its seed file before the merge, without the extension
 OLD = {
-    "softmax": "softmax/seed", "softmax_bf16": "softmax/seed_bf16",
-    "layer_norm": "layer_norm/seed", "layer_norm_bf16": "layer_norm/seed_bf16",
-    "rms_norm": "rms_norm/seed", "rms_norm_bf16": "rms_norm/seed_bf16",
-    "gelu": "gelu/seed", "gelu_bf16": "gelu/seed_bf16",
-    "gelu_tanh": "gelu/seed_tanh", "gelu_tanh_bf16": "gelu/seed_tanh_bf16",
+    "softmax": "softmax/seed",
+    "softmax_bf16": "softmax/seed_bf16",
+    "layer_norm": "layer_norm/seed",
+    "layer_norm_bf16": "layer_norm/seed_bf16",
+    "rms_norm": "rms_norm/seed",
+    "rms_norm_bf16": "rms_norm/seed_bf16",
+    "gelu": "gelu/seed",
+    "gelu_bf16": "gelu/seed_bf16",
+    "gelu_tanh": "gelu/seed_tanh",
+    "gelu_tanh_bf16": "gelu/seed_tanh_bf16",
     "adaptive_avg_pool2d": "adaptive_avg_pool2d/seed",
 }
 #: (task, backend) whose tokens differ by design; their object code must match
@@ -42,8 +48,9 @@ _TOKEN = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|[A-Za-z_]\w*|\d
 
 
 def _old_source(name: str, backend: str) -> str:
-    res = subprocess.run(["git", "-C", str(ROOT), "show", f"{BASE}:kernels/{OLD[name]}.{EXT[backend]}"],
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{BASE}:kernels/{OLD[name]}.{EXT[backend]}"], capture_output=True, text=True
+    )
     if res.returncode != 0:
         pytest.skip(f"the old seeds are not in this checkout (commit {BASE[:7]}): {res.stderr.strip()[:80]}")
     return res.stdout
@@ -53,12 +60,17 @@ def _run(cmd: list[str], src: str, backend: str, out_name: str) -> str:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / f"seed.{EXT[backend]}"  # the same name for old and new: line markers and __FILE__ agree
         path.write_text(src)
-        res = subprocess.run([*cmd, str(path), "-o", str(Path(d) / out_name)], capture_output=True, text=True,
-                             cwd=d, timeout=300)
+        res = subprocess.run(
+            [*cmd, str(path), "-o", str(Path(d) / out_name)], capture_output=True, text=True, cwd=d, timeout=300
+        )
         assert res.returncode == 0, res.stderr[-2000:]
         if out_name.endswith(".o"):
-            dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(Path(d) / out_name)],
-                                 capture_output=True, text=True, check=True).stdout
+            dis = subprocess.run(
+                ["objdump", "-d", "--no-show-raw-insn", str(Path(d) / out_name)],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             return dis.split("Disassembly of section", 1)[1]  # past the header that names the file
         return (Path(d) / out_name).read_text(errors="replace")
 
@@ -88,8 +100,11 @@ def _configs(src: str, backend: str) -> list[tuple[str, dict]]:
     return out
 
 
-CASES = [pytest.param(n, b, marks=[pytest.mark.slow] if b == "cuda" or (n, b) in SAME_CODE_ONLY else [])
-         for n in sorted(OLD) for b in EXT]
+CASES = [
+    pytest.param(n, b, marks=[pytest.mark.slow] if b == "cuda" or (n, b) in SAME_CODE_ONLY else [])
+    for n in sorted(OLD)
+    for b in EXT
+]
 
 
 @pytest.mark.parametrize("name,backend", CASES)

@@ -1,6 +1,7 @@
 """kernels.seedfile: a task's FORGE_* macros select its variant of the one seed file per operator;
 the resolved text names one dtype, keeps that variant's @tune knobs, and is what the C
 preprocessor would keep of the FORGE_* conditionals."""
+
 from __future__ import annotations
 
 import shutil
@@ -50,19 +51,23 @@ def test_resolve_keeps_the_selected_branches_and_other_conditionals():
     assert "typedef bf16 T;" in bf16 and "bf16();" in bf16 and "other();" not in bf16
     assert [(p.name, p.values, p.current) for p in parse_params(bf16)] == [("VEC", ("2", "4", "8"), "8")]
     assert "tanh32();" in resolve(SRC, {"FORGE_GELU_TANH": 1}) and "tanh32();" not in resolve(
-        SRC, {"FORGE_GELU_TANH": 1, "FORGE_DTYPE_BF16": 1})
+        SRC, {"FORGE_GELU_TANH": 1, "FORGE_DTYPE_BF16": 1}
+    )
     assert resolve("int x;\n#if A\ny\n#endif\n", {}) == "int x;\n#if A\ny\n#endif\n"  # nothing of ours: as is
     assert resolve("#ifdef FORGE_X\na\n#endif\n#ifndef FORGE_X\nb\n#endif\n", {"FORGE_X": 0}) == "a\n"
 
 
-@pytest.mark.parametrize("text,why", [
-    ("int n = FORGE_DTYPE_BF16;\n", "only in #if"),
-    ("#if FORGE_DTYPE_BF16 && VEC\n#endif\n", "cannot resolve"),
-    ("#if VEC\n#elif FORGE_DTYPE_BF16\n#endif\n", "after an #if on others"),
-    ("#if FORGE_DTYPE_BF16\n#elif VEC\n#endif\n", "inside an #if on FORGE_"),
-    ("#if FORGE_DTYPE_BF16\n", "without #endif"),
-    ("#endif\n", "without #if"),
-])
+@pytest.mark.parametrize(
+    "text,why",
+    [
+        ("int n = FORGE_DTYPE_BF16;\n", "only in #if"),
+        ("#if FORGE_DTYPE_BF16 && VEC\n#endif\n", "cannot resolve"),
+        ("#if VEC\n#elif FORGE_DTYPE_BF16\n#endif\n", "after an #if on others"),
+        ("#if FORGE_DTYPE_BF16\n#elif VEC\n#endif\n", "inside an #if on FORGE_"),
+        ("#if FORGE_DTYPE_BF16\n", "without #endif"),
+        ("#endif\n", "without #if"),
+    ],
+)
 def test_resolve_errors_are_one_line(text, why):
     with pytest.raises(SeedError, match=why) as exc:
         resolve(text, {})
@@ -77,8 +82,12 @@ def test_seed_macros_of_a_dtype():
         seed_macros("float64")
 
 
-TYPES = {("cuda", "float32"): "typedef float T;", ("cuda", "bfloat16"): "typedef __nv_bfloat16 T;",
-         ("host", "float32"): "typedef float T;", ("host", "bfloat16"): "typedef uint16_t T;"}
+TYPES = {
+    ("cuda", "float32"): "typedef float T;",
+    ("cuda", "bfloat16"): "typedef __nv_bfloat16 T;",
+    ("host", "float32"): "typedef float T;",
+    ("host", "bfloat16"): "typedef uint16_t T;",
+}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -101,8 +110,13 @@ def test_the_dtype_macro_picks_the_type_and_the_variant(name, backend):
 @pytest.mark.parametrize("name", NAMES)
 def test_resolved_host_seed_compiles(name):
     src = TASKS[name].seed_source("host")
-    res = subprocess.run([shutil.which("g++") or "g++", "-std=c++17", "-fsyntax-only", "-x", "c++", "-"],
-                         input=src, capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [shutil.which("g++") or "g++", "-std=c++17", "-fsyntax-only", "-x", "c++", "-"],
+        input=src,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr[-1500:]
 
 

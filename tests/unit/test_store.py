@@ -1,5 +1,6 @@
 """Store round-trips, the run lease, deletion, integrity and clear errors for bad files (the
 faults through the CLI are in tests/e2e/test_store_faults.py)."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,14 @@ from tests.helpers import sqlite_exec
 
 
 def _task(store: Store, name: str = "softmax", h: str = "abc"):
-    return store.add_task(name=name, origin="catalog", reference_source="def reference(x): ...",
-                          spec={"shapes": {"s": {"rows": 2}}}, signature="int forge_launch()", content_hash=h)
+    return store.add_task(
+        name=name,
+        origin="catalog",
+        reference_source="def reference(x): ...",
+        spec={"shapes": {"s": {"rows": 2}}},
+        signature="int forge_launch()",
+        content_hash=h,
+    )
 
 
 def _run(store: Store, **kw):
@@ -50,8 +57,15 @@ def test_round_trip_run_nodes_results_events(tmp_path, store):
     run = _run(store, seed=7, config_json=json.dumps({"repairs": 1}))
     assert run.status == "created" and run.seed == 7 and run.iterations_done == 0
     root = store.add_node(run_id=run.id, source="SRC0", source_hash="h0", description="seed", kind="seed")
-    child = store.add_node(run_id=run.id, parent_id=root.id, depth=1, source="SRC1", source_hash="h1",
-                           description="tune: A 1 -> 2", params_json=json.dumps({"A": "2"}))
+    child = store.add_node(
+        run_id=run.id,
+        parent_id=root.id,
+        depth=1,
+        source="SRC1",
+        source_hash="h1",
+        description="tune: A 1 -> 2",
+        params_json=json.dumps({"A": "2"}),
+    )
     assert root.parent_id is None and child.parent_id == root.id and child.status == "pending"
     store.set_node_status(child.id, "compiling")
     assert store.get_node(child.id).status == "compiling"
@@ -62,8 +76,18 @@ def test_round_trip_run_nodes_results_events(tmp_path, store):
         fields={"status": "ok", "speedup": 1.5, "median_ms": 0.2, "shapes_json": json.dumps({"s": {"speedup": 1.5}})},
         compile_log={"command": "g++ x", "log": "fine", "seconds": 0.5, "ok": True, "cached": False},
         correctness=[{"shape": "s", "trial": t, "seed": t, "passed": True, "max_abs_err": 1e-7} for t in range(3)],
-        measurements=[{"subject": "candidate", "shape": "s", "n": 31, "median_ms": 0.2, "p10_ms": 0.19,
-                       "p90_ms": 0.25, "cv": 0.05, "samples_json": "[0.2]"}],
+        measurements=[
+            {
+                "subject": "candidate",
+                "shape": "s",
+                "n": 31,
+                "median_ms": 0.2,
+                "p10_ms": 0.19,
+                "p90_ms": 0.25,
+                "cv": 0.05,
+                "samples_json": "[0.2]",
+            }
+        ],
         stats=[(child.id, 1, 1.5, 1.5), (root.id, 2, 2.5, 1.5)],
         run_fields={"iterations_done": 1, "best_node_id": child.id, "best_speedup": 1.5},
     )
@@ -119,9 +143,14 @@ def test_control_requests(store):
 
 
 def test_missing_rows_raise_store_error(store):
-    for call in (lambda: store.get_run(42), lambda: store.get_node(42), lambda: store.update_run(42, status="x"),
-                 lambda: store.set_node_status(42, "ok"), lambda: store.finish_node(42, fields={}),
-                 lambda: store.acquire_lease(42)):
+    for call in (
+        lambda: store.get_run(42),
+        lambda: store.get_node(42),
+        lambda: store.update_run(42, status="x"),
+        lambda: store.set_node_status(42, "ok"),
+        lambda: store.finish_node(42, fields={}),
+        lambda: store.acquire_lease(42),
+    ):
         with pytest.raises(StoreError):
             call()
 
@@ -205,10 +234,13 @@ def test_delete_run_removes_everything_of_that_run_only(store):
     kid = store.add_node(run_id=run.id, parent_id=root.id, depth=1, source="B", source_hash="b")
     grandkid = store.add_node(run_id=run.id, parent_id=kid.id, depth=2, source="C", source_hash="c")
     for n in (root, kid, grandkid):
-        store.finish_node(n.id, fields={"status": "ok", "speedup": 1.0},
-                          compile_log={"command": "c", "ok": True},
-                          correctness=[{"shape": "s", "passed": True}],
-                          measurements=[{"subject": "candidate", "shape": "s", "median_ms": 1.0}])
+        store.finish_node(
+            n.id,
+            fields={"status": "ok", "speedup": 1.0},
+            compile_log={"command": "c", "ok": True},
+            correctness=[{"shape": "s", "passed": True}],
+            measurements=[{"subject": "candidate", "shape": "s", "median_ms": 1.0}],
+        )
     ex = store.add_llm_exchange(run_id=run.id, reply="x")
     store.attach_llm_exchange(ex.id, kid.id)
     store.delete_run(run.id)
@@ -300,10 +332,13 @@ def test_many_processes_create_one_new_database_at_once(tmp_path):
     import sys
 
     db = tmp_path / "race.db"
-    code = ("import sys; from store import Store; s = Store(sys.argv[1]); "
-            "print(s.integrity_check())")
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(6)]
+    code = "import sys; from store import Store; s = Store(sys.argv[1]); print(s.integrity_check())"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(6)
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs), [o[1][-300:] for o in outs]
     assert all(o[0].strip() == "ok" for o in outs)

@@ -1,4 +1,5 @@
 """The read models decode their JSON columns: ``NodeRead.timings`` beside ``timings_json``."""
+
 from __future__ import annotations
 
 import json
@@ -17,21 +18,35 @@ def store(tmp_path):
 
 
 def test_every_json_column_has_its_decoded_accessor(store):
-    task = store.add_task(name="t", origin="catalog", reference_source="", spec={"ref": "softmax"},
-                          signature="", content_hash="h")
+    task = store.add_task(
+        name="t", origin="catalog", reference_source="", spec={"ref": "softmax"}, signature="", content_hash="h"
+    )
     assert store.get_task(task.id).spec == {"ref": "softmax"}
-    run = store.create_run(task_id=task.id, task_name="t", config_json=json.dumps({"seed_kernel": "k"}),
-                           device_json=json.dumps({"gpu": "H200"}))
-    run = store.record_baseline(run.id, [{"subject": "eager", "shape": "s", "median_ms": 2.0,
-                                          "samples_json": "[1.0, 2.0]"}],
-                                json.dumps({"eager": {"s": 2.0}}))
+    run = store.create_run(
+        task_id=task.id,
+        task_name="t",
+        config_json=json.dumps({"seed_kernel": "k"}),
+        device_json=json.dumps({"gpu": "H200"}),
+    )
+    run = store.record_baseline(
+        run.id,
+        [{"subject": "eager", "shape": "s", "median_ms": 2.0, "samples_json": "[1.0, 2.0]"}],
+        json.dumps({"eager": {"s": 2.0}}),
+    )
     assert (run.config, run.device, run.baseline) == ({"seed_kernel": "k"}, {"gpu": "H200"}, {"eager": {"s": 2.0}})
     node = store.add_node(run_id=run.id, source="x", params_json=json.dumps({"BLOCK": 128}))
-    store.finish_node(node.id, fields={"status": "ok", "speedup": 1.5,
-                                       "shapes_json": json.dumps({"s": {"speedup": 1.5}}),
-                                       "timings_json": json.dumps({"wall_s": 0.25})},
-                      measurements=[{"subject": "candidate", "shape": "s", "median_ms": 1.0,
-                                     "clocks_json": json.dumps({"sm_mhz": 1980})}])
+    store.finish_node(
+        node.id,
+        fields={
+            "status": "ok",
+            "speedup": 1.5,
+            "shapes_json": json.dumps({"s": {"speedup": 1.5}}),
+            "timings_json": json.dumps({"wall_s": 0.25}),
+        },
+        measurements=[
+            {"subject": "candidate", "shape": "s", "median_ms": 1.0, "clocks_json": json.dumps({"sm_mhz": 1980})}
+        ],
+    )
     got = store.get_node(node.id)
     assert (got.params, got.shapes, got.timings) == ({"BLOCK": 128}, {"s": {"speedup": 1.5}}, {"wall_s": 0.25})
     assert store.measurements(baseline=True, run_id=run.id)[0].samples == [1.0, 2.0]

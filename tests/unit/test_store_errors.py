@@ -1,5 +1,6 @@
 """Each kind of store failure raises its own StoreError subclass, with the message text
 callers matched before the subclasses existed and the exit code of its kind."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -32,14 +33,17 @@ def _run(store: Store):
     return store.create_run(task_id=t.id, task_name=t.name)
 
 
-@pytest.mark.parametrize("sqlite_text, cls, words, code", [
-    ("database is locked", StoreLocked, "is locked by another process", 3),
-    ("attempt to write a readonly database", StoreReadOnly, "is read-only", 3),
-    ("database or disk is full", StoreDiskFull, "disk full while writing", 3),
-    ("file is not a database", StoreCorrupt, "is not a usable forge-tui database", 2),
-    ("unable to open database file", StoreCannotOpen, "cannot open database", 2),
-    ("something else entirely", StoreError, "database error on", 1),
-])
+@pytest.mark.parametrize(
+    "sqlite_text, cls, words, code",
+    [
+        ("database is locked", StoreLocked, "is locked by another process", 3),
+        ("attempt to write a readonly database", StoreReadOnly, "is read-only", 3),
+        ("database or disk is full", StoreDiskFull, "disk full while writing", 3),
+        ("file is not a database", StoreCorrupt, "is not a usable forge-tui database", 2),
+        ("unable to open database file", StoreCannotOpen, "cannot open database", 2),
+        ("something else entirely", StoreError, "database error on", 1),
+    ],
+)
 def test_explain_picks_the_subclass_and_keeps_the_text(tmp_path, sqlite_text, cls, words, code):
     err = explain(sqlite3.OperationalError(sqlite_text), tmp_path / "f.db")
     assert type(err) is cls and words in str(err) and err.exit_code == code
@@ -104,9 +108,14 @@ def test_read_only_open_of_an_empty_file(tmp_path):
 
 def test_unknown_ids_are_not_found(tmp_path):
     store = Store(tmp_path / "forge.db")
-    for call in (lambda: store.get_run(9), lambda: store.get_task(9), lambda: store.get_node(9),
-                 lambda: store.update_run(9, status="x"), lambda: store.acquire_lease(9),
-                 lambda: store.lease_holder(9)):
+    for call in (
+        lambda: store.get_run(9),
+        lambda: store.get_task(9),
+        lambda: store.get_node(9),
+        lambda: store.update_run(9, status="x"),
+        lambda: store.acquire_lease(9),
+        lambda: store.lease_holder(9),
+    ):
         with pytest.raises(StoreNotFound, match="no (run|task|node) with id 9"):
             call()
     store.close()

@@ -1,5 +1,6 @@
 """The store package's shape: a facade of at most 500 lines, imports of ours only from
 forge_tui.core, and the fault hooks still name the Store method behind each commit."""
+
 from __future__ import annotations
 
 import ast
@@ -18,8 +19,13 @@ def test_facade_is_at_most_500_lines():
 def test_store_imports_only_core_of_ours():
     for path in STORE.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             for name in names:
                 if name.startswith("forge_tui"):
                     assert name.startswith("forge_tui.core"), f"{path.name} imports {name}"

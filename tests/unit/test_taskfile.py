@@ -1,5 +1,6 @@
 """Task files in the KernelBench layout: the derived launch signature, inputs and reference,
 resumes rebuilding the stored task, and every file that does not fit ending in one line."""
+
 from __future__ import annotations
 
 import json
@@ -9,13 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from forge_tui.model.taskfile import layout_of, load_task_file
 from kernels.registry import TaskError
-from forge_tui.model.taskfile import load_task_file, layout_of
 from tests.conftest import SWISH_TASK_FILE
 
 SWISH = SWISH_TASK_FILE
 
-GATHER = '''
+GATHER = """
 import torch
 import torch.nn as nn
 
@@ -35,7 +36,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -47,8 +48,10 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 def test_signature_inputs_and_reference(tmp_path):
     t = load_task_file(write(tmp_path, "swish_bias.py", SWISH))
     assert (t.name, t.origin, t.capture, t.dtype) == ("swish_bias", "file", None, "float32")
-    assert t.signature("host") == ('extern "C" int forge_launch(const float* x, const float* bias, float* out, '
-                                   'int64_t x_d0, int64_t x_d1, int64_t bias_d0, int64_t out_d0, int64_t out_d1)')
+    assert t.signature("host") == (
+        'extern "C" int forge_launch(const float* x, const float* bias, float* out, '
+        "int64_t x_d0, int64_t x_d1, int64_t bias_d0, int64_t out_d0, int64_t out_d1)"
+    )
     assert t.signature("cuda").endswith("int64_t out_d1, cudaStream_t stream)")
     dims = t.shapes["get_inputs"]
     assert dims == {"x_d0": 32, "x_d1": 256, "bias_d0": 256, "out_d0": 32, "out_d1": 256}
@@ -73,9 +76,15 @@ def test_prompt_shows_signature_and_model_source(tmp_path):
     from forge_tui.llm import prompts
 
     t = load_task_file(write(tmp_path, "swish_bias.py", SWISH))
-    info = prompts.TaskInfo(name=t.name, description=t.description, reference_source=t.source_text(),
-                            dtype=t.dtype, signature=t.signature("host"), shapes=dict(t.shapes_for("host")),
-                            args=[(a.name, a.role, a.dtype) for a in t.args])
+    info = prompts.TaskInfo(
+        name=t.name,
+        description=t.description,
+        reference_source=t.source_text(),
+        dtype=t.dtype,
+        signature=t.signature("host"),
+        shapes=dict(t.shapes_for("host")),
+        args=[(a.name, a.role, a.dtype) for a in t.args],
+    )
     text = prompts.expansion_messages(info, "host", {}, "", None, [], None)[1]["content"]
     assert t.signature("host") in text and "return x * torch.sigmoid(x) + self.bias" in text
     assert "x_d0=32" in text
@@ -84,7 +93,11 @@ def test_prompt_shows_signature_and_model_source(tmp_path):
 def test_integer_inputs_constants_and_buffers(tmp_path):
     t = load_task_file(write(tmp_path, "gather.py", GATHER))
     assert [(a.name, a.role, a.dtype) for a in t.args if a.role != "size"] == [
-        ("table", "in", "float32"), ("idx", "in", "int64"), ("scale", "in", "float32"), ("out", "out", "float32")]
+        ("table", "in", "float32"),
+        ("idx", "in", "int64"),
+        ("scale", "in", "float32"),
+        ("out", "out", "float32"),
+    ]
     assert layout_of(t)["constants"] == {2: 2.0} and layout_of(t)["param_names"] == ["scale"]
     dims = t.shapes["get_inputs"]
     for dist in t.distributions:
@@ -131,19 +144,28 @@ BROKEN = {
     "import_error": ("import torch\nimport no_such_module_xyz\n", "ModuleNotFoundError"),
     "no_model": ("import torch\ndef get_inputs():\n    return [torch.randn(4)]\n", "defines no Model"),
     "no_get_inputs": (SWISH.replace("def get_inputs():", "def make_inputs():"), "defines no get_inputs"),
-    "not_a_module": ("import torch\nclass Model:\n    pass\ndef get_inputs():\n    return [torch.randn(4)]\n",
-                     "not a torch.nn.Module"),
+    "not_a_module": (
+        "import torch\nclass Model:\n    pass\ndef get_inputs():\n    return [torch.randn(4)]\n",
+        "not a torch.nn.Module",
+    ),
     "two_outputs": (SWISH.replace("return x * torch.sigmoid(x) + self.bias", "return x, x + 1"), "2 outputs"),
-    "not_a_tensor": (SWISH.replace("return x * torch.sigmoid(x) + self.bias", "return float(x.sum())"),
-                     "returns a float"),
-    "data_dependent": (SWISH.replace("return x * torch.sigmoid(x) + self.bias", "return x[x > 0]"),
-                       "output shape depends on the input values"),
-    "float64": (SWISH.replace("torch.randn(32, 256)", "torch.randn(32, 256, dtype=torch.float64)"),
-                "dtype float64"),
-    "random_output": (SWISH.replace("return x * torch.sigmoid(x) + self.bias", "return x + torch.randn_like(x)"),
-                      "differs between two calls"),
-    "forward_fails": (SWISH.replace("return x * torch.sigmoid(x) + self.bias", "return x @ self.bias[:3]"),
-                      "failed: RuntimeError"),
+    "not_a_tensor": (
+        SWISH.replace("return x * torch.sigmoid(x) + self.bias", "return float(x.sum())"),
+        "returns a float",
+    ),
+    "data_dependent": (
+        SWISH.replace("return x * torch.sigmoid(x) + self.bias", "return x[x > 0]"),
+        "output shape depends on the input values",
+    ),
+    "float64": (SWISH.replace("torch.randn(32, 256)", "torch.randn(32, 256, dtype=torch.float64)"), "dtype float64"),
+    "random_output": (
+        SWISH.replace("return x * torch.sigmoid(x) + self.bias", "return x + torch.randn_like(x)"),
+        "differs between two calls",
+    ),
+    "forward_fails": (
+        SWISH.replace("return x * torch.sigmoid(x) + self.bias", "return x @ self.bias[:3]"),
+        "failed: RuntimeError",
+    ),
     "no_tensor_input": (SWISH.replace("return [torch.randn(32, 256)]", "return [3]"), "no tensor"),
 }
 

@@ -1,4 +1,5 @@
 """Modal dialogs: a yes/no confirmation and the new-search form."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -66,14 +67,20 @@ class NewSearchScreen(ModalScreen[Optional[RunConfig]]):
             yield Label("New search", classes="dialog-title")
             with VerticalScroll(id="new-body"), Grid(id="new-grid"):
                 yield Label("task")
-                yield Select([(t, t) for t in self.tasks], value=self.tasks[0] if self.tasks else Select.BLANK,
-                             allow_blank=False if self.tasks else True, id="new-task")
+                yield Select(
+                    [(t, t) for t in self.tasks],
+                    value=self.tasks[0] if self.tasks else Select.BLANK,
+                    allow_blank=False if self.tasks else True,
+                    id="new-task",
+                )
                 yield Label("backend")
-                yield Select([(b, b) for b in BACKEND_CHOICES], value=DEFAULTS.backend, allow_blank=False,
-                             id="new-backend")
+                yield Select(
+                    [(b, b) for b in BACKEND_CHOICES], value=DEFAULTS.backend, allow_blank=False, id="new-backend"
+                )
                 yield Label("proposer")
-                yield Select([(p, p) for p in PROPOSER_CHOICES], value=DEFAULTS.proposer, allow_blank=False,
-                             id="new-proposer")
+                yield Select(
+                    [(p, p) for p in PROPOSER_CHOICES], value=DEFAULTS.proposer, allow_blank=False, id="new-proposer"
+                )
                 yield Label("model")
                 yield Input(placeholder="LLM model (llm proposer only)", id="new-model")
                 yield Label("iterations")
@@ -114,10 +121,13 @@ class NewSearchScreen(ModalScreen[Optional[RunConfig]]):
         if task is Select.BLANK or not task:
             self.query_one("#new-error", Label).update("no task in the catalog")
             return
-        spec = new_search_config(task=str(task), backend=str(self.query_one("#new-backend", Select).value),
-                                 proposer=str(self.query_one("#new-proposer", Select).value),
-                                 model=self.query_one("#new-model", Input).value,
-                                 iterations=self.query_one("#new-iterations", Input).value)
+        spec = new_search_config(
+            task=str(task),
+            backend=str(self.query_one("#new-backend", Select).value),
+            proposer=str(self.query_one("#new-proposer", Select).value),
+            model=self.query_one("#new-model", Input).value,
+            iterations=self.query_one("#new-iterations", Input).value,
+        )
         if isinstance(spec, str):
             self.query_one("#new-error", Label).update(spec)
             return

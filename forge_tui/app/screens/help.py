@@ -5,6 +5,7 @@ Grouped so what matters comes first: the screen's own actions (pause, stop, pane
 then the focused pane's (jump to best, filter, view...), then the generic navigation
 Textual provides (arrows, page keys, scrolling). Keys of one action share a row.
 """
+
 from __future__ import annotations
 
 from rich.console import Group
@@ -60,11 +61,17 @@ def binding_groups(screen) -> list[tuple[str, list[tuple[str, str]]]]:
         if shown not in keys:
             keys.append(shown)
     groups["screen"].update({k: v for k, v in groups.pop("app").items() if k not in groups["screen"]})
-    titles = {"screen": "This screen", "pane": f"Focused pane: {pane_title}" if pane_title else "Focused pane",
-              "generic": "Navigation and scrolling"}
+    titles = {
+        "screen": "This screen",
+        "pane": f"Focused pane: {pane_title}" if pane_title else "Focused pane",
+        "generic": "Navigation and scrolling",
+    }
     sep = " / " if not ASCII else " or "
-    return [(titles[g], [(sep.join(keys), desc) for (_action, desc), keys in rows.items()])
-            for g, rows in groups.items() if rows]
+    return [
+        (titles[g], [(sep.join(keys), desc) for (_action, desc), keys in rows.items()])
+        for g, rows in groups.items()
+        if rows
+    ]
 
 
 def bindings_table(screen) -> Group:
@@ -92,10 +99,12 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll(id="help-box", classes="dialog"):
             yield Static("[b]forge-tui keys[/b]  (ctrl+p: command palette; esc closes)\n")
             yield Static(bindings_table(self.under), id="help-table")
-            yield Static("Tree glyphs: ✔ ok  ✖ compile error  ≠ incorrect  ⏱ timeout  ☠ crashed  · in flight;"
-                         " ★ best node, | on the best path; … N more: enter loads the next chunk."
-                         " Speedups are the geometric mean over shapes vs eager; green > 1, red < 1."
-                         f" {confirmed_mark()} after a speedup (tree, header, runs list): confirmed, re-measured"
-                         " with fresh inputs at the end of the run; unmarked: a search-time estimate;"
-                         f" {failed_mark()}: the re-measurement failed (crashed, incorrect), so the figure"
-                         " is only the search-time one.")
+            yield Static(
+                "Tree glyphs: ✔ ok  ✖ compile error  ≠ incorrect  ⏱ timeout  ☠ crashed  · in flight;"
+                " ★ best node, | on the best path; … N more: enter loads the next chunk."
+                " Speedups are the geometric mean over shapes vs eager; green > 1, red < 1."
+                f" {confirmed_mark()} after a speedup (tree, header, runs list): confirmed, re-measured"
+                " with fresh inputs at the end of the run; unmarked: a search-time estimate;"
+                f" {failed_mark()}: the re-measurement failed (crashed, incorrect), so the figure"
+                " is only the search-time one."
+            )

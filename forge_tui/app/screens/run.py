@@ -7,9 +7,9 @@ overlapping; slower once the run is no longer active). Node details load in an e
 worker shortly after the tree cursor stops (a held arrow key does not load every node on
 the way) and render only into panes that are visible; a hidden pane catches up when shown.
 """
+
 from __future__ import annotations
 
-import time
 from datetime import datetime
 from typing import Optional
 
@@ -22,10 +22,27 @@ from textual.screen import Screen
 from textual.widgets import Static, Tab, Tabs, Tree
 
 from forge_tui.app import telemetry
-from forge_tui.app.format import (CONFIRM_FAILED, CONFIRMED, MARK_STYLE, RUN_STYLE, fmt_duration, run_best, short,
-                                  speedup_mark, speedup_style, speedup_text)
-from forge_tui.app.messages import (NodeDetail, NodeDetailLoaded, NodesAdded, NodesChanged, PollFailed, RunChanged,
-                                    TelemetryRead)
+from forge_tui.app.format import (
+    CONFIRM_FAILED,
+    CONFIRMED,
+    MARK_STYLE,
+    RUN_STYLE,
+    fmt_duration,
+    run_best,
+    short,
+    speedup_mark,
+    speedup_style,
+    speedup_text,
+)
+from forge_tui.app.messages import (
+    NodeDetail,
+    NodeDetailLoaded,
+    NodesAdded,
+    NodesChanged,
+    PollFailed,
+    RunChanged,
+    TelemetryRead,
+)
 from forge_tui.app.widgets.code_view import CodeView
 from forge_tui.app.widgets.footer import ForgeFooter
 from forge_tui.app.widgets.measurements import MeasurementsPane, best_curve
@@ -129,8 +146,9 @@ class RunScreen(Screen):
         Binding("3", "focus_pane('meas')", "Meas", tooltip="Focus the measurements pane"),
         Binding("4", "focus_pane('llm')", "LLM", tooltip="Focus the LLM transcript pane"),
         Binding("z", "toggle_maximize", "Max", tooltip="Maximise the focused pane (or restore)"),
-        Binding("space", "toggle_pause", "Pause/Resume", tooltip="Ask the search to pause or to carry on",
-                priority=True),
+        Binding(
+            "space", "toggle_pause", "Pause/Resume", tooltip="Ask the search to pause or to carry on", priority=True
+        ),
         Binding("q", "stop_and_leave", "Stop+quit", tooltip="Ask the search to stop (resumable) and leave"),
         Binding("d", "detach", "Detach", tooltip="Leave; the search keeps running"),
         Binding("escape", "detach", "Back", show=False),
@@ -267,8 +285,11 @@ class RunScreen(Screen):
         except StoreError as exc:
             self.notify(str(exc), severity="error")
             return
-        self.notify("asked the search to pause (after the node in flight)" if want == "pause"
-                    else "asked the search to carry on")
+        self.notify(
+            "asked the search to pause (after the node in flight)"
+            if want == "pause"
+            else "asked the search to carry on"
+        )
         self._render_header()
 
     def action_stop_and_leave(self) -> None:
@@ -408,7 +429,8 @@ class RunScreen(Screen):
         if self.run is not None:
             best = self.query_one(NodeTree).nodes.get(self.run.best_node_id) if self.run.best_node_id else None
             self.query_one("#run-header", Static).update(
-                header_text(self.run, self.app.clock(), self.app.size.width, best))
+                header_text(self.run, self.app.clock(), self.app.size.width, best)
+            )
 
     # ------------------------------------------------------------------ details
     @on(Tree.NodeHighlighted, "#tree")
@@ -443,10 +465,16 @@ class RunScreen(Screen):
             parent = store.get_node(node.parent_id) if node.parent_id else None
             best = store.get_node(best_id) if best_id else None
             root = store.get_node(root_id) if root_id else None
-            detail = NodeDetail(node=node, parent=parent, best=best, root=root,
-                                measurements=store.measurements(node_id=node_id),
-                                compile_logs=store.compile_logs(node_id), correctness=store.correctness(node_id),
-                                exchanges=store.llm_exchanges(node_id=node_id))
+            detail = NodeDetail(
+                node=node,
+                parent=parent,
+                best=best,
+                root=root,
+                measurements=store.measurements(node_id=node_id),
+                compile_logs=store.compile_logs(node_id),
+                correctness=store.correctness(node_id),
+                exchanges=store.llm_exchanges(node_id=node_id),
+            )
         except StoreError as exc:
             self.post_message(PollFailed(str(exc)))
             return

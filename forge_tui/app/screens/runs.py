@@ -1,4 +1,5 @@
 """The runs browser: every run in the store; sort, filter, open, resume, stop, delete, new."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -10,8 +11,17 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
-from forge_tui.app.format import (MARK_STYLE, RUN_STYLE, device_name, fmt_created, legends, run_best, speedup_mark,
-                                  speedup_style, speedup_text)
+from forge_tui.app.format import (
+    MARK_STYLE,
+    RUN_STYLE,
+    device_name,
+    fmt_created,
+    legends,
+    run_best,
+    speedup_mark,
+    speedup_style,
+    speedup_text,
+)
 from forge_tui.app.messages import PollFailed, RunsLoaded
 from forge_tui.app.screens.dialogs import ConfirmScreen, NewSearchScreen
 from forge_tui.app.widgets.footer import ForgeFooter
@@ -20,13 +30,29 @@ from forge_tui.core.errors import one_line
 from store import StoreError
 from store.models import NodeSummary, RunRead
 
-COLUMNS = (("id", "id"), ("task", "task"), ("status", "status"), ("backend", "backend"), ("proposer", "proposer"),
-           ("iter", "iterations"), ("best", "best"), ("device", "device"), ("created", "created"))
+COLUMNS = (
+    ("id", "id"),
+    ("task", "task"),
+    ("status", "status"),
+    ("backend", "backend"),
+    ("proposer", "proposer"),
+    ("iter", "iterations"),
+    ("best", "best"),
+    ("device", "device"),
+    ("created", "created"),
+)
 #: Below this width the table folds backend and proposer into one column and leaves out the
 #: device (still searchable with the filter), so every column fits in 80 columns.
 NARROW_WIDTH = 110
-NARROW_COLUMNS = (("id", "id"), ("task", "task"), ("status", "status"), ("run", "kind"), ("iter", "iterations"),
-                  ("best", "best"), ("created", "created"))
+NARROW_COLUMNS = (
+    ("id", "id"),
+    ("task", "task"),
+    ("status", "status"),
+    ("run", "kind"),
+    ("iter", "iterations"),
+    ("best", "best"),
+    ("created", "created"),
+)
 SORTS = ("id", "task", "status", "best", "created")
 POLL_S = 1.0
 
@@ -106,7 +132,7 @@ class RunsScreen(Screen):
         self.narrow = narrow
         table = self.query_one(RunsTable)
         table.clear(columns=True)
-        for label, key in (NARROW_COLUMNS if narrow else COLUMNS):
+        for label, key in NARROW_COLUMNS if narrow else COLUMNS:
             table.add_column(label, key=key)
         if self.runs:
             self.refresh_table()
@@ -175,8 +201,18 @@ class RunsScreen(Screen):
         f = self.filter_text.lower().strip()
         out = []
         for r in self.runs:
-            hay = " ".join([str(r.id), r.task_name, r.status, r.backend, r.proposer, r.model,
-                            device_name(r.device_json), r.created_at]).lower()
+            hay = " ".join(
+                [
+                    str(r.id),
+                    r.task_name,
+                    r.status,
+                    r.backend,
+                    r.proposer,
+                    r.model,
+                    device_name(r.device_json),
+                    r.created_at,
+                ]
+            ).lower()
             if not f or all(part in hay for part in f.split()):
                 out.append(r)
         return sorted(out, key=lambda r: sort_key(r, self.sort))
@@ -195,11 +231,29 @@ class RunsScreen(Screen):
             done = f"{r.iterations_done}/{r.iterations_target}"
             if self.narrow:
                 created = fmt_created(r.created_at)
-                table.add_row(str(r.id), r.task_name, status, f"{r.backend}/{r.proposer}", done, best,
-                              created[5:] if len(created) == 16 else created, key=str(r.id))
+                table.add_row(
+                    str(r.id),
+                    r.task_name,
+                    status,
+                    f"{r.backend}/{r.proposer}",
+                    done,
+                    best,
+                    created[5:] if len(created) == 16 else created,
+                    key=str(r.id),
+                )
             else:
-                table.add_row(str(r.id), r.task_name, status, r.backend, r.proposer, done, best,
-                              device_name(r.device_json)[:28] or "-", fmt_created(r.created_at), key=str(r.id))
+                table.add_row(
+                    str(r.id),
+                    r.task_name,
+                    status,
+                    r.backend,
+                    r.proposer,
+                    done,
+                    best,
+                    device_name(r.device_json)[:28] or "-",
+                    fmt_created(r.created_at),
+                    key=str(r.id),
+                )
         if keep is not None and str(keep) in table.rows:
             table.move_cursor(row=table.get_row_index(str(keep)), animate=False)
         status = f" {len(runs)} of {len(self.runs)} runs  sort: {self.sort}"
@@ -306,8 +360,13 @@ class RunsScreen(Screen):
                 self.notify(f"deleted run {run.id}")
                 self.load_runs()
 
-        self.app.push_screen(ConfirmScreen(f"Delete run {run.id} ({run.task_name}, {run.iterations_done} "
-                                           f"iterations) and all its nodes? This cannot be undone."), done)
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Delete run {run.id} ({run.task_name}, {run.iterations_done} "
+                f"iterations) and all its nodes? This cannot be undone."
+            ),
+            done,
+        )
 
     def action_new_search(self) -> None:
         from kernels.registry import catalog
@@ -330,8 +389,9 @@ class RunsScreen(Screen):
         try:
             run = create_run(self.app.store, spec)
         except Exception as exc:  # SearchError, TaskError, ConfigError, RunConfigError, StoreError: one line
-            self.app.call_from_thread(self.notify, f"cannot start the search: {one_line(exc)}", severity="error",
-                                      timeout=8)
+            self.app.call_from_thread(
+                self.notify, f"cannot start the search: {one_line(exc)}", severity="error", timeout=8
+            )
             return
         self.app.call_from_thread(self._started, run.id)
 

@@ -2,6 +2,7 @@
 or its full source, highlighted with Pygments (through rich's Syntax) and shown line by
 line (only the visible lines render). Highlighting a long source runs in a thread worker
 (the plain text shows meanwhile); results are cached by text. Text is capped."""
+
 from __future__ import annotations
 
 import difflib
@@ -28,8 +29,11 @@ SYNC_HIGHLIGHT_CHARS = 3000
 
 
 def unified(old: str, new: str, old_name: str, new_name: str) -> str:
-    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                        fromfile=old_name, tofile=new_name, n=3))
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=old_name, tofile=new_name, n=3
+        )
+    )
 
 
 def highlight(text: str, lexer: str) -> Text:

@@ -5,6 +5,7 @@ labels and drops what the screen says can go (``footer_label``: a key already sh
 elsewhere, such as the pane numbers in the tab bar), and leaves out the command-palette
 key (ctrl+p still works and help lists it) when the keys would not fit beside it.
 """
+
 from __future__ import annotations
 
 from typing import Optional

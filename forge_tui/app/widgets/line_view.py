@@ -5,6 +5,7 @@ is rendered whole (twice: once to measure its height), while this view knows its
 from the line count and turns only the lines on screen into strips (cached by line).
 Lines are rich ``Text`` (already highlighted); an optional gutter shows line numbers.
 """
+
 from __future__ import annotations
 
 from typing import Optional, Sequence
@@ -89,8 +90,11 @@ class LineView(ScrollView, can_focus=True):
         if self._numbers:
             segments.append(Segment(f"{index + 1:>{self._gutter - 2}}  ", base + self.number_style))
         line = self._lines[index]
-        segments += [Segment(s.text, base + s.style if s.style else base, s.control)
-                     for s in line.render(self.app.console) if s.text != "\n"]
+        segments += [
+            Segment(s.text, base + s.style if s.style else base, s.control)
+            for s in line.render(self.app.console)
+            if s.text != "\n"
+        ]
         strip = Strip(segments)
         self._cache[key] = strip
         return strip

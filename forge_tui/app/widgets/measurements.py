@@ -1,5 +1,6 @@
 """The measurements pane: baseline vs node vs best per shape (median, p10/p90, CV, GB/s,
 % SOL, samples), best speedup over iterations, GPU telemetry, compile log, correctness."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -11,8 +12,18 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Sparkline, Static
 
-from forge_tui.app.format import (CONFIRM_FAILED, CONFIRMED, MARK_STYLE, cap, confirmation, confirmed_mark, failed_mark,
-                                  fmt_ms, shown_speedup, speedup_style, speedup_text)
+from forge_tui.app.format import (
+    CONFIRM_FAILED,
+    CONFIRMED,
+    MARK_STYLE,
+    cap,
+    confirmation,
+    confirmed_mark,
+    failed_mark,
+    shown_speedup,
+    speedup_style,
+    speedup_text,
+)
 from forge_tui.app.messages import NodeDetail
 from store.models import MeasurementRead, NodeRead, RunRead
 
@@ -78,8 +89,9 @@ class MeasurementsPane(VerticalScroll):
         spark.data = values or [0.0]
         title = self.query_one("#meas-curve-title", Static)
         if values:
-            title.update(f"best search-time speedup over {len(values)} evaluated nodes: "
-                         f"{values[0]:.3f}x -> {values[-1]:.3f}x")
+            title.update(
+                f"best search-time speedup over {len(values)} evaluated nodes: {values[0]:.3f}x -> {values[-1]:.3f}x"
+            )
         else:
             title.update("best speedup over iterations: no evaluated nodes yet")
 
@@ -107,8 +119,9 @@ class MeasurementsPane(VerticalScroll):
         d = self.detail
         node = d.node if d else None
         best = d.best if d else None
-        node_meas = {m.shape: m for m in (d.measurements if d else []) if m.subject == "candidate"
-                     and not _confirmation(m)}
+        node_meas = {
+            m.shape: m for m in (d.measurements if d else []) if m.subject == "candidate" and not _confirmation(m)
+        }
         confirm = {(m.subject, m.shape): m for m in (d.measurements if d else []) if _confirmation(m)}
         shapes = list(dict.fromkeys(list(eager) + list(node.shapes if node else {})))
         dev = run.device
@@ -129,8 +142,10 @@ class MeasurementsPane(VerticalScroll):
             elif kind == CONFIRM_FAILED:
                 header.append(speedup_text(c), style=speedup_style(c))
                 header.append(f" {failed_mark()} {CONFIRM_FAILED}", style=MARK_STYLE[kind])
-                header.append(": search-time geomean vs eager; the re-measurement with fresh inputs at the end "
-                              "of the run did not pass (no confirmed figure)")
+                header.append(
+                    ": search-time geomean vs eager; the re-measurement with fresh inputs at the end "
+                    "of the run did not pass (no confirmed figure)"
+                )
             else:
                 header.append(speedup_text(node.speedup), style=speedup_style(node.speedup))
                 header.append(" search-time geomean vs eager")
@@ -161,9 +176,19 @@ class MeasurementsPane(VerticalScroll):
             if mc is not None or shape in comp:
                 med = mc.median_ms if mc else comp[shape]
                 sp = eager[shape] / med if shape in eager and med else None
-                rows.append(("compile", med, mc.p10_ms if mc else None, mc.p90_ms if mc else None,
-                             mc.cv if mc else None, mc.gbps if mc else None, mc.sol_pct if mc else None,
-                             mc.n if mc else None, sp))
+                rows.append(
+                    (
+                        "compile",
+                        med,
+                        mc.p10_ms if mc else None,
+                        mc.p90_ms if mc else None,
+                        mc.cv if mc else None,
+                        mc.gbps if mc else None,
+                        mc.sol_pct if mc else None,
+                        mc.n if mc else None,
+                        sp,
+                    )
+                )
             for what, n in (("node", node), ("best", best)):
                 if n is None or (what == "best" and node is not None and n.id == node.id):
                     continue
@@ -171,29 +196,59 @@ class MeasurementsPane(VerticalScroll):
                 if not st:
                     continue
                 mm = node_meas.get(shape) if what == "node" else None
-                rows.append((f"{what} #{n.id}", st.get("median_ms"), st.get("p10_ms"), st.get("p90_ms"), st.get("cv"),
-                             st.get("gbps"), st.get("sol_pct"), mm.n if mm else None, st.get("speedup")))
+                rows.append(
+                    (
+                        f"{what} #{n.id}",
+                        st.get("median_ms"),
+                        st.get("p10_ms"),
+                        st.get("p90_ms"),
+                        st.get("cv"),
+                        st.get("gbps"),
+                        st.get("sol_pct"),
+                        mm.n if mm else None,
+                        st.get("speedup"),
+                    )
+                )
             cm, ce = confirm.get(("candidate", shape)), confirm.get(("eager", shape))
             if node is not None and cm is not None:
                 ref = ce.median_ms if ce is not None else (m.median_ms if m is not None else eager.get(shape))
                 sp = ref / cm.median_ms if ref and cm.median_ms else None
                 mark = failed_mark() if kind == CONFIRM_FAILED else confirmed_mark()  # the re-measurement's row
-                rows.append((f"{mark} #{node.id}", cm.median_ms, cm.p10_ms, cm.p90_ms, cm.cv, cm.gbps,
-                             cm.sol_pct, cm.n, sp))
+                rows.append(
+                    (f"{mark} #{node.id}", cm.median_ms, cm.p10_ms, cm.p90_ms, cm.cv, cm.gbps, cm.sol_pct, cm.n, sp)
+                )
             meds = [r[1] for r in rows if r[1] is not None]
             unit, scale = ("us", 1e3) if meds and max(meds) < 1.0 else ("ms", 1.0)
 
             def t(x):
-                return f"{x * scale:.1f}" if (x is not None and unit == "us") else (f"{x:.3f}" if x is not None else "-")
+                return (
+                    f"{x * scale:.1f}" if (x is not None and unit == "us") else (f"{x:.3f}" if x is not None else "-")
+                )
 
-            table = Table(box=None, expand=False, pad_edge=False, header_style="bold", padding=(0, 1),
-                          title=shape, title_justify="left", title_style="bold cyan")
+            table = Table(
+                box=None,
+                expand=False,
+                pad_edge=False,
+                header_style="bold",
+                padding=(0, 1),
+                title=shape,
+                title_justify="left",
+                title_style="bold cyan",
+            )
             for col in ("", f"median {unit}", f"p10-p90 {unit}", "CV", "GB/s", "%SOL", "n", "speedup"):
                 table.add_column(col, justify="left" if not col else "right", no_wrap=True)
             for what, med, p10, p90, cv, gbps, sol, n, sp in rows:
                 spread = f"{t(p10)}-{t(p90)}" if p10 is not None and p90 is not None else "-"
-                table.add_row(what, t(med), spread, _pct(cv), _num(gbps, "{:.0f}"), _num(sol), str(n) if n else "-",
-                              Text(speedup_text(sp), style=speedup_style(sp) if what != "eager" else "dim"))
+                table.add_row(
+                    what,
+                    t(med),
+                    spread,
+                    _pct(cv),
+                    _num(gbps, "{:.0f}"),
+                    _num(sol),
+                    str(n) if n else "-",
+                    Text(speedup_text(sp), style=speedup_style(sp) if what != "eager" else "dim"),
+                )
             parts.append(table)
         self.query_one("#meas-table", Static).update(Group(*parts))
 
@@ -202,21 +257,37 @@ class MeasurementsPane(VerticalScroll):
         parts = []
         if d is not None:
             for cl in d.compile_logs:
-                head = Text(f"compile {'ok' if cl.ok else 'FAILED'}{' (cached)' if cl.cached else ''} "
-                            f"in {cl.seconds:.2f} s", style="green" if cl.ok else "bold red")
+                head = Text(
+                    f"compile {'ok' if cl.ok else 'FAILED'}{' (cached)' if cl.cached else ''} in {cl.seconds:.2f} s",
+                    style="green" if cl.ok else "bold red",
+                )
                 parts.append(head)
                 parts.append(Text(cap(cl.command, 400)[0], style="dim"))
                 if cl.log:
                     parts.append(Text(cap(cl.log, 20_000, 200)[0]))
             if d.correctness:
-                t = Table(box=None, header_style="bold", padding=(0, 1), pad_edge=False, collapse_padding=True,
-                          title="correctness", title_justify="left", title_style="dim")
+                t = Table(
+                    box=None,
+                    header_style="bold",
+                    padding=(0, 1),
+                    pad_edge=False,
+                    collapse_padding=True,
+                    title="correctness",
+                    title_justify="left",
+                    title_style="dim",
+                )
                 for col in ("shape", "trial", "seed", "dist", "max abs", "max rel", "ok"):
                     t.add_column(col, no_wrap=True, overflow="ellipsis", max_width=22 if col == "shape" else None)
                 for c in d.correctness[:200]:
-                    t.add_row(c.shape, str(c.trial), str(c.seed), c.distribution, _num(c.max_abs_err, "{:.2e}"),
-                              _num(c.max_rel_err, "{:.2e}"), Text("yes" if c.passed else "NO",
-                                                                  style="green" if c.passed else "bold red"))
+                    t.add_row(
+                        c.shape,
+                        str(c.trial),
+                        str(c.seed),
+                        c.distribution,
+                        _num(c.max_abs_err, "{:.2e}"),
+                        _num(c.max_rel_err, "{:.2e}"),
+                        Text("yes" if c.passed else "NO", style="green" if c.passed else "bold red"),
+                    )
                 parts.append(t)
                 if d.correctness:
                     parts.append(Text(f"tolerance: {d.correctness[0].tolerance}", style="dim"))

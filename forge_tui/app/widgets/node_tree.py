@@ -14,6 +14,7 @@ enter). ``tree_nodes`` maps node id -> TreeNode; labels update in place. Runs of
 node. Jumps (best, parent, next failure) materialise the path they need. Only a filter
 change rebuilds the tree.
 """
+
 from __future__ import annotations
 
 from bisect import bisect_left
@@ -24,8 +25,21 @@ from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from forge_tui.app.format import (ASCII, CONFIRM_FAILED, CONFIRMED, FAILED, MARK_STYLE, glyph, short, shown_speedup,
-                                  speedup_mark, speedup_style, speedup_text, star, status_style)
+from forge_tui.app.format import (
+    ASCII,
+    CONFIRM_FAILED,
+    CONFIRMED,
+    FAILED,
+    MARK_STYLE,
+    glyph,
+    short,
+    shown_speedup,
+    speedup_mark,
+    speedup_style,
+    speedup_text,
+    star,
+    status_style,
+)
 from store.models import NodeSummary
 
 FILTERS = ("all", "ok", "failed")
@@ -42,8 +56,13 @@ class NodeTree(Tree[int]):
         Binding("j", "cursor_down", "Down", show=False),
         Binding("k", "cursor_up", "Up", show=False),
         Binding("l,right", "open_node", "Open", show=False, tooltip="Expand the node under the cursor"),
-        Binding("h,left", "close_node", "Close", show=False,
-                tooltip="Collapse the node under the cursor (or go to its parent)"),
+        Binding(
+            "h,left",
+            "close_node",
+            "Close",
+            show=False,
+            tooltip="Collapse the node under the cursor (or go to its parent)",
+        ),
         Binding("b", "jump_best", "Best", tooltip="Jump to the best node"),
         Binding("p", "jump_parent", "Parent", tooltip="Jump to the parent node"),
         Binding("n", "next_failure", "Next fail", tooltip="Jump to the next failed node"),
@@ -129,8 +148,9 @@ class NodeTree(Tree[int]):
         if sibs and (sibs[-1].data is None or sibs[-1].data > n.id):
             ids = [c.data if c.data is not None else 1 << 62 for c in sibs]
             before = bisect_left(ids, n.id)
-        tn = parent_tn.add(self.label_for(n), data=n.id, before=before, expand=self._auto_expand(),
-                           allow_expand=bool(self._kids(n.id)))
+        tn = parent_tn.add(
+            self.label_for(n), data=n.id, before=before, expand=self._auto_expand(), allow_expand=bool(self._kids(n.id))
+        )
         self.tree_nodes[n.id] = tn
         return tn
 
@@ -268,9 +288,12 @@ class NodeTree(Tree[int]):
         self._more_parent.clear()
         self._rebuild_visible()
         self._populate(None)
-        passing = (lambda i: i is not None and i in self.nodes and self._matches(self.nodes[i]))
-        target = keep if passing(keep) else (self.best_id if passing(self.best_id) else
-                                              next((i for i in sorted(self.nodes) if passing(i)), None))
+        passing = lambda i: i is not None and i in self.nodes and self._matches(self.nodes[i])
+        target = (
+            keep
+            if passing(keep)
+            else (self.best_id if passing(self.best_id) else next((i for i in sorted(self.nodes) if passing(i)), None))
+        )
         if target is not None:
             self.select_id(target)  # opens the path to it: a big tree does not come back collapsed
 

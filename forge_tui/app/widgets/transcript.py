@@ -1,13 +1,14 @@
 """The LLM transcript pane: the node's exchanges as Markdown (rendered by rich: one
 renderable, no widget per block) (model, tokens, latency,
 messages, reply); for tuner nodes, the tuner's description. Long texts are capped."""
+
 from __future__ import annotations
 
 from typing import Optional
 
+from rich.markdown import Markdown
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from rich.markdown import Markdown
 from textual.widgets import Static
 
 from forge_tui.app.format import cap
@@ -32,8 +33,10 @@ def transcript_markdown(detail: Optional[NodeDetail], run: Optional[RunRead] = N
     out = [f"### node #{n.id} ({n.kind}, proposer {n.proposer or '-'})", "", n.description or "", ""]
     if not detail.exchanges:
         if n.proposer == "tune" or n.kind == "seed":
-            out.append("*no LLM exchange: this node came from "
-                       + (f"{seed_origin(run)} (the run's seed)*" if n.kind == "seed" else "the parameter tuner*"))
+            out.append(
+                "*no LLM exchange: this node came from "
+                + (f"{seed_origin(run)} (the run's seed)*" if n.kind == "seed" else "the parameter tuner*")
+            )
             params = n.params
             if params:
                 out += ["", "| parameter | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in params.items()]
@@ -43,8 +46,11 @@ def transcript_markdown(detail: Optional[NodeDetail], run: Optional[RunRead] = N
     for ex in detail.exchanges:
         tok = f"{ex.prompt_tokens or '?'} in / {ex.completion_tokens or '?'} out"
         lat = f"{ex.latency_s:.2f} s" if ex.latency_s is not None else "-"
-        out += [f"**model** `{ex.model or '?'}`  **tokens** {tok}  **latency** {lat}"
-                + (f"  **finish** {ex.finish_reason}" if ex.finish_reason else ""), ""]
+        out += [
+            f"**model** `{ex.model or '?'}`  **tokens** {tok}  **latency** {lat}"
+            + (f"  **finish** {ex.finish_reason}" if ex.finish_reason else ""),
+            "",
+        ]
         if ex.error:
             out += [f"> error: {ex.error.splitlines()[0] if ex.error else ''}", ""]
         for m in ex.messages:

@@ -4,6 +4,7 @@
 :class:`~forge_tui.core.status.BackendName`, its string value, or a :class:`Backend` (returned
 as is), so functions can take either. Imports no torch.
 """
+
 from __future__ import annotations
 
 from typing import Union
@@ -14,8 +15,20 @@ from forge_tui.evaluate.backends.base import Backend, ToolchainError
 from forge_tui.evaluate.backends.cuda import CudaBackend, find_nvcc
 from forge_tui.evaluate.backends.host import HOST_SOL_FACTOR, HostBackend
 
-__all__ = ["Backend", "CudaBackend", "HostBackend", "ToolchainError", "UnknownBackendError", "HOST_SOL_FACTOR",
-           "auto_backend", "available_backends", "backend_for_device", "backend_for_suffix", "find_nvcc", "get_backend"]
+__all__ = [
+    "Backend",
+    "CudaBackend",
+    "HostBackend",
+    "ToolchainError",
+    "UnknownBackendError",
+    "HOST_SOL_FACTOR",
+    "auto_backend",
+    "available_backends",
+    "backend_for_device",
+    "backend_for_suffix",
+    "find_nvcc",
+    "get_backend",
+]
 
 
 class UnknownBackendError(ForgeError, ValueError):
@@ -35,7 +48,8 @@ def get_backend(name: Union[str, BackendName, Backend]) -> Backend:
         return _BACKENDS[BackendName(str(name))]
     except ValueError:
         raise UnknownBackendError(
-            f"unknown backend {str(name)!r}: use {' or '.join(b.value for b in BackendName)}") from None
+            f"unknown backend {str(name)!r}: use {' or '.join(b.value for b in BackendName)}"
+        ) from None
 
 
 def available_backends() -> tuple[Backend, ...]:

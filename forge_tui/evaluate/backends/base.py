@@ -10,6 +10,7 @@ picks which timer class to build.
 Nothing here imports torch at module level: the CLI and the UI read these objects (start-up
 must stay fast); the methods that need torch import it when called, in the worker.
 """
+
 from __future__ import annotations
 
 import abc
@@ -165,7 +166,7 @@ class Backend(abc.ABC):
     def make_timer(self, device: str):
         """The :class:`forge_tui.evaluate.trials.Timer` that measures this backend."""
 
-    def synchronize(self) -> None:
+    def synchronize(self) -> None:  # noqa: B027  (a no-op default; cuda overrides it)
         """Wait for all queued device work (a no-op where calls are synchronous)."""
 
     def stream_handle(self) -> Optional[int]:
@@ -180,4 +181,3 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def sol_ceiling(self, peak: "Optional[Peak]", copy_gbs: Optional[float]) -> tuple[float, float]:
         """``(bandwidth GB/s, TFLOP/s)`` the speed-of-light gate holds a candidate to (check 13)."""
-

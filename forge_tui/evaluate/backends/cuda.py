@@ -1,4 +1,5 @@
 """The cuda backend: nvcc, a GPU, CUDA events and a whole-device synchronise."""
+
 from __future__ import annotations
 
 import os
@@ -50,8 +51,7 @@ class CudaBackend(Backend):
     caps_worker_memory = False  # the CUDA driver reserves large virtual ranges
     cpu_is_timed = False
     has_telemetry = True
-    timing = {"warmup": 10, "samples": 150, "flush_bytes": 256 * 2**20, "sets": 3, "max_rounds": 3,
-              "cv_target": 0.05}
+    timing = {"warmup": 10, "samples": 150, "flush_bytes": 256 * 2**20, "sets": 3, "max_rounds": 3, "cv_target": 0.05}
     op_timing = {"warmup": 5, "samples": 50}
     timing_method = "cuda events + device sync, L2 flush, interleaved with eager"
     copy_bandwidth_bytes = 1 << 30

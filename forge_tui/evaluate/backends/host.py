@@ -1,4 +1,5 @@
 """The host backend: g++, the CPU, one thread, the host clock."""
+
 from __future__ import annotations
 
 import os
@@ -41,8 +42,7 @@ class HostBackend(Backend):
     caps_worker_memory = True
     cpu_is_timed = True
     has_telemetry = False
-    timing = {"warmup": 3, "samples": 31, "flush_bytes": 32 * 2**20, "sets": 3, "max_rounds": 2,
-              "cv_target": 0.10}
+    timing = {"warmup": 3, "samples": 31, "flush_bytes": 32 * 2**20, "sets": 3, "max_rounds": 2, "cv_target": 0.10}
     op_timing = {"warmup": 2, "samples": 15}
     timing_method = "perf_counter, cache flush, interleaved with eager (1 thread)"
     copy_bandwidth_bytes = 256 << 20

@@ -24,21 +24,64 @@ The modules, in the order a capture uses them: ``model_file`` (load, build, run)
 Errors meant for the user are :class:`CaptureError` (one line); ``apply`` reuses the model
 loading and the call descriptions from here.
 """
-from forge_tui.model.capture.describe import (call_key, describe, dtype_name, functional_name, mutation,
-                                              op_kind, short, spec_text, tensor_leaves, tensor_specs)
-from forge_tui.model.capture.model_file import (LAYOUT_HINT, ModelFile, build, load_model_file, resolve_device,
-                                                run_forward)
+
+from forge_tui.model.capture.describe import (
+    call_key,
+    describe,
+    dtype_name,
+    functional_name,
+    mutation,
+    op_kind,
+    short,
+    spec_text,
+    tensor_leaves,
+    tensor_specs,
+)
+from forge_tui.model.capture.model_file import (
+    LAYOUT_HINT,
+    ModelFile,
+    build,
+    load_model_file,
+    resolve_device,
+    run_forward,
+)
 from forge_tui.model.capture.recorder import Capture, OpGroup, Recorder, record
 from forge_tui.model.capture.register import write_tasks
-from forge_tui.model.capture.render import (format_table, format_tasks, render_task, rows, task_capture,
-                                            task_filename)
+from forge_tui.model.capture.render import format_table, format_tasks, render_task, rows, task_capture, task_filename
 from forge_tui.model.capture.selection import select, task_refusal
 from forge_tui.model.capture.timing import measure
 from forge_tui.model.errors import CaptureError
 
 __all__ = [
-    "LAYOUT_HINT", "Capture", "CaptureError", "ModelFile", "OpGroup", "Recorder", "build", "call_key", "describe",
-    "dtype_name", "format_table", "format_tasks", "functional_name", "load_model_file", "measure", "mutation",
-    "op_kind", "record", "render_task", "resolve_device", "rows", "run_forward", "select", "short", "spec_text",
-    "task_capture", "task_filename", "task_refusal", "tensor_leaves", "tensor_specs", "write_tasks",
+    "LAYOUT_HINT",
+    "Capture",
+    "CaptureError",
+    "ModelFile",
+    "OpGroup",
+    "Recorder",
+    "build",
+    "call_key",
+    "describe",
+    "dtype_name",
+    "format_table",
+    "format_tasks",
+    "functional_name",
+    "load_model_file",
+    "measure",
+    "mutation",
+    "op_kind",
+    "record",
+    "render_task",
+    "resolve_device",
+    "rows",
+    "run_forward",
+    "select",
+    "short",
+    "spec_text",
+    "task_capture",
+    "task_filename",
+    "task_refusal",
+    "tensor_leaves",
+    "tensor_specs",
+    "write_tasks",
 ]

@@ -1,5 +1,6 @@
 """How capture and apply describe an aten call: JSON-able arguments, the call's identity
 (:func:`call_key`), its tensors, what kind of operator it is and short text for tables."""
+
 from __future__ import annotations
 
 import json
@@ -11,9 +12,24 @@ import torch
 #: Operators that move no data (beyond what the schema's aliasing already says).
 _VIEW_LIKE = {"aten._unsafe_view", "aten._reshape_alias", "aten.lift_fresh", "aten.alias", "aten.detach"}
 #: Operators that only allocate or read metadata.
-_METADATA = {"aten.empty", "aten.empty_strided", "aten.empty_like", "aten.new_empty", "aten.new_empty_strided",
-             "aten.sym_size", "aten.sym_stride", "aten.sym_numel", "aten.sym_storage_offset", "aten.is_same_size",
-             "aten._local_scalar_dense", "aten.resize_", "aten.set_", "aten.is_nonzero", "aten.size", "aten.stride"}
+_METADATA = {
+    "aten.empty",
+    "aten.empty_strided",
+    "aten.empty_like",
+    "aten.new_empty",
+    "aten.new_empty_strided",
+    "aten.sym_size",
+    "aten.sym_stride",
+    "aten.sym_numel",
+    "aten.sym_storage_offset",
+    "aten.is_same_size",
+    "aten._local_scalar_dense",
+    "aten.resize_",
+    "aten.set_",
+    "aten.is_nonzero",
+    "aten.size",
+    "aten.stride",
+}
 
 
 def dtype_name(dt: torch.dtype) -> str:
@@ -165,7 +181,7 @@ def short(d) -> str:
         if "tensor" in d:
             return spec_text(d["tensor"])
         if len(d) == 1:
-            (k, v), = d.items()
+            ((k, v),) = d.items()
             if k in ("dtype", "device", "memory_format", "layout", "float", "repr"):
                 return str(v)
         return str(d)
@@ -174,8 +190,17 @@ def short(d) -> str:
     return repr(d)
 
 
-_DT_SHORT = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int64": "i64",
-             "int32": "i32", "bool": "bool", "uint8": "u8", "int8": "i8"}
+_DT_SHORT = {
+    "float32": "f32",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "float64": "f64",
+    "int64": "i64",
+    "int32": "i32",
+    "bool": "bool",
+    "uint8": "u8",
+    "int8": "i8",
+}
 
 
 def spec_text(spec: dict) -> str:

@@ -1,5 +1,6 @@
 """A model file for capture and apply: loaded through :mod:`forge_tui.model.loader`, built on a
 device and run in inference mode. Errors are :class:`CaptureError` with one line."""
+
 from __future__ import annotations
 
 import uuid
@@ -64,8 +65,9 @@ def resolve_device(backend: str) -> str:
     try:
         chosen = get_backend(backend)
     except UnknownBackendError:
-        raise CaptureError(f"unknown backend {backend!r}: use {AUTO}, "
-                           f"{' or '.join(b.name.value for b in available_backends())}") from None
+        raise CaptureError(
+            f"unknown backend {backend!r}: use {AUTO}, {' or '.join(b.name.value for b in available_backends())}"
+        ) from None
     if chosen.needs_gpu and not torch.cuda.is_available():
         raise CaptureError("no CUDA device visible to torch: check the driver, or pass --backend host")
     return chosen.torch_device

@@ -1,5 +1,6 @@
 """Recording one forward: :class:`Recorder` groups every aten call below autograd into
 :class:`OpGroup` s; :func:`record` loads, builds and runs the model under it into a :class:`Capture`."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -10,8 +11,7 @@ import torch  # noqa: F401  (the recorder runs under torch's dispatcher)
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from forge_tui.evaluate.backends import backend_for_device
-from forge_tui.model.capture.describe import (call_key, describe, dtype_name, op_kind, short, tensor_leaves,
-                                              tensor_specs)
+from forge_tui.model.capture.describe import call_key, describe, dtype_name, op_kind, short, tensor_leaves, tensor_specs
 from forge_tui.model.capture.model_file import ModelFile, build, load_model_file, resolve_device, run_forward
 from forge_tui.model.errors import CaptureError
 
@@ -75,15 +75,24 @@ class Recorder(TorchDispatchMode):
         key = call_key(op, describe(list(args)), {k: describe(v) for k, v in kwargs.items()})
         g = self.groups.get(key)
         if g is None:
-            g = OpGroup(index=len(self.groups) + 1, op=op, kind=op_kind(func), args=describe(list(args), True),
-                        kwargs={k: describe(v, True) for k, v in kwargs.items()}, func=func,
-                        call_args=tuple(args), call_kwargs=dict(kwargs),
-                        n_returns=len(getattr(getattr(func, "_schema", None), "returns", [None])))
+            g = OpGroup(
+                index=len(self.groups) + 1,
+                op=op,
+                kind=op_kind(func),
+                args=describe(list(args), True),
+                kwargs={k: describe(v, True) for k, v in kwargs.items()},
+                func=func,
+                call_args=tuple(args),
+                call_kwargs=dict(kwargs),
+                n_returns=len(getattr(getattr(func, "_schema", None), "returns", [None])),
+            )
             self.groups[key] = g
         out = func(*args, **kwargs)
         if g.count == 0:
-            g.outputs = [{"shape": list(t.shape), "dtype": dtype_name(t.dtype)}
-                         for t in tensor_leaves([out] if not isinstance(out, (list, tuple)) else out, {})]
+            g.outputs = [
+                {"shape": list(t.shape), "dtype": dtype_name(t.dtype)}
+                for t in tensor_leaves([out] if not isinstance(out, (list, tuple)) else out, {})
+            ]
         g.count += 1
         return out
 
@@ -118,15 +127,27 @@ class Capture:
     def row(self, g: OpGroup) -> dict:
         """JSON row of one group (the ``--json`` list's element)."""
         return {
-            "index": g.index, "op": g.op, "kind": g.kind, "worth_kernel": g.worth_kernel, "count": g.count,
-            "shapes": [s["shape"] for s in g.inputs], "dtypes": [s["dtype"] for s in g.inputs],
-            "literals": g.literals(), "args": g.args, "kwargs": g.kwargs, "outputs": g.outputs,
+            "index": g.index,
+            "op": g.op,
+            "kind": g.kind,
+            "worth_kernel": g.worth_kernel,
+            "count": g.count,
+            "shapes": [s["shape"] for s in g.inputs],
+            "dtypes": [s["dtype"] for s in g.inputs],
+            "literals": g.literals(),
+            "args": g.args,
+            "kwargs": g.kwargs,
+            "outputs": g.outputs,
             "time_us": None if g.median_ms is None else g.median_ms * 1e3,
             "p10_us": None if g.p10_ms is None else g.p10_ms * 1e3,
             "p90_us": None if g.p90_ms is None else g.p90_ms * 1e3,
             "total_us": None if g.total_ms is None else g.total_ms * 1e3,
-            "share": g.share, "samples": self.samples, "device": self.device_name, "backend": self.backend,
-            "model": self.model_file.stem, "task": None,
+            "share": g.share,
+            "samples": self.samples,
+            "device": self.device_name,
+            "backend": self.backend,
+            "model": self.model_file.stem,
+            "task": None,
         }
 
 

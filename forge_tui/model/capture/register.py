@@ -1,4 +1,5 @@
 """Chosen groups as task files on disk, loaded and registered in the store (origin ``captured``)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,9 +25,8 @@ def write_tasks(store, cap: Capture, groups: Sequence[OpGroup], out_dir: Optiona
     Raises:
         CaptureError: a file cannot be written, or the written file does not load as a task.
     """
-    from forge_tui.search.runner import register_task
-
     from forge_tui.model.taskfile import load_task_file
+    from forge_tui.search.runner import register_task
 
     out = Path(out_dir) if out_dir is not None else Path("forge-tasks") / cap.model_file.stem
     try:
@@ -48,6 +48,14 @@ def write_tasks(store, cap: Capture, groups: Sequence[OpGroup], out_dir: Optiona
             why = user_message(exc) or _first_line(exc)
             raise CaptureError(f"the task file {path} for #{g.index} {g.op} does not load: {why}") from exc
         row = register_task(store, task)
-        made.append({"index": g.index, "op": g.op, "path": str(path), "name": task.name, "task_id": row.id,
-                     "run_command": f"forge-tui run {path} --proposer llm"})
+        made.append(
+            {
+                "index": g.index,
+                "op": g.op,
+                "path": str(path),
+                "name": task.name,
+                "task_id": row.id,
+                "run_command": f"forge-tui run {path} --proposer llm",
+            }
+        )
     return made

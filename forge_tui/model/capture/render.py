@@ -1,5 +1,6 @@
 """Text a capture renders: the table, the ``--json`` rows, the list of tasks made, and each
 chosen group's task file (KernelBench layout, with ``FORGE_CAPTURE``)."""
+
 from __future__ import annotations
 
 import pprint
@@ -21,8 +22,10 @@ def format_table(cap: Capture, width: int = 60) -> str:
     lines.append(head)
     if cap.forward_ms is not None:
         op_sum = sum(g.total_ms for g in cap.groups)
-        lines.append(f"forward {cap.forward_ms * 1e3:.1f} us; per-op medians sum to {op_sum * 1e3:.1f} us "
-                     f"(each op re-run alone, cache flushed, median of {cap.samples})")
+        lines.append(
+            f"forward {cap.forward_ms * 1e3:.1f} us; per-op medians sum to {op_sum * 1e3:.1f} us "
+            f"(each op re-run alone, cache flushed, median of {cap.samples})"
+        )
     w = min(max([len(g.op) for g in cap.groups] + [24]), 44)
     lines.append(f"{'#':>4} {'share':>6} {'total us':>9} {'calls':>5} {'us/call':>8}  {'op':{w}} inputs / args")
     for g in cap.ranked():
@@ -36,8 +39,10 @@ def format_table(cap: Capture, width: int = 60) -> str:
             detail = detail[: width - 3] + "..."
         note = "" if g.worth_kernel else f"  ({g.kind}: not worth a kernel)"
         lines.append(f"{g.index:>4} {share:>6} {tot} {g.count:>5} {per}  {g.op:{w}} {detail}{note}")
-    lines.append("make tasks of operators: forge-tui capture FILE --select # or OP name (e.g. --select "
-                 f"{next((g.index for g in cap.ranked() if g.worth_kernel), 1)})")
+    lines.append(
+        "make tasks of operators: forge-tui capture FILE --select # or OP name (e.g. --select "
+        f"{next((g.index for g in cap.ranked() if g.worth_kernel), 1)})"
+    )
     return "\n".join(lines)
 
 
@@ -66,10 +71,18 @@ def task_capture(cap: Capture, g: OpGroup) -> dict:
     """The ``FORGE_CAPTURE`` dict of a group's task file (JSON-able)."""
     op = functional_name(g.func) if mutation(g.func) == "inplace" else g.op
     return {
-        "model": cap.model_file.stem, "model_file": str(cap.model_file.path), "op": op, "captured_op": g.op,
-        "index": g.index, "count": g.count, "args": g.args, "kwargs": g.kwargs,
-        "shapes": [s["shape"] for s in g.inputs], "dtypes": [s["dtype"] for s in g.inputs],
-        "outputs": g.outputs, "device": cap.device_name,
+        "model": cap.model_file.stem,
+        "model_file": str(cap.model_file.path),
+        "op": op,
+        "captured_op": g.op,
+        "index": g.index,
+        "count": g.count,
+        "args": g.args,
+        "kwargs": g.kwargs,
+        "shapes": [s["shape"] for s in g.inputs],
+        "dtypes": [s["dtype"] for s in g.inputs],
+        "outputs": g.outputs,
+        "device": cap.device_name,
     }
 
 
@@ -117,8 +130,14 @@ def render_task(cap: Capture, g: OpGroup) -> str:
     pick = "[0]" if g.n_returns > 1 else ""
     out_note = f" (output 0 of {g.n_returns})" if g.n_returns > 1 else ""
     strided = [i for i, s in enumerate(specs) if s.get("stride") and s["stride"] != _contiguous_strides(s["shape"])]
-    stride_note = (f"\nIn the model, inputs {', '.join(f'x{i}' for i in strided)} were not contiguous (strides in "
-                   "FORGE_CAPTURE); here every input is contiguous.\n") if strided else ""
+    stride_note = (
+        (
+            f"\nIn the model, inputs {', '.join(f'x{i}' for i in strided)} were not contiguous (strides in "
+            "FORGE_CAPTURE); here every input is contiguous.\n"
+        )
+        if strided
+        else ""
+    )
     inputs = ",\n        ".join(_input_expr(s) for s in specs)
     lits = g.literals()
     what = ", ".join(spec_text(s) for s in specs) + (f" with {', '.join(lits)}" if lits else "")

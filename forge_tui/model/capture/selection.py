@@ -1,4 +1,5 @@
 """Choosing groups of a capture to become tasks: ``--select`` and why a group cannot be one."""
+
 from __future__ import annotations
 
 from typing import Optional, Sequence
@@ -26,14 +27,17 @@ def select(cap: Capture, selectors: Sequence[str]) -> list[OpGroup]:
         if sel.lstrip("#").isdigit():
             g = by_index.get(int(sel.lstrip("#")))
             if g is None:
-                raise CaptureError(f"no operator #{sel.lstrip('#')} in the capture of {cap.model_file.path.name} "
-                                   f"(indexes run 1..{len(cap.groups)})")
+                raise CaptureError(
+                    f"no operator #{sel.lstrip('#')} in the capture of {cap.model_file.path.name} "
+                    f"(indexes run 1..{len(cap.groups)})"
+                )
             found = [g]
         else:
             found = [g for g in cap.groups if sel in _names(g.op)]
             if not found:
-                raise CaptureError(f"no operator {sel!r} in the capture of {cap.model_file.path.name}; "
-                                   "use a name or # from the table")
+                raise CaptureError(
+                    f"no operator {sel!r} in the capture of {cap.model_file.path.name}; use a name or # from the table"
+                )
             if len(found) > 1:
                 found = [g for g in found if g.worth_kernel] or found
         for g in found:

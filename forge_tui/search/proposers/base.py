@@ -3,6 +3,7 @@
 A proposer turns a parent node into a child source (``propose``) and may turn a failed
 node into a fixed one (``repair``). It sees the run through :class:`SearchContext`.
 """
+
 from __future__ import annotations
 
 import hashlib

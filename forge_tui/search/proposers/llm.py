@@ -7,6 +7,7 @@ usable code becomes a ``rejected`` node carrying the reason. An endpoint that ca
 :class:`~forge_tui.search.proposers.base.ProposerUnavailable`: the run pauses with that reason
 and resumes later. The API key is held by the client only; it is scrubbed from everything stored.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,11 +16,10 @@ from typing import Optional
 from forge_tui import hardware
 from forge_tui.core.status import NodeKind, NodeStatus, ProposerName
 from forge_tui.llm import prompts
-from forge_tui.llm.client import BadRequest, BadReply, ChatResult, LLMClient, LLMError
+from forge_tui.llm.client import BadReply, BadRequest, ChatResult, LLMClient, LLMError
 from forge_tui.llm.config import ConfigError, LLMConfig
 from forge_tui.llm.parse import parse_reply
-from forge_tui.search.proposers.base import (Proposal, ProposerError, ProposerUnavailable, SearchContext,
-                                             source_hash)
+from forge_tui.search.proposers.base import Proposal, ProposerError, ProposerUnavailable, SearchContext, source_hash
 
 #: Longest reply kept in the store (a 10 MB reply is kept as its head and a note).
 MAX_STORED_REPLY = 200_000
@@ -33,9 +33,16 @@ def _flags(backend: str) -> str:
 
 def _kernel(node) -> prompts.KernelInfo:
     shapes = node.shapes
-    return prompts.KernelInfo(id=node.id, source=node.source or "", description=node.description or "",
-                              status=node.status, speedup=node.speedup, median_ms=node.median_ms, shapes=shapes,
-                              error=node.error or "")
+    return prompts.KernelInfo(
+        id=node.id,
+        source=node.source or "",
+        description=node.description or "",
+        status=node.status,
+        speedup=node.speedup,
+        median_ms=node.median_ms,
+        shapes=shapes,
+        error=node.error or "",
+    )
 
 
 class LLMProposer:
@@ -58,8 +65,7 @@ class LLMProposer:
     def from_run(cls, run, store) -> "LLMProposer":
         """The proposer a run was created with: its stored config; the key from the environment."""
         try:
-            cfg = LLMConfig.from_dict(run.config, where=f"run {run.id}'s config",
-                                      strict=False)
+            cfg = LLMConfig.from_dict(run.config, where=f"run {run.id}'s config", strict=False)
         except (ConfigError, ValueError) as exc:
             raise ProposerError(str(exc)) from exc
         return cls(LLMClient(cfg), store, run.id)
@@ -73,14 +79,15 @@ class LLMProposer:
             return self._ask(ctx, messages, NodeKind.PROPOSAL)
         siblings = []
         tree_node = ctx.tree.nodes.get(parent.id) if ctx.tree is not None else None
-        for child_id in (tree_node.children if tree_node is not None else []):
+        for child_id in tree_node.children if tree_node is not None else []:
             siblings.append(_kernel(self.store.get_node(child_id)))
         best = None
         best_id = ctx.tree.best_node() if ctx.tree is not None else None
         if best_id is not None and best_id != parent.id:
             best = _kernel(self.store.get_node(best_id))
-        messages = prompts.expansion_messages(task, ctx.backend, facts, _flags(ctx.backend), _kernel(parent),
-                                              siblings, best)
+        messages = prompts.expansion_messages(
+            task, ctx.backend, facts, _flags(ctx.backend), _kernel(parent), siblings, best
+        )
         return self._ask(ctx, messages, NodeKind.PROPOSAL)
 
     def repair(self, ctx: SearchContext, failed) -> Optional[Proposal]:
@@ -92,17 +99,23 @@ class LLMProposer:
                 log = clog.log
         correctness = [c.model_dump() for c in self.store.correctness(failed.id)]
         failure = prompts.failure_text(failed.status, failed.error or "", log, correctness)
-        messages = prompts.repair_messages(self._task_info(ctx), ctx.backend, self._facts(ctx), _flags(ctx.backend),
-                                           _kernel(failed), failure)
+        messages = prompts.repair_messages(
+            self._task_info(ctx), ctx.backend, self._facts(ctx), _flags(ctx.backend), _kernel(failed), failure
+        )
         return self._ask(ctx, messages, NodeKind.REPAIR)
 
     # ------------------------------------------------------------------ helpers
     def _task_info(self, ctx: SearchContext) -> prompts.TaskInfo:
         t = ctx.task
-        return prompts.TaskInfo(name=t.name, description=t.description, reference_source=t.source_text(),
-                                dtype=t.dtype, signature=t.signature(ctx.backend),
-                                shapes={k: dict(v) for k, v in t.shapes_for(ctx.backend).items()},
-                                args=[(a.name, a.role, a.dtype) for a in t.args])
+        return prompts.TaskInfo(
+            name=t.name,
+            description=t.description,
+            reference_source=t.source_text(),
+            dtype=t.dtype,
+            signature=t.signature(ctx.backend),
+            shapes={k: dict(v) for k, v in t.shapes_for(ctx.backend).items()},
+            args=[(a.name, a.role, a.dtype) for a in t.args],
+        )
 
     def _facts(self, ctx: SearchContext) -> dict:
         facts = dict(ctx.facts or {})
@@ -118,12 +131,16 @@ class LLMProposer:
         if len(reply) > MAX_STORED_REPLY:
             reply = reply[:MAX_STORED_REPLY] + f"\n[... reply cut: {len(result.text)} characters in all ...]"
         row = self.store.add_llm_exchange(
-            run_id=self.run_id, messages_json=scrub(json.dumps(messages)), reply=scrub(reply),
+            run_id=self.run_id,
+            messages_json=scrub(json.dumps(messages)),
+            reply=scrub(reply),
             model=result.model if result is not None else self.client.model,
             prompt_tokens=result.prompt_tokens if result is not None else None,
             completion_tokens=result.completion_tokens if result is not None else None,
             latency_s=result.latency_s if result is not None else None,
-            finish_reason=result.finish_reason if result is not None else "", error=scrub(error))
+            finish_reason=result.finish_reason if result is not None else "",
+            error=scrub(error),
+        )
         return row.id
 
     def _ask(self, ctx: SearchContext, messages: list[dict], kind: NodeKind) -> Proposal:
@@ -133,8 +150,9 @@ class LLMProposer:
             # this request failed, the endpoint works: record a failed node and go on
             msg = str(exc)
             ex_id = self._record(messages, None, msg)
-            return Proposal("", f"LLM request failed ({exc.kind})", kind=kind, exchange_id=ex_id,
-                            failure=(NodeStatus.REJECTED, msg))
+            return Proposal(
+                "", f"LLM request failed ({exc.kind})", kind=kind, exchange_id=ex_id, failure=(NodeStatus.REJECTED, msg)
+            )
         except LLMError as exc:
             msg = str(exc)
             self._record(messages, None, msg)
@@ -145,6 +163,11 @@ class LLMProposer:
             error = "the model returned a source identical to one already tried"
         ex_id = self._record(messages, result, error)
         if error:
-            return Proposal("", parsed.description or "unusable LLM reply", kind=kind, exchange_id=ex_id,
-                            failure=(NodeStatus.REJECTED, error))
+            return Proposal(
+                "",
+                parsed.description or "unusable LLM reply",
+                kind=kind,
+                exchange_id=ex_id,
+                failure=(NodeStatus.REJECTED, error),
+            )
         return Proposal(parsed.source, parsed.description, kind=kind, exchange_id=ex_id)

@@ -9,6 +9,7 @@ The declaration is plain text, so the LLM sees the same knobs the tuner turns. T
 proposes a neighbour of the parent's configuration: one parameter moved to another allowed
 value (a step to an adjacent value first), never a configuration already in the run.
 """
+
 from __future__ import annotations
 
 import random
@@ -109,7 +110,7 @@ def propose_config(source: str, tried: set[str], rng: random.Random, source_hash
         cand = apply_params(source, changes)
         if source_hash(cand) not in tried:
             return cand, f"tune: {desc}", config_of(cand)
-    pairs = [(a, b) for i, a in enumerate(moves) for b in moves[i + 1:] if set(a[0]).isdisjoint(b[0])]
+    pairs = [(a, b) for i, a in enumerate(moves) for b in moves[i + 1 :] if set(a[0]).isdisjoint(b[0])]
     rng.shuffle(pairs)
     for (c1, d1), (c2, d2) in pairs[:400]:
         cand = apply_params(source, {**c1, **c2})
@@ -129,7 +130,9 @@ class TuneProposer:
             raise ProposerError("the tune proposer needs a seed kernel, and this task has none: use --proposer llm")
         params = parse_params(source)
         if not params:
-            raise ProposerError("the seed declares no `// @tune NAME: v1, v2` parameters: nothing for the tuner to turn")
+            raise ProposerError(
+                "the seed declares no `// @tune NAME: v1, v2` parameters: nothing for the tuner to turn"
+            )
 
     def propose(self, ctx: SearchContext, parent) -> Optional[Proposal]:
         rng = ctx.rng(parent.id, len(ctx.tree.nodes[parent.id].children))
