@@ -55,8 +55,7 @@ def make_engine(path: Path, *, readonly: bool, busy_timeout_s: float, faults: Op
     """
     uri = f"file:{path}?mode=ro" if readonly else f"file:{path}"
     engine = create_engine(
-        "sqlite://",
-        creator=lambda: sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, check_same_thread=False),
+        "sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, check_same_thread=False)
     )
 
     def on_connect(dbapi_conn, _record) -> None:

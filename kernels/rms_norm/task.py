@@ -67,10 +67,7 @@ def _make(dtype: str) -> TaskSpec:
             "llama2_7b_8192x4096": {"rows": 8192, "cols": 4096},
             "llama2_70b_8192x8192": {"rows": 8192, "cols": 8192},
         },
-        host_shapes={
-            "llama2_7b_64x4096": {"rows": 64, "cols": 4096},
-            "llama2_70b_32x8192": {"rows": 32, "cols": 8192},
-        },
+        host_shapes={"llama2_7b_64x4096": {"rows": 64, "cols": 4096}, "llama2_70b_32x8192": {"rows": 32, "cols": 8192}},
         check_shapes={
             "odd_37x999": {"rows": 37, "cols": 999},
             "unaligned_5x1030": {"rows": 5, "cols": 1030},

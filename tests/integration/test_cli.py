@@ -344,11 +344,7 @@ def test_resume_takes_a_new_endpoint(tmp_path, capsys, spawned, clean_env, monke
 
 
 @pytest.mark.parametrize(
-    "text, words",
-    [
-        ("[llm]\nbase_urll = 'http://x'\n", "base_urll"),
-        ("[llm]\nbase_url = \n", "line 2"),
-    ],
+    "text, words", [("[llm]\nbase_urll = 'http://x'\n", "base_urll"), ("[llm]\nbase_url = \n", "line 2")]
 )
 @pytest.mark.parametrize(
     "cmd", [["run", "softmax", "--backend", "host", "--headless"], ["resume", "1"], ["llm", "check"]]

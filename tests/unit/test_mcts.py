@@ -9,8 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from forge_tui.search import mcts, tune
+from forge_tui.search import mcts
 from forge_tui.search.mcts import Tree, reward
+from forge_tui.search.proposers import tune
 from forge_tui.search.proposers.base import source_hash
 from store.models import FINAL
 

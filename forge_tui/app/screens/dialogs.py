@@ -17,10 +17,7 @@ from forge_tui.core.config import BACKEND_CHOICES, DEFAULTS, PROPOSER_CHOICES, R
 class ConfirmScreen(ModalScreen[bool]):
     """Ask a yes/no question; dismisses with True on yes."""
 
-    BINDINGS = [
-        Binding("y", "answer(True)", "Yes"),
-        Binding("n,escape", "answer(False)", "No"),
-    ]
+    BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
 
     def __init__(self, question: str) -> None:
         super().__init__()

@@ -59,10 +59,7 @@ POLL_S = 1.0
 
 class RunsTable(DataTable):
     HELP_TITLE = "runs table"
-    BINDINGS = [
-        Binding("j", "cursor_down", "Down", show=False),
-        Binding("k", "cursor_up", "Up", show=False),
-    ]
+    BINDINGS = [Binding("j", "cursor_down", "Down", show=False), Binding("k", "cursor_up", "Up", show=False)]
 
 
 def sort_key(run: RunRead, key: str):

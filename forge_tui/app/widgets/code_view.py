@@ -49,9 +49,7 @@ def highlight(text: str, lexer: str) -> Text:
 class CodeView(LineView):
     """Scrollable, highlighted source or diff of the selected node."""
 
-    BINDINGS = [
-        Binding("v", "cycle_mode", "View", tooltip="Diff vs parent / vs best / vs root / full source"),
-    ]
+    BINDINGS = [Binding("v", "cycle_mode", "View", tooltip="Diff vs parent / vs best / vs root / full source")]
 
     class CodeHighlighted(Message):
         """A worker finished highlighting the text shown under ``key``."""

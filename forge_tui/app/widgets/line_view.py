@@ -23,10 +23,7 @@ from textual.strip import Strip
 class LineView(ScrollView, can_focus=True):
     """Scrollable lines of rich Text; only the visible ones are rendered."""
 
-    BINDINGS = [
-        Binding("j", "scroll_down", "Down", show=False),
-        Binding("k", "scroll_up", "Up", show=False),
-    ]
+    BINDINGS = [Binding("j", "scroll_down", "Down", show=False), Binding("k", "scroll_up", "Up", show=False)]
 
     DEFAULT_CSS = """
     LineView { overflow: auto auto; scrollbar-size: 1 1; }

@@ -60,10 +60,7 @@ def best_curve(nodes: list[NodeRead]) -> list[float]:
 
 
 class MeasurementsPane(VerticalScroll):
-    BINDINGS = [
-        Binding("j", "scroll_down", "Down", show=False),
-        Binding("k", "scroll_up", "Up", show=False),
-    ]
+    BINDINGS = [Binding("j", "scroll_down", "Down", show=False), Binding("k", "scroll_up", "Up", show=False)]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

@@ -66,10 +66,7 @@ def transcript_markdown(detail: Optional[NodeDetail], run: Optional[RunRead] = N
 
 
 class TranscriptPane(VerticalScroll):
-    BINDINGS = [
-        Binding("j", "scroll_down", "Down", show=False),
-        Binding("k", "scroll_up", "Up", show=False),
-    ]
+    BINDINGS = [Binding("j", "scroll_down", "Down", show=False), Binding("k", "scroll_up", "Up", show=False)]
 
     def compose(self):
         yield Static(Markdown("*select a node*"), id="llm-md")
