@@ -22,7 +22,7 @@ import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from forge_tui.core.errors import ForgeError
 from forge_tui.core.results import BaselineResult, EvalResult
@@ -220,7 +220,8 @@ class Evaluator:
         if self.conn is not None:
             try:
                 self.conn.send({"op": "exit"})
-                self.proc.wait(timeout=5)
+                if self.proc is not None:  # set and cleared together with conn
+                    self.proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired, ValueError):
                 pass
         self.kill()
@@ -231,12 +232,13 @@ class Evaluator:
         first_stage: str,
         on_stage: Optional[Callable[[str], None]] = None,
         stage_s: Optional[dict] = None,
-    ) -> tuple[str, object]:
+    ) -> tuple[str, Any]:
         """Send a request; wait under per-stage limits.
 
         Returns ``(NodeStatus.OK, result)``, ``("error", text)`` (worker-side exception),
         ``(NodeStatus.TIMEOUT, text)`` or ``(NodeStatus.CRASHED, text)``. On timeout or crash the worker is killed. When
-        ``stage_s`` is given, it receives the wall seconds spent in each stage.
+        ``stage_s`` is given, it receives the wall seconds spent in each stage. The result
+        is whatever the worker's handler returned (a dict for every op), hence ``Any``.
         """
         assert self.conn is not None
         try:
@@ -410,8 +412,9 @@ class Evaluator:
         result holds the wall seconds of each worker stage.
         """
         clog = _clog(compiled)
-        if not compiled.ok:
-            return _compile_verdict(compiled)
+        failed = _compile_verdict(compiled)  # None when the compile worked
+        if failed is not None:
+            return failed
         self.start()
 
         def stage_cb(stage: str) -> None:
@@ -432,7 +435,7 @@ class Evaluator:
             )
         if status in (NodeStatus.TIMEOUT, NodeStatus.CRASHED):
             self.restarts += 1
-            return EvalResult(status, str(reply), compile=clog, output_tail=tail, worker_stages_s=stage_s)
+            return EvalResult(NodeStatus(status), str(reply), compile=clog, output_tail=tail, worker_stages_s=stage_s)
         res = EvalResult(
             reply["status"],
             reply.get("error", ""),

@@ -8,7 +8,7 @@ error into :class:`CandidateFault` (10). Only the worker imports this module (it
 from __future__ import annotations
 
 import ctypes
-from typing import Union
+from typing import Mapping, Union
 
 import torch
 
@@ -49,7 +49,7 @@ class Launcher:
         self.fn.restype = ctypes.c_int
         self.task, self.backend = task, backend
 
-    def args(self, inputs: list, outputs: list, dims: dict) -> tuple:
+    def args(self, inputs: list, outputs: list, dims: Mapping[str, int]) -> tuple:
         """Argument tuple for one call, prepared ahead of timing."""
         ins, outs = iter(inputs), iter(outputs)
         vals = []
@@ -80,7 +80,7 @@ def input_generator(seed: int, device: str) -> "torch.Generator":
     return torch.Generator(device=device).manual_seed(seed)
 
 
-def alloc_outputs(task: TaskSpec, dims: dict, device: str) -> list:
+def alloc_outputs(task: TaskSpec, dims: Mapping[str, int], device: str) -> list:
     """Output tensors poisoned with NaN (check 4)."""
     return [
         torch.full(shape, float("nan"), dtype=getattr(torch, dt), device=device) for shape, dt in task.outputs(dims)

@@ -24,7 +24,7 @@ name stays importable from this module.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional, cast
 
 import torch
 
@@ -74,7 +74,7 @@ def time_shape(
     timer: Timer,
     launcher: Optional[Launcher],
     task: TaskSpec,
-    dims: dict,
+    dims: Mapping[str, int],
     device: str,
     seed: int,
     eager: Optional[Callable] = None,
@@ -97,14 +97,17 @@ def time_shape(
     outs = [alloc_outputs(task, dims, device) for _ in range(cfg["sets"])]
     cand_args = [launcher.args(i, o, dims) for i, o in zip(sets, outs)] if launcher else []
     rc_bad: list = []
+    # cand and eag are only called under `if launcher:` / `if eager:` below
+    run_candidate = cast(Launcher, launcher)
+    run_eager = cast(Callable, eager)
 
     def cand(k: int):
-        rc = launcher(cand_args[k])
+        rc = run_candidate(cand_args[k])
         if rc != 0:
             rc_bad.append(rc)
 
     def eag(k: int):
-        return eager(*sets[k])
+        return run_eager(*sets[k])
 
     for w in range(cfg["warmup"]):
         if launcher:
