@@ -180,12 +180,13 @@ def compile_source(
     if library.exists():
         log_file = final_dir / "compile.log"
         log = log_file.read_text(errors="replace") if log_file.exists() else ""
-        cmd = (final_dir / "command.txt").read_text() if (final_dir / "command.txt").exists() else ""
-        return CompileResult(True, str(library), log, 0.0, True, cmd)
+        shown = (final_dir / "command.txt").read_text() if (final_dir / "command.txt").exists() else ""
+        return CompileResult(True, str(library), log, 0.0, True, shown)
     root.mkdir(parents=True, exist_ok=True)
     if str(root) not in _swept:  # once per process and cache root
         _swept.add(str(root))
         sweep_stale_builds(root)
+    work: Optional[Path]  # None once moved into the cache
     work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=root))
     try:
         src = work / be.kernel_filename

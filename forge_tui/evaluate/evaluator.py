@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import shutil
 import signal
@@ -23,16 +22,19 @@ import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
-from forge_tui import hardware
 from forge_tui.core.errors import ForgeError
-from forge_tui.core.results import BaselineResult, EvalResult, ShapeResult, ShapeTiming
+from forge_tui.core.results import BaselineResult, EvalResult
 from forge_tui.core.status import BackendName, NodeStatus
 from forge_tui.evaluate import compile as compiler
 from forge_tui.evaluate import memwatch
 from forge_tui.evaluate.backends import HOST_SOL_FACTOR, Backend, get_backend
 from forge_tui.evaluate.static import check_source
+from forge_tui.evaluate.verdict import _NODE_STAGE, SOL_MARGIN, _clog, _compile_verdict, _correctness_row, shape_verdict
+from forge_tui.evaluate.verdict import (
+    _first_error_line as _first_error_line,  # re-exported: it lived here before the move
+)
 from kernels.base import TaskSpec
 
 #: Seconds each worker stage may take before the worker's process group is killed.
@@ -47,8 +49,6 @@ STAGE_LIMITS = {
 }
 #: Bytes of the worker's stdout/stderr kept (the rest is counted and dropped).
 OUTPUT_CAP = 64 * 1024
-#: A candidate is suspect when it beats the datasheet roofline floor by this factor.
-SOL_MARGIN = 0.97
 # HOST_SOL_FACTOR (host gate: copy bandwidth x this) and EvalResult now live in
 # forge_tui.evaluate.backends and forge_tui.core.results; importable from here as before.
 __all__ = ["EvalResult", "Evaluator", "HOST_SOL_FACTOR", "OUTPUT_CAP", "SOL_MARGIN", "STAGE_LIMITS", "WorkerError"]
@@ -220,7 +220,8 @@ class Evaluator:
         if self.conn is not None:
             try:
                 self.conn.send({"op": "exit"})
-                self.proc.wait(timeout=5)
+                if self.proc is not None:  # set and cleared together with conn
+                    self.proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired, ValueError):
                 pass
         self.kill()
@@ -231,12 +232,13 @@ class Evaluator:
         first_stage: str,
         on_stage: Optional[Callable[[str], None]] = None,
         stage_s: Optional[dict] = None,
-    ) -> tuple[str, object]:
+    ) -> tuple[str, Any]:
         """Send a request; wait under per-stage limits.
 
         Returns ``(NodeStatus.OK, result)``, ``("error", text)`` (worker-side exception),
         ``(NodeStatus.TIMEOUT, text)`` or ``(NodeStatus.CRASHED, text)``. On timeout or crash the worker is killed. When
-        ``stage_s`` is given, it receives the wall seconds spent in each stage.
+        ``stage_s`` is given, it receives the wall seconds spent in each stage. The result
+        is whatever the worker's handler returned (a dict for every op), hence ``Any``.
         """
         assert self.conn is not None
         try:
@@ -410,8 +412,9 @@ class Evaluator:
         result holds the wall seconds of each worker stage.
         """
         clog = _clog(compiled)
-        if not compiled.ok:
-            return _compile_verdict(compiled)
+        failed = _compile_verdict(compiled)  # None when the compile worked
+        if failed is not None:
+            return failed
         self.start()
 
         def stage_cb(stage: str) -> None:
@@ -432,7 +435,7 @@ class Evaluator:
             )
         if status in (NodeStatus.TIMEOUT, NodeStatus.CRASHED):
             self.restarts += 1
-            return EvalResult(status, str(reply), compile=clog, output_tail=tail, worker_stages_s=stage_s)
+            return EvalResult(NodeStatus(status), str(reply), compile=clog, output_tail=tail, worker_stages_s=stage_s)
         res = EvalResult(
             reply["status"],
             reply.get("error", ""),
@@ -449,102 +452,5 @@ class Evaluator:
 
     # ------------------------------------------------------------------ verdict
     def _verdict(self, res: EvalResult, shapes: dict) -> EvalResult:
-        """Speedups, roofline figures and the suspect gates (checks 12, 13, 19)."""
-        be = self.be
-        speedups, total = [], 0.0
-        peak = be.peak(self.facts)
-        copy_gbs = (peak.copy_gbs if peak and peak.copy_gbs else None) or self.facts.get("copy_gbs") or None
-        suspect: list[str] = []
-        # speed-of-light gate against the physical (datasheet) ceiling
-        bw, tf = be.sol_ceiling(peak, copy_gbs)
-        for name, raw in shapes.items():
-            m = ShapeTiming.from_dict(raw)
-            dims = self.task.shapes_for(self.backend)[name]
-            nbytes, flops = int(self.task.bytes_moved(dims)), int(self.task.flops(dims))
-            c, e = m.candidate, m.eager
-            gbps = hardware.achieved_gbs(nbytes, c.median_ms)
-            sol = 100.0 * gbps / copy_gbs if copy_gbs else None
-            sp = e.median_ms / c.median_ms if c.median_ms > 0 else math.inf
-            speedups.append(sp)
-            total += c.median_ms
-            throttled = m.throttled
-            floor = hardware.roofline_floor_ms(nbytes, flops, bw, tf) if bw else 0.0
-            if floor and c.median_ms < floor * SOL_MARGIN:
-                suspect.append(
-                    f"{name}: {c.median_ms * 1e3:.2f} us for {nbytes / 1e6:.1f} MB is {gbps:,.0f} GB/s, "
-                    f"beyond the {bw:,.0f} GB/s the memory allows: work was skipped"
-                )
-            # work outside the timed stream: host clock (with device sync) far above events
-            if be.host_clock_crosscheck:
-                gap_c = m.candidate_host.median_ms - c.median_ms
-                gap_e = m.eager_host.median_ms - e.median_ms
-                if gap_c > gap_e + 0.05 + 0.5 * c.median_ms:
-                    suspect.append(
-                        f"{name}: host clock {m.candidate_host.median_ms * 1e3:.1f} us vs events "
-                        f"{c.median_ms * 1e3:.1f} us: work runs outside the timed stream"
-                    )
-            res.shapes[name] = ShapeResult(
-                c.median_ms, e.median_ms, sp, gbps, sol, c.cv, c.p10_ms, c.p90_ms, throttled, m.rounds
-            ).to_dict()
-            for subject, st in (("candidate", c), ("eager", e)):
-                g = hardware.achieved_gbs(nbytes, st.median_ms)
-                res.measurements.append(
-                    {
-                        "subject": subject,
-                        "shape": name,
-                        "n": st.n,
-                        "median_ms": st.median_ms,
-                        "p10_ms": st.p10_ms,
-                        "p90_ms": st.p90_ms,
-                        "cv": st.cv,
-                        "gbps": g,
-                        "sol_pct": 100.0 * g / copy_gbs if copy_gbs else None,
-                        "samples_json": json.dumps(list(st.samples)),
-                        "clocks_json": json.dumps(dict(m.clocks)),
-                        "throttled": throttled,
-                        "method": be.timing_method,
-                    }
-                )
-        res.speedup = math.exp(sum(math.log(max(s, 1e-12)) for s in speedups) / len(speedups)) if speedups else None
-        res.median_ms = total
-        if suspect:
-            res.status, res.error = NodeStatus.SUSPECT, "; ".join(suspect)
-        return res
-
-
-#: The node status a worker stage shows as (the rest pass through by name).
-_NODE_STAGE = {"correctness": NodeStatus.VERIFYING, "determinism": NodeStatus.VERIFYING, "timing": NodeStatus.TIMING}
-
-
-def _clog(compiled: compiler.CompileResult) -> dict:
-    return {
-        "command": compiled.command,
-        "log": compiled.log,
-        "seconds": compiled.seconds,
-        "ok": compiled.ok,
-        "cached": compiled.cached,
-    }
-
-
-def _compile_verdict(compiled: compiler.CompileResult) -> Optional[EvalResult]:
-    """The final result of a failed compile (``compile_error`` or ``timeout``); None when it worked."""
-    if compiled.ok:
-        return None
-    status = NodeStatus.TIMEOUT if compiled.timed_out else NodeStatus.COMPILE_ERROR
-    first = _first_error_line(compiled.log)
-    return EvalResult(
-        status, f"compile failed: {first}" if status == NodeStatus.COMPILE_ERROR else first, compile=_clog(compiled)
-    )
-
-
-def _first_error_line(log: str) -> str:
-    for line in log.splitlines():
-        if "error" in line.lower():
-            return line.strip()[:300]
-    lines = [ln for ln in log.splitlines() if ln.strip()]
-    return lines[0][:300] if lines else "no compiler output"
-
-
-def _correctness_row(r: dict) -> dict:
-    keys = ("shape", "trial", "seed", "distribution", "max_abs_err", "max_rel_err", "tolerance", "passed", "note")
-    return {k: r[k] for k in keys if k in r}
+        """Speedups, roofline figures and the suspect gates (checks 12, 13, 19): :func:`shape_verdict`."""
+        return shape_verdict(res, shapes, self.be, self.task, self.facts)

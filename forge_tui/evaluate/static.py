@@ -131,10 +131,10 @@ def check_source(source: str, backend: Union[str, Backend], signature: Optional[
         if not _INCLUDE_OK.match(m.group(1).strip()):
             return f"header <{m.group(1)}> is not allowed (line {source[: m.start()].count(chr(10)) + 1})"
     for what, pattern in _FORBIDDEN.items():
-        m = re.search(pattern, code)
-        if m:
-            line = code[: m.start()].count("\n") + 1
-            return f"forbidden {what}: `{m.group(0).strip()}` on line {line}"
+        hit = re.search(pattern, code)
+        if hit:
+            line = code[: hit.start()].count("\n") + 1
+            return f"forbidden {what}: `{hit.group(0).strip()}` on line {line}"
     if "##" in code:
         line = code[: code.index("##")].count("\n") + 1
         return f"forbidden token pasting: `##` on line {line} can assemble a forbidden name out of harmless pieces"

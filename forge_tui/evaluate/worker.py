@@ -35,14 +35,18 @@ import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Optional
 
 from forge_tui.core.results import BaselineResult, ShapeBaseline, ShapeTiming
 from forge_tui.core.status import BackendName, NodeStatus
 from forge_tui.evaluate.backends import Backend, get_backend
 from forge_tui.evaluate.memwatch import proc_kb as _proc_kb
 
+if TYPE_CHECKING:
+    from kernels.base import TaskSpec
 
-def load_task(ref: dict):
+
+def load_task(ref: dict) -> TaskSpec:
     """Rebuild a TaskSpec in this process from a ref of :func:`forge_tui.search.runner.task_ref`.
 
     ``{"module", "name"}`` is a catalog task; ``{"file", "text", "name", "origin"}`` a task file
@@ -67,9 +71,15 @@ class Worker:
 
     def __init__(self, conn: Connection):
         self.conn = conn
-        self.task = None
+        self.task: Optional[TaskSpec] = None
         self.backend: Backend = get_backend(BackendName.HOST)
         self.device = self.backend.torch_device
+
+    def spec(self) -> TaskSpec:
+        """The task of the ``init`` request; every other op comes after it."""
+        if self.task is None:
+            raise RuntimeError("the worker got a request before init")
+        return self.task
 
     def progress(self, stage: str, **detail) -> None:
         self.conn.send({"progress": stage, **detail})
@@ -80,7 +90,7 @@ class Worker:
 
         from forge_tui.evaluate import trials
 
-        self.task = load_task(msg["task"])
+        self.task = task = load_task(msg["task"])
         self.backend = get_backend(msg["backend"])
         facts: dict = {
             "torch": torch.__version__,
@@ -99,11 +109,11 @@ class Worker:
         facts["copy_gbs"] = self._cached_copy_bandwidth(facts)
         from forge_tui.evaluate.vet import TaskVetError, vet_task
 
-        reason = vet_task(self.task, self.backend.name, self.device)  # check 7, before any candidate
+        reason = vet_task(task, self.backend.name, self.device)  # check 7, before any candidate
         if reason:
-            raise TaskVetError(f"task {self.task.name} cannot judge kernels: {reason}")
+            raise TaskVetError(f"task {task.name} cannot judge kernels: {reason}")
         if self.backend.caps_worker_memory:
-            facts.update(limit_memory(self.task, msg.get("memory_limit_mb")))
+            facts.update(limit_memory(task, msg.get("memory_limit_mb")))
         self.facts = facts
         return facts
 
@@ -154,7 +164,7 @@ class Worker:
     def baseline(self, msg: dict) -> dict:
         from forge_tui.evaluate import trials
 
-        task, out = self.task, {}
+        task, out = self.spec(), {}
         be = self.backend
         eager = task.reference
         compiled = None
@@ -202,7 +212,7 @@ class Worker:
     def evaluate(self, msg: dict) -> dict:
         from forge_tui.evaluate import trials
 
-        task = self.task
+        task = self.spec()
         self.progress("load")
         try:
             launcher = trials.Launcher(msg["library"], task, self.backend)

@@ -1,0 +1,123 @@
+"""The verdict of an evaluation, assembled in the parent from the worker's reply (moved from evaluator).
+
+Speedups over eager, roofline figures and the suspect gates (EVALUATION-CHECKS.md 12, 13,
+19), plus the small helpers that turn a compile or the worker's rows into
+:class:`~forge_tui.core.results.EvalResult` fields.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Optional
+
+from forge_tui import hardware
+from forge_tui.core.results import EvalResult, ShapeResult, ShapeTiming
+from forge_tui.core.status import NodeStatus
+from forge_tui.evaluate import compile as compiler
+from forge_tui.evaluate.backends import Backend
+from kernels.base import TaskSpec
+
+#: A candidate is suspect when it beats the datasheet roofline floor by this factor.
+SOL_MARGIN = 0.97
+
+
+def shape_verdict(res: EvalResult, shapes: dict, be: Backend, task: TaskSpec, facts: dict) -> EvalResult:
+    """Speedups, roofline figures and the suspect gates (checks 12, 13, 19)."""
+    speedups, total = [], 0.0
+    peak = be.peak(facts)
+    copy_gbs = (peak.copy_gbs if peak and peak.copy_gbs else None) or facts.get("copy_gbs") or None
+    suspect: list[str] = []
+    # speed-of-light gate against the physical (datasheet) ceiling
+    bw, tf = be.sol_ceiling(peak, copy_gbs)
+    for name, raw in shapes.items():
+        m = ShapeTiming.from_dict(raw)
+        dims = task.shapes_for(be.name)[name]
+        nbytes, flops = int(task.bytes_moved(dims)), int(task.flops(dims))
+        c, e = m.candidate, m.eager
+        gbps = hardware.achieved_gbs(nbytes, c.median_ms)
+        sol = 100.0 * gbps / copy_gbs if copy_gbs else None
+        sp = e.median_ms / c.median_ms if c.median_ms > 0 else math.inf
+        speedups.append(sp)
+        total += c.median_ms
+        throttled = m.throttled
+        floor = hardware.roofline_floor_ms(nbytes, flops, bw, tf) if bw else 0.0
+        if floor and c.median_ms < floor * SOL_MARGIN:
+            suspect.append(
+                f"{name}: {c.median_ms * 1e3:.2f} us for {nbytes / 1e6:.1f} MB is {gbps:,.0f} GB/s, "
+                f"beyond the {bw:,.0f} GB/s the memory allows: work was skipped"
+            )
+        # work outside the timed stream: host clock (with device sync) far above events
+        if be.host_clock_crosscheck:
+            gap_c = m.candidate_host.median_ms - c.median_ms
+            gap_e = m.eager_host.median_ms - e.median_ms
+            if gap_c > gap_e + 0.05 + 0.5 * c.median_ms:
+                suspect.append(
+                    f"{name}: host clock {m.candidate_host.median_ms * 1e3:.1f} us vs events "
+                    f"{c.median_ms * 1e3:.1f} us: work runs outside the timed stream"
+                )
+        res.shapes[name] = ShapeResult(
+            c.median_ms, e.median_ms, sp, gbps, sol, c.cv, c.p10_ms, c.p90_ms, throttled, m.rounds
+        ).to_dict()
+        for subject, st in (("candidate", c), ("eager", e)):
+            g = hardware.achieved_gbs(nbytes, st.median_ms)
+            res.measurements.append(
+                {
+                    "subject": subject,
+                    "shape": name,
+                    "n": st.n,
+                    "median_ms": st.median_ms,
+                    "p10_ms": st.p10_ms,
+                    "p90_ms": st.p90_ms,
+                    "cv": st.cv,
+                    "gbps": g,
+                    "sol_pct": 100.0 * g / copy_gbs if copy_gbs else None,
+                    "samples_json": json.dumps(list(st.samples)),
+                    "clocks_json": json.dumps(dict(m.clocks)),
+                    "throttled": throttled,
+                    "method": be.timing_method,
+                }
+            )
+    res.speedup = math.exp(sum(math.log(max(s, 1e-12)) for s in speedups) / len(speedups)) if speedups else None
+    res.median_ms = total
+    if suspect:
+        res.status, res.error = NodeStatus.SUSPECT, "; ".join(suspect)
+    return res
+
+
+#: The node status a worker stage shows as (the rest pass through by name).
+_NODE_STAGE = {"correctness": NodeStatus.VERIFYING, "determinism": NodeStatus.VERIFYING, "timing": NodeStatus.TIMING}
+
+
+def _clog(compiled: compiler.CompileResult) -> dict:
+    return {
+        "command": compiled.command,
+        "log": compiled.log,
+        "seconds": compiled.seconds,
+        "ok": compiled.ok,
+        "cached": compiled.cached,
+    }
+
+
+def _compile_verdict(compiled: compiler.CompileResult) -> Optional[EvalResult]:
+    """The final result of a failed compile (``compile_error`` or ``timeout``); None when it worked."""
+    if compiled.ok:
+        return None
+    status = NodeStatus.TIMEOUT if compiled.timed_out else NodeStatus.COMPILE_ERROR
+    first = _first_error_line(compiled.log)
+    return EvalResult(
+        status, f"compile failed: {first}" if status == NodeStatus.COMPILE_ERROR else first, compile=_clog(compiled)
+    )
+
+
+def _first_error_line(log: str) -> str:
+    for line in log.splitlines():
+        if "error" in line.lower():
+            return line.strip()[:300]
+    lines = [ln for ln in log.splitlines() if ln.strip()]
+    return lines[0][:300] if lines else "no compiler output"
+
+
+def _correctness_row(r: dict) -> dict:
+    keys = ("shape", "trial", "seed", "distribution", "max_abs_err", "max_rel_err", "tolerance", "passed", "note")
+    return {k: r[k] for k in keys if k in r}
