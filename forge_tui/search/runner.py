@@ -183,8 +183,8 @@ def create_run(
     )
 
 
-def make_proposer(name: str, run, store: Store) -> Proposer:
-    """The proposer a run was created with."""
+def make_proposer(name: str, run: Any, store: Any) -> Proposer:
+    """The proposer a run was created with (``store``: a Store, or the search's SerialStore)."""
     if name == ProposerName.TUNE:
         return TuneProposer()
     if name == ProposerName.LLM:
@@ -227,8 +227,9 @@ class Search(NodeSteps):
         task_row = store.get_task(self.run.task_id)
         self.task = load_task_ref(task_row.spec["ref"])
         self.proposer = proposer or make_proposer(self.run.proposer, self.run, self.store)
-        if getattr(self.proposer, "store", None) is store:
-            self.proposer.store = self.store  # a proposer writing from its thread goes through the lock too
+        writer: Any = self.proposer  # an LLM proposer stores its exchanges: not part of the Proposer protocol
+        if getattr(writer, "store", None) is store:
+            writer.store = self.store  # a proposer writing from its thread goes through the lock too
         self.gate = TimingGate()
         # host backend: the CPU is the device being timed, so no compile runs during an evaluation
         self.cpu_gate = TimingGate(
@@ -398,4 +399,5 @@ class Search(NodeSteps):
     def confirm_best(self, top: int = 3) -> None:
         """Re-measure the best nodes with fresh inputs and keep the confirmed figure
         (see :mod:`forge_tui.search.confirm`)."""
+        assert self.evaluator is not None  # the pipeline confirms after evaluating
         confirm_best(self.tree, self.store, self.evaluator, self.gate, self.run, self.log, top=top)

@@ -92,6 +92,7 @@ class NodeSteps:
         self, node_id: int, compiled: Any, clock: StageClock, on_stage: Callable[[str], None]
     ) -> EvalResult:
         """Evaluate a compiled candidate in the worker, behind the gates (any thread, one at a time)."""
+        assert self.evaluator is not None  # set by Search._drive_inner before any evaluation
         clock.mark("gate")
         with self.gate.timing(), self.cpu_gate.timing():
             clock.wait_since("gate", "gate_s")
@@ -216,6 +217,7 @@ class NodeSteps:
         node = self.store.get_node(node_id)
         if node.status in FINAL:
             return
+        assert self.evaluator is not None  # set by Search._drive_inner before any evaluation
         self.tree.begin(node_id)
         try:
             self.set_status(node_id, NodeStatus.COMPILING, clock)
