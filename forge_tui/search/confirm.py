@@ -27,7 +27,9 @@ def confirm_best(
 ) -> None:
     """Re-measure the ``top`` nodes of ``tree`` and record the confirmed figures and the run's best."""
     ranked = sorted(
-        (n for n in tree.nodes.values() if n.reward and n.status == NodeStatus.OK), key=lambda n: n.reward, reverse=True
+        (n for n in tree.nodes.values() if n.reward and n.status == NodeStatus.OK),
+        key=lambda n: n.reward or 0.0,
+        reverse=True,
     )[:top]
     if not ranked:
         return

@@ -75,5 +75,5 @@ class Control:
         while True:
             verdict = self.step()
             if verdict != PAUSE:
-                return verdict  # type: ignore[return-value]
+                return verdict
             time.sleep(1.0)

@@ -349,6 +349,7 @@ class Pipeline:
             if job in self.jobs and job.node_id is not None:
                 s.set_status(job.node_id, event.stage, job.clock)
         elif isinstance(event, Evaluated):
+            assert job.node_id is not None  # only a stored node is evaluated
             s.tree.end(job.node_id)
             s.finish(job.node_id, event.result, job.clock)
             self.jobs.remove(job)
@@ -393,6 +394,7 @@ class Pipeline:
         """A failed node gets up to ``repairs`` repair expansions in a chain (the tuner none)."""
         made = job.repairs + (1 if job.kind == NodeKind.REPAIR else 0)
         if status in REPAIRABLE and made < self.s.repair_budget() and self.stopping is None:
+            assert job.node_id is not None  # a finished node was stored
             self.repairs.append((job.node_id, made))
 
     # ------------------------------------------------------------------ other threads
@@ -441,10 +443,13 @@ class Pipeline:
             if job is None:
                 return
             job.clock.wait_since("gpu_q", "gpu_q_s")
+            assert job.node_id is not None  # jobs reach the worker once stored
+
+            def on_stage(st: str, j: Job = job) -> None:
+                self.events.put(StageBegan(j, st))
+
             try:
-                result = s.run_on_worker(
-                    job.node_id, job.compiled, job.clock, lambda st, j=job: self.events.put(StageBegan(j, st))
-                )
+                result = s.run_on_worker(job.node_id, job.compiled, job.clock, on_stage)
             except BaseException as exc:  # noqa: BLE001
                 self.events.put(Crashed(job, exc))
                 continue

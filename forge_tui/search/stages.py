@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 
 class StageClock:
@@ -72,7 +72,7 @@ class StageClock:
 
     def as_dict(self) -> dict:
         """The stored figures, rounded to microseconds (see the module docstring)."""
-        out = {k: round(v, 6) for k, v in self.totals.items()}
+        out: dict[str, Any] = {k: round(v, 6) for k, v in self.totals.items()}
         out["queue_s"] = round(self.totals.get("compile_q_s", 0.0) + self.totals.get("gpu_q_s", 0.0), 6)
         out["wall_s"] = round(self.elapsed(), 6)
         if self.worker:

@@ -9,10 +9,14 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass, field
-from typing import Optional, Protocol
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from forge_tui.core.errors import ForgeError
 from forge_tui.core.status import NodeKind, NodeStatus
+
+if TYPE_CHECKING:
+    from forge_tui.search import mcts
+    from kernels.base import TaskSpec
 
 
 def source_hash(source: str) -> str:
@@ -42,13 +46,13 @@ class Proposal:
 class SearchContext:
     """What a proposer may look at: the store, the run, the task, the device and the tree."""
 
-    store: object
-    run: object
-    task: object
+    store: Any
+    run: Any
+    task: TaskSpec
     backend: str
     facts: dict
-    tree: object
-    tried: set
+    tree: mcts.Tree
+    tried: set[str]
     seed: int
     extra: dict = field(default_factory=dict)
 
@@ -58,7 +62,9 @@ class SearchContext:
 
 
 class Proposer(Protocol):
-    name: str
+    @property
+    def name(self) -> str:
+        """The proposer's name (a :class:`ProposerName`), stored on each node it made."""
 
     def propose(self, ctx: SearchContext, parent) -> Optional[Proposal]:
         """A new child of ``parent`` (a ``NodeRead``), or None when nothing new is left there."""

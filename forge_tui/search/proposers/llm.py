@@ -129,7 +129,7 @@ class LLMProposer:
         scrub = self.client.scrub
         reply = result.text if result is not None else ""
         if len(reply) > MAX_STORED_REPLY:
-            reply = reply[:MAX_STORED_REPLY] + f"\n[... reply cut: {len(result.text)} characters in all ...]"
+            reply = reply[:MAX_STORED_REPLY] + f"\n[... reply cut: {len(reply)} characters in all ...]"
         row = self.store.add_llm_exchange(
             run_id=self.run_id,
             messages_json=scrub(json.dumps(messages)),

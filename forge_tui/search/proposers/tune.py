@@ -82,7 +82,8 @@ def neighbours(params: list[TuneParam]) -> tuple[list, list]:
     Returns ``(adjacent, far)``: lists of ``(changes, description)``; adjacent moves step
     one place along a parameter's value list.
     """
-    near, far = [], []
+    near: list[tuple[dict, str]] = []
+    far: list[tuple[dict, str]] = []
     for p in params:
         idx = p.values.index(p.current) if p.current in p.values else -1
         for j, v in enumerate(p.values):
