@@ -152,7 +152,7 @@ def test_pause_lets_the_nodes_in_flight_finish_then_resume_continues(tmp_path, s
     out: dict = {}
     search = Search(store, run.id, log=log)
     looks: list[str] = []  # each time the search looked at the controls and stayed paused
-    control_step = search._control_step
+    control_step = search.control_step
 
     def counted_control_step():
         ctl = control_step()
@@ -160,7 +160,7 @@ def test_pause_lets_the_nodes_in_flight_finish_then_resume_continues(tmp_path, s
             looks.append(ctl)
         return ctl
 
-    search._control_step = counted_control_step
+    search.control_step = counted_control_step
     t = threading.Thread(target=lambda: out.setdefault("final", search.execute()))
     t.start()
     deadline = time.monotonic() + 120
