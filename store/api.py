@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, ContextManager, Iterable, Optional, Sequence
 
 from sqlalchemy import delete, func
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from store import lease, migrations, testing
 from store.errors import StoreCannotOpen, StoreError, StoreNotFound, explain
@@ -143,7 +143,9 @@ class Store(StoreReads):
 
     def list_tasks(self) -> list[TaskRead]:
         with self.session() as s:
-            return [TaskRead.model_validate(r, from_attributes=True) for r in s.exec(select(Task).order_by(Task.id))]
+            return [
+                TaskRead.model_validate(r, from_attributes=True) for r in s.exec(select(Task).order_by(col(Task.id)))
+            ]
 
     # ----------------------------------------------------------------- runs
     def create_run(self, **fields: Any) -> RunRead:
@@ -166,7 +168,7 @@ class Store(StoreReads):
 
     def list_runs(self) -> list[RunRead]:
         with self.session() as s:
-            rows = s.exec(select(Run).order_by(Run.id.desc()))
+            rows = s.exec(select(Run).order_by(col(Run.id).desc()))
             return [RunRead.model_validate(r, from_attributes=True) for r in rows]
 
     def update_run(self, run_id: int, *, event_kind: Optional[str] = None, **fields: Any) -> RunRead:
@@ -198,17 +200,17 @@ class Store(StoreReads):
         """Delete a run and everything that belongs to it, in one transaction."""
         with self.session() as s:
             node_ids = select(Node.id).where(Node.run_id == run_id)
-            for model in (CompileLog, Correctness):
-                s.exec(delete(model).where(model.node_id.in_(node_ids)))
-            for model in (Measurement, LLMExchange, Event):
-                s.exec(delete(model).where(model.run_id == run_id))
+            for detail in (CompileLog, Correctness):
+                s.exec(delete(detail).where(col(detail.node_id).in_(node_ids)))
+            for owned in (Measurement, LLMExchange, Event):
+                s.exec(delete(owned).where(col(owned.run_id) == run_id))
             s.exec(
                 delete(Node)
-                .where(Node.run_id == run_id, Node.parent_id.is_not(None))
+                .where(col(Node.run_id) == run_id, col(Node.parent_id).is_not(None))
                 .execution_options(synchronize_session=False)
             )
-            s.exec(delete(Node).where(Node.run_id == run_id))
-            s.exec(delete(Run).where(Run.id == run_id))
+            s.exec(delete(Node).where(col(Node.run_id) == run_id))
+            s.exec(delete(Run).where(col(Run.id) == run_id))
 
     def request_control(self, run_id: int, request: str) -> RunRead:
         """Ask the process driving a run to ``pause``, ``stop`` or carry on (``""``)."""
@@ -319,8 +321,8 @@ class Store(StoreReads):
                 if other is not None:
                     other.visits, other.value, other.best_in_subtree = visits, value, best
                     s.add(other)
-            if run_fields:
-                run = s.get(Run, row.run_id)
+            run = s.get(Run, row.run_id) if run_fields else None
+            if run_fields and run is not None:
                 for k, v in run_fields.items():
                     setattr(run, k, v)
                 run.updated_at = stamp
@@ -368,7 +370,7 @@ class Store(StoreReads):
     def nodes(self, run_id: int, *, after_id: int = 0, with_source: bool = True) -> list[NodeRead]:
         """All nodes of a run with ``id > after_id``, in id order."""
         with self.session() as s:
-            rows = s.exec(select(Node).where(Node.run_id == run_id, Node.id > after_id).order_by(Node.id))
+            rows = s.exec(select(Node).where(Node.run_id == run_id, col(Node.id) > after_id).order_by(col(Node.id)))
             out = [NodeRead.model_validate(r, from_attributes=True) for r in rows]
         if not with_source:
             out = [n.model_copy(update={"source": ""}) for n in out]

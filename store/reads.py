@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import ContextManager, Iterable, Optional
 
 from sqlalchemy import func
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from store.models import (
     CompileLog,
@@ -60,8 +60,8 @@ class StoreReads:
             if run_id is not None:
                 q = q.where(Measurement.run_id == run_id)
             if baseline:
-                q = q.where(Measurement.node_id.is_(None))
-            rows = s.exec(q.order_by(Measurement.id))
+                q = q.where(col(Measurement.node_id).is_(None))
+            rows = s.exec(q.order_by(col(Measurement.id)))
             return [MeasurementRead.model_validate(r, from_attributes=True) for r in rows]
 
     # ----------------------------------------------------------------- LLM exchanges
@@ -72,17 +72,17 @@ class StoreReads:
                 q = q.where(LLMExchange.node_id == node_id)
             if run_id is not None:
                 q = q.where(LLMExchange.run_id == run_id)
-            rows = s.exec(q.order_by(LLMExchange.id))
+            rows = s.exec(q.order_by(col(LLMExchange.id)))
             return [LLMExchangeRead.model_validate(r, from_attributes=True) for r in rows]
 
     # ----------------------------------------------------------------- events
     def events(self, run_id: Optional[int] = None, *, after_id: int = 0, limit: int = 10_000) -> list[EventRead]:
         """Events with ``id > after_id`` (of one run, or of all runs), oldest first."""
         with self.session() as s:
-            q = select(Event).where(Event.id > after_id)
+            q = select(Event).where(col(Event.id) > after_id)
             if run_id is not None:
                 q = q.where(Event.run_id == run_id)
-            rows = s.exec(q.order_by(Event.id).limit(limit))
+            rows = s.exec(q.order_by(col(Event.id)).limit(limit))
             return [EventRead.model_validate(r, from_attributes=True) for r in rows]
 
     # ----------------------------------------------------------------- light reads for the UI
@@ -99,18 +99,18 @@ class StoreReads:
         cols = [getattr(Node, name) for name in names]
         if ids is not None:
             wanted = sorted(set(ids))
-            chunks = [wanted[i : i + 500] for i in range(0, len(wanted), 500)]
+            chunks: list[Optional[list[int]]] = [wanted[i : i + 500] for i in range(0, len(wanted), 500)]
             if not chunks:
                 return []
         else:
-            chunks = [None]
+            chunks = [None]  # one query, no id filter
         out: list[NodeSummary] = []
         with self.session() as s:
             for chunk in chunks:
-                q = select(*cols).where(Node.run_id == run_id, Node.id > after_id)
+                q = select(*cols).where(Node.run_id == run_id, col(Node.id) > after_id)
                 if chunk is not None:
-                    q = q.where(Node.id.in_(chunk))
-                out += [NodeSummary(*row) for row in s.exec(q.order_by(Node.id))]
+                    q = q.where(col(Node.id).in_(chunk))
+                out += [NodeSummary(*row) for row in s.exec(q.order_by(col(Node.id)))]
         return out
 
     def best_node_summaries(self) -> dict[int, NodeSummary]:
