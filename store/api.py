@@ -9,8 +9,9 @@ progress.
 The facade's helpers live beside it: ``store.session`` (engine, pragmas, init lock),
 ``store.migrations`` (schema creation and forward-only migrations), ``store.lease`` (the
 run's single-writer lease), ``store.faults`` (fault injection for tests), ``store.errors``
-(a :class:`StoreError` subclass per case, with its exit code) and ``store.testing`` (reads
-and writes only tests use).
+(a :class:`StoreError` subclass per case, with its exit code), ``store.reads`` (the facade's
+read-only methods: node details, LLM exchanges, events, the UI's light reads; a mixin of
+:class:`Store`) and ``store.testing`` (reads and writes only tests use).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, ContextManager, Iterable, Optional, Sequence
 
 from sqlalchemy import delete, func
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from store import lease, migrations, testing
 from store.errors import StoreCannotOpen, StoreError, StoreNotFound, explain
@@ -29,23 +30,19 @@ from store.faults import faults
 from store.lease import LEASE_STALE_S
 from store.models import (
     CompileLog,
-    CompileLogRead,
     Correctness,
-    CorrectnessRead,
     Event,
-    EventRead,
     LLMExchange,
     LLMExchangeRead,
     Measurement,
-    MeasurementRead,
     Node,
     NodeRead,
-    NodeSummary,
     Run,
     RunRead,
     Task,
     TaskRead,
 )
+from store.reads import StoreReads
 from store.session import (
     DB_ERRORS,
     default_busy_timeout_s,
@@ -59,7 +56,7 @@ from store.session import (
 __all__ = ["LEASE_STALE_S", "Store", "StoreError", "default_db_path", "now_iso"]
 
 
-class Store:
+class Store(StoreReads):
     """Handle on one forge-tui SQLite file.
 
     Args:
@@ -146,7 +143,9 @@ class Store:
 
     def list_tasks(self) -> list[TaskRead]:
         with self.session() as s:
-            return [TaskRead.model_validate(r, from_attributes=True) for r in s.exec(select(Task).order_by(Task.id))]
+            return [
+                TaskRead.model_validate(r, from_attributes=True) for r in s.exec(select(Task).order_by(col(Task.id)))
+            ]
 
     # ----------------------------------------------------------------- runs
     def create_run(self, **fields: Any) -> RunRead:
@@ -169,7 +168,7 @@ class Store:
 
     def list_runs(self) -> list[RunRead]:
         with self.session() as s:
-            rows = s.exec(select(Run).order_by(Run.id.desc()))
+            rows = s.exec(select(Run).order_by(col(Run.id).desc()))
             return [RunRead.model_validate(r, from_attributes=True) for r in rows]
 
     def update_run(self, run_id: int, *, event_kind: Optional[str] = None, **fields: Any) -> RunRead:
@@ -201,17 +200,17 @@ class Store:
         """Delete a run and everything that belongs to it, in one transaction."""
         with self.session() as s:
             node_ids = select(Node.id).where(Node.run_id == run_id)
-            for model in (CompileLog, Correctness):
-                s.exec(delete(model).where(model.node_id.in_(node_ids)))
-            for model in (Measurement, LLMExchange, Event):
-                s.exec(delete(model).where(model.run_id == run_id))
+            for detail in (CompileLog, Correctness):
+                s.exec(delete(detail).where(col(detail.node_id).in_(node_ids)))
+            for owned in (Measurement, LLMExchange, Event):
+                s.exec(delete(owned).where(col(owned.run_id) == run_id))
             s.exec(
                 delete(Node)
-                .where(Node.run_id == run_id, Node.parent_id.is_not(None))
+                .where(col(Node.run_id) == run_id, col(Node.parent_id).is_not(None))
                 .execution_options(synchronize_session=False)
             )
-            s.exec(delete(Node).where(Node.run_id == run_id))
-            s.exec(delete(Run).where(Run.id == run_id))
+            s.exec(delete(Node).where(col(Node.run_id) == run_id))
+            s.exec(delete(Run).where(col(Run.id) == run_id))
 
     def request_control(self, run_id: int, request: str) -> RunRead:
         """Ask the process driving a run to ``pause``, ``stop`` or carry on (``""``)."""
@@ -322,8 +321,8 @@ class Store:
                 if other is not None:
                     other.visits, other.value, other.best_in_subtree = visits, value, best
                     s.add(other)
-            if run_fields:
-                run = s.get(Run, row.run_id)
+            run = s.get(Run, row.run_id) if run_fields else None
+            if run_fields and run is not None:
                 for k, v in run_fields.items():
                     setattr(run, k, v)
                 run.updated_at = stamp
@@ -371,38 +370,13 @@ class Store:
     def nodes(self, run_id: int, *, after_id: int = 0, with_source: bool = True) -> list[NodeRead]:
         """All nodes of a run with ``id > after_id``, in id order."""
         with self.session() as s:
-            rows = s.exec(select(Node).where(Node.run_id == run_id, Node.id > after_id).order_by(Node.id))
+            rows = s.exec(select(Node).where(Node.run_id == run_id, col(Node.id) > after_id).order_by(col(Node.id)))
             out = [NodeRead.model_validate(r, from_attributes=True) for r in rows]
         if not with_source:
             out = [n.model_copy(update={"source": ""}) for n in out]
         return out
 
-    # ----------------------------------------------------------------- node details
-    def compile_logs(self, node_id: int) -> list[CompileLogRead]:
-        with self.session() as s:
-            rows = s.exec(select(CompileLog).where(CompileLog.node_id == node_id).order_by(CompileLog.id))
-            return [CompileLogRead.model_validate(r, from_attributes=True) for r in rows]
-
-    def correctness(self, node_id: int) -> list[CorrectnessRead]:
-        with self.session() as s:
-            rows = s.exec(select(Correctness).where(Correctness.node_id == node_id).order_by(Correctness.id))
-            return [CorrectnessRead.model_validate(r, from_attributes=True) for r in rows]
-
-    def measurements(
-        self, *, run_id: Optional[int] = None, node_id: Optional[int] = None, baseline: bool = False
-    ) -> list[MeasurementRead]:
-        """Measurements of a node, or a run's baseline ones (``baseline=True``)."""
-        with self.session() as s:
-            q = select(Measurement)
-            if node_id is not None:
-                q = q.where(Measurement.node_id == node_id)
-            if run_id is not None:
-                q = q.where(Measurement.run_id == run_id)
-            if baseline:
-                q = q.where(Measurement.node_id.is_(None))
-            rows = s.exec(q.order_by(Measurement.id))
-            return [MeasurementRead.model_validate(r, from_attributes=True) for r in rows]
-
+    # ----------------------------------------------------------------- measurements, LLM exchanges (writes)
     def add_measurements(self, run_id: int, rows: Sequence[dict]) -> None:
         """Add measurements not tied to a node (the run's baselines)."""
         stamp = now_iso()
@@ -443,72 +417,6 @@ class Store:
             if row is not None:
                 row.node_id = node_id
                 s.add(row)
-
-    def llm_exchanges(self, *, node_id: Optional[int] = None, run_id: Optional[int] = None) -> list[LLMExchangeRead]:
-        with self.session() as s:
-            q = select(LLMExchange)
-            if node_id is not None:
-                q = q.where(LLMExchange.node_id == node_id)
-            if run_id is not None:
-                q = q.where(LLMExchange.run_id == run_id)
-            rows = s.exec(q.order_by(LLMExchange.id))
-            return [LLMExchangeRead.model_validate(r, from_attributes=True) for r in rows]
-
-    # ----------------------------------------------------------------- events
-    def events(self, run_id: Optional[int] = None, *, after_id: int = 0, limit: int = 10_000) -> list[EventRead]:
-        """Events with ``id > after_id`` (of one run, or of all runs), oldest first."""
-        with self.session() as s:
-            q = select(Event).where(Event.id > after_id)
-            if run_id is not None:
-                q = q.where(Event.run_id == run_id)
-            rows = s.exec(q.order_by(Event.id).limit(limit))
-            return [EventRead.model_validate(r, from_attributes=True) for r in rows]
-
-    # ----------------------------------------------------------------- light reads for the UI
-    def node_summaries(
-        self, run_id: int, *, after_id: int = 0, ids: Optional[Iterable[int]] = None
-    ) -> list[NodeSummary]:
-        """Nodes of a run as :class:`NodeSummary` (no source, error text or JSON), id order.
-
-        ``after_id`` keeps ids above it (new nodes since a poll); ``ids`` keeps only those
-        (nodes an event named). Reads only the summary columns, so a UI can hold a tree of
-        thousands of nodes without reading megabytes of kernel source.
-        """
-        names = NodeSummary.FIELDS
-        cols = [getattr(Node, name) for name in names]
-        if ids is not None:
-            wanted = sorted(set(ids))
-            chunks = [wanted[i : i + 500] for i in range(0, len(wanted), 500)]
-            if not chunks:
-                return []
-        else:
-            chunks = [None]
-        out: list[NodeSummary] = []
-        with self.session() as s:
-            for chunk in chunks:
-                q = select(*cols).where(Node.run_id == run_id, Node.id > after_id)
-                if chunk is not None:
-                    q = q.where(Node.id.in_(chunk))
-                out += [NodeSummary(*row) for row in s.exec(q.order_by(Node.id))]
-        return out
-
-    def best_node_summaries(self) -> dict[int, NodeSummary]:
-        """``{run id: its best node as a NodeSummary}`` for every run that has a best node: what
-        a list of runs needs to say whether each run's best figure is a confirmed one (see
-        ``NodeSummary.confirmed_speedup``). One query, no sources."""
-        cols = [getattr(Node, name) for name in NodeSummary.FIELDS]
-        with self.session() as s:
-            rows = s.exec(select(*cols).join(Run, (Run.best_node_id == Node.id) & (Run.id == Node.run_id)))
-            out = [NodeSummary(*row) for row in rows]
-        return {n.run_id: n for n in out}
-
-    def last_event_id(self, run_id: Optional[int] = None) -> int:
-        """The newest event id (of one run, or of all): 0 when none. Cheap change detection."""
-        with self.session() as s:
-            q = select(func.max(Event.id))
-            if run_id is not None:
-                q = q.where(Event.run_id == run_id)
-            return int(s.exec(q).one() or 0)
 
     # ----------------------------------------------------------------- test helpers (store/testing.py)
     # Only tests call these; they delegate to store.testing and stay until the tests call it.

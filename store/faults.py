@@ -22,12 +22,14 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from types import FrameType
 from typing import Optional
 
 from sqlmodel import Session
 
-#: The facade's source file: the Store method a commit belongs to is its frame in this file.
-_API_FILE = str(Path(__file__).with_name("api.py"))
+#: The facade's source files (``Store`` and its read mixin): the Store method a commit belongs
+#: to is its frame in one of these files.
+_API_FILES = (str(Path(__file__).with_name("api.py")), str(Path(__file__).with_name("reads.py")))
 #: Frames of the commit plumbing, skipped when naming the Store method.
 _PLUMBING = ("session", "commit", "_store_method")
 
@@ -94,10 +96,10 @@ class Faults:
     @staticmethod
     def _store_method() -> str:
         """Name of the Store method whose session is committing (walks up the stack)."""
-        frame = sys._getframe(1)
+        frame: Optional[FrameType] = sys._getframe(1)
         while frame is not None:
             code = frame.f_code
-            if code.co_filename == _API_FILE and code.co_name not in _PLUMBING:
+            if code.co_filename in _API_FILES and code.co_name not in _PLUMBING:
                 return code.co_name
             frame = frame.f_back
         return "?"

@@ -32,7 +32,7 @@ def init_schema(engine: Engine, path: Path, *, readonly: bool) -> None:
     with Session(engine) as s:
         tables = {
             r[0]
-            for r in s.exec(text("SELECT name FROM sqlite_master WHERE type='table'"))
+            for r in s.connection().execute(text("SELECT name FROM sqlite_master WHERE type='table'"))
             if not r[0].startswith("sqlite_")
         }
     # SQLite commits each CREATE TABLE on its own: a creation cut short (a full disk, a
@@ -72,7 +72,7 @@ def migrate(engine: Engine, version: int) -> None:
     with Session(engine) as s:
         for v in range(max(version, 1), SCHEMA_VERSION):
             for stmt in MIGRATIONS.get(v, []):
-                s.exec(text(stmt))
+                s.connection().execute(text(stmt))
         s.commit()
     SQLModel.metadata.create_all(engine)
     _set_version(engine)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
-from typing import Any, Callable, Optional
+from typing import Any, Callable, ClassVar, Optional
 
 from pydantic import ConfigDict
 from sqlmodel import Field, SQLModel
@@ -53,7 +53,9 @@ def _decoded(column: str, empty: Callable[[], Any], doc: str) -> property:
 
 
 class _Frozen(SQLModel):
-    model_config = ConfigDict(frozen=True)
+    # SQLModel types model_config as its private ConfigDict subclass (sqlmodel._compat.SQLModelConfig);
+    # a plain pydantic ConfigDict is what it accepts at runtime.
+    model_config = ConfigDict(frozen=True)  # type: ignore[assignment]
 
 
 class Meta(SQLModel, table=True):
@@ -277,6 +279,9 @@ class NodeSummary:
     """A node without its source, error text and JSON columns: what a tree of thousands of
     nodes needs (see ``Store.node_summaries``; a plain frozen dataclass, built ten times
     faster than a model). The full row is ``Store.get_node``."""
+
+    #: Column names, in field order (set below, once the fields exist).
+    FIELDS: ClassVar[tuple[str, ...]]
 
     id: int
     run_id: int

@@ -10,7 +10,7 @@ import json
 from typing import TYPE_CHECKING, Optional
 
 from sqlalchemy import func, text
-from sqlmodel import select
+from sqlmodel import col, select
 
 from store.models import IN_FLIGHT, Event, Node, NodeRead
 from store.session import now_iso
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 def integrity_check(store: "Store") -> str:
     """``PRAGMA integrity_check`` result: ``"ok"`` for a sound file."""
     with store.session() as s:
-        return str(s.exec(text("PRAGMA integrity_check")).one()[0])
+        return str(s.connection().execute(text("PRAGMA integrity_check")).one()[0])
 
 
 def count_nodes(store: "Store", run_id: int, *, final_only: bool = False) -> int:
@@ -30,7 +30,7 @@ def count_nodes(store: "Store", run_id: int, *, final_only: bool = False) -> int
     with store.session() as s:
         q = select(func.count()).select_from(Node).where(Node.run_id == run_id)
         if final_only:
-            q = q.where(Node.status.not_in(IN_FLIGHT))
+            q = q.where(col(Node.status).not_in(IN_FLIGHT))
         return int(s.exec(q).one())
 
 

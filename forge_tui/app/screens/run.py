@@ -6,11 +6,11 @@ messages, and the next poll is scheduled with a one-shot timer when it ends (nev
 overlapping; slower once the run is no longer active). Node details load in an exclusive
 worker shortly after the tree cursor stops (a held arrow key does not load every node on
 the way) and render only into panes that are visible; a hidden pane catches up when shown.
+The one-line header is ``screens.run_header``.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Optional
 
 from rich.text import Text
@@ -22,18 +22,6 @@ from textual.screen import Screen
 from textual.widgets import Static, Tab, Tabs, Tree
 
 from forge_tui.app import telemetry
-from forge_tui.app.format import (
-    CONFIRM_FAILED,
-    CONFIRMED,
-    MARK_STYLE,
-    RUN_STYLE,
-    fmt_duration,
-    run_best,
-    short,
-    speedup_mark,
-    speedup_style,
-    speedup_text,
-)
 from forge_tui.app.messages import (
     NodeDetail,
     NodeDetailLoaded,
@@ -43,6 +31,7 @@ from forge_tui.app.messages import (
     RunChanged,
     TelemetryRead,
 )
+from forge_tui.app.screens.run_header import ACTIVE, header_text
 from forge_tui.app.widgets.code_view import CodeView
 from forge_tui.app.widgets.footer import ForgeFooter
 from forge_tui.app.widgets.measurements import MeasurementsPane, best_curve
@@ -60,81 +49,12 @@ IDLE_POLL_S = 2.0  # a run nobody drives (finished, failed, interrupted) changes
 DETAIL_DEBOUNCE_S = 0.05
 TELEMETRY_S = 2.0
 DETAIL_PANES = ("code", "meas", "llm")
-ACTIVE = ("running", "paused", "created")
 
 
 class PaneTabs(Tabs):
     """Tab bar shown when the terminal is narrow; never takes focus."""
 
     can_focus = False
-
-
-#: The order the header gives way when it does not fit: each step moves one field to its
-#: next shorter form (the last form of a droppable field is empty). The run, task, status
-#: and best speedup always stay.
-HEADER_GIVE_WAY = ("where", "search", "elapsed", "iter", "control", "elapsed", "task", "node", "kind", "iter")
-
-
-def header_text(run: RunRead, now: float, width: Optional[int] = None, best: Optional[object] = None) -> Text:
-    """The run's one-line header, fitted to ``width`` cells by shortening and dropping the
-    less important fields first (see ``HEADER_GIVE_WAY``).
-
-    ``best`` is the best node (a summary) when known: the header then shows its confirmed
-    figure (re-measured at the end of the run) when there is one, marked and named as such,
-    with the search-time figure beside it where there is room; otherwise it says the
-    figure is the search-time one, marked as a failed confirmation when that node's
-    re-measurement failed (see ``format.run_best``)."""
-    fields: dict[str, list[Text]] = {}
-
-    def field(key: str, *forms, style: str = "") -> None:
-        fields[key] = [f if isinstance(f, Text) else Text(f, style=style) for f in forms]
-
-    field("id", f" run {run.id} ", style="bold reverse")
-    field("task", f" {run.task_name} ", f" {short(run.task_name, 12)} ", style="bold")
-    field("status", Text(run.status, style=RUN_STYLE.get(run.status, "")))
-    if run.control and run.status in ACTIVE:
-        ing = {"pause": "pausing", "stop": "stopping"}.get(run.control, run.control)
-        field("control", f" ({run.control} requested)", f" ({ing})", style="yellow")
-    done = f"{run.iterations_done}/{run.iterations_target}"
-    field("iter", f"  iter {done}", f"  {done}", "")
-    elapsed = run.elapsed_s
-    if run.status == "running" and run.heartbeat_at:
-        try:
-            since = datetime.fromisoformat(run.updated_at).timestamp()
-            elapsed += max(0.0, now - since)
-        except ValueError:
-            pass
-    field("elapsed", f"  elapsed {fmt_duration(elapsed)}", f"  {fmt_duration(elapsed)}", "")
-    value, kind = run_best(run, best)
-    b = Text("  best ")
-    b.append(speedup_text(value), style=speedup_style(value))
-    if speedup_mark(kind):  # stays when the header gives way: the kind's words may not
-        b.append(f" {speedup_mark(kind)}", style=MARK_STYLE[kind])
-    field("best", b)
-    if best is not None and value is not None:
-        field("kind", f" {kind}", "", style="bold red" if kind == CONFIRM_FAILED else "dim")
-    if run.best_node_id:
-        field("node", f" #{run.best_node_id}", "", style="dim")
-    if kind == CONFIRMED and best.speedup is not None and speedup_text(best.speedup) != speedup_text(value):
-        field("search", f" (search {speedup_text(best.speedup)})", "", style="dim")
-    field("where", f"  {run.backend}/{run.proposer}", "", style="dim")
-    form = dict.fromkeys(fields, 0)
-
-    def cells() -> int:
-        return sum(fields[k][form[k]].cell_len for k in fields)
-
-    if width is not None:
-        for key in HEADER_GIVE_WAY:
-            if cells() <= width:
-                break
-            if key in fields and form[key] < len(fields[key]) - 1:
-                form[key] += 1
-    t = Text(no_wrap=True, overflow="ellipsis")
-    for k in fields:
-        t.append_text(fields[k][form[k]])
-    if run.status_reason:
-        t.append(f"  {run.status_reason}", style="dim italic")
-    return t
 
 
 class RunScreen(Screen):
