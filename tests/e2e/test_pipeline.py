@@ -134,7 +134,7 @@ def test_compile_ahead_overlaps_the_next_compile_with_the_evaluation(tmp_path, s
 
 
 @pytest.mark.slow
-def test_pause_lets_the_nodes_in_flight_finish_then_resume_continues(tmp_path, softmax_task):
+def test_pause_lets_the_nodes_in_flight_finish_then_resume_continues(tmp_path, softmax_task, monkeypatch):
     import threading
     import time
 
@@ -152,15 +152,17 @@ def test_pause_lets_the_nodes_in_flight_finish_then_resume_continues(tmp_path, s
     out: dict = {}
     search = Search(store, run.id, log=log)
     looks: list[str] = []  # each time the search looked at the controls and stayed paused
-    control_step = search.control_step
+    from forge_tui.search import control as control_mod
 
-    def counted_control_step():
-        ctl = control_step()
+    step = control_mod.Control.step
+
+    def counted_step(self):
+        ctl = step(self)
         if ctl == "pause":
             looks.append(ctl)
         return ctl
 
-    search.control_step = counted_control_step
+    monkeypatch.setattr(control_mod.Control, "step", counted_step)
     t = threading.Thread(target=lambda: out.setdefault("final", search.execute()))
     t.start()
     deadline = time.monotonic() + 120
