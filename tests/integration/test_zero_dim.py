@@ -1,0 +1,126 @@
+"""0-dim (scalar) tensors through the real evaluator on the host backend: a loss output, a
+0-dim parameter. Poisoning, the inputs-unchanged check and the determinism check all hold."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from forge_tui.evaluate.evaluator import Evaluator
+from forge_tui.model.taskfile import load_task_file
+from forge_tui.search.tasks import task_ref
+
+MSE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    \"\"\"Mean squared error of two tensors: a 0-dim output.\"\"\"
+
+    def forward(self, a, b):
+        return torch.mean((a - b) ** 2)
+
+
+def get_inputs():
+    return [torch.randn(16, 64), torch.randn(16, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+SCALED = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    \"\"\"x times a learned 0-dim scale.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.tensor(2.0))
+
+    def forward(self, x):
+        return x * self.scale
+
+
+def get_inputs():
+    return [torch.randn(8, 32)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+HEAD = "#include <cmath>\n#include <cstdint>\n"
+MSE_SIG = 'extern "C" int forge_launch(const float* a, const float* b, float* out, '
+MSE_SIG += "int64_t a_d0, int64_t a_d1, int64_t b_d0, int64_t b_d1)"
+MSE_OK = (
+    HEAD
+    + MSE_SIG
+    + "{ int64_t n = a_d0 * a_d1; double s = 0; for (int64_t i = 0; i < n; ++i) { double d = (double)a[i] - b[i];"
+    " s += d * d; } out[0] = (float)(s / n); return 0; }\n"
+)
+MSE_SILENT = HEAD + MSE_SIG + "{ return 0; }\n"  # leaves the poisoned scalar as it is
+MSE_SCRIBBLES = HEAD + MSE_SIG + "{ ((float*)a)[0] = 0.f; out[0] = 0.f; return 0; }\n"  # writes an input
+
+SCALED_SIG = 'extern "C" int forge_launch(const float* x, const float* scale, float* out, '
+SCALED_SIG += "int64_t x_d0, int64_t x_d1, int64_t out_d0, int64_t out_d1)"
+SCALED_OK = HEAD + SCALED_SIG + "{ for (int64_t i = 0; i < x_d0 * x_d1; ++i) out[i] = x[i] * scale[0]; return 0; }\n"
+
+
+def _task(tmp_path, name, text):
+    p = tmp_path / f"{name}.py"
+    p.write_text(textwrap.dedent(text))
+    return load_task_file(p)
+
+
+@pytest.fixture(scope="module")
+def mse(tmp_path_factory):
+    t = _task(tmp_path_factory.mktemp("mse"), "mse_loss", MSE)
+    e = Evaluator(t, "host", task_ref=task_ref(t), stage_limits={"correctness": 10, "load": 10, "determinism": 10})
+    e.start()
+    yield t, e
+    e.close()
+
+
+def test_mse_signature_has_a_scalar_output_and_no_size_args(mse):
+    t, _ = mse
+    assert t.signature("host") == MSE_SIG
+    dims = t.shapes["get_inputs"]
+    assert t.outputs(dims) == [((), "float32")]
+
+
+def test_mse_correct_kernel_is_ok(mse):
+    _, ev = mse
+    res = ev.evaluate(MSE_OK, seed=1)
+    assert res.status == "ok", res.error
+    assert res.correctness and all(r["passed"] for r in res.correctness)
+
+
+def test_mse_kernel_that_writes_nothing_is_incorrect(mse):
+    _, ev = mse
+    res = ev.evaluate(MSE_SILENT, seed=2)
+    assert res.status == "incorrect", res.error
+
+
+def test_mse_kernel_that_writes_an_input_is_incorrect(mse):
+    _, ev = mse
+    res = ev.evaluate(MSE_SCRIBBLES, seed=3)
+    assert res.status == "incorrect", res.error
+    assert "input" in res.error
+
+
+def test_zero_dim_parameter(tmp_path):
+    t = _task(tmp_path, "scaled", SCALED)
+    assert t.signature("host") == SCALED_SIG
+    ev = Evaluator(t, "host", task_ref=task_ref(t), stage_limits={"correctness": 10, "load": 10, "determinism": 10})
+    ev.start()
+    try:
+        res = ev.evaluate(SCALED_OK, seed=4)
+        assert res.status == "ok", res.error
+    finally:
+        ev.close()
