@@ -239,9 +239,9 @@ def random_tensor(shape: Sequence[int], generator, distribution: str, dtype: str
 
     dev = generator.device if generator is not None else "cpu"
     if distribution == "uniform":
-        x = torch.rand(*shape, generator=generator, dtype=torch.float32, device=dev)
+        x = torch.rand(tuple(shape), generator=generator, dtype=torch.float32, device=dev)
     else:
-        x = torch.randn(*shape, generator=generator, dtype=torch.float32, device=dev)
+        x = torch.randn(tuple(shape), generator=generator, dtype=torch.float32, device=dev)
     if distribution == "large":
         x = x * 50.0
     elif distribution == "negative":

@@ -92,4 +92,6 @@ def _as_tuple(x) -> tuple:
 
 
 def _bits(t: "torch.Tensor") -> "torch.Tensor":
-    return t.contiguous().view(torch.uint8)
+    """The bytes of ``t``, flat; a 0-dim tensor too (``view(uint8)`` refuses a 0-dim tensor
+    whose element is wider than a byte)."""
+    return t.contiguous().reshape(-1).view(torch.uint8)

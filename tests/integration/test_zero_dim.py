@@ -67,6 +67,48 @@ MSE_OK = (
 MSE_SILENT = HEAD + MSE_SIG + "{ return 0; }\n"  # leaves the poisoned scalar as it is
 MSE_SCRIBBLES = HEAD + MSE_SIG + "{ ((float*)a)[0] = 0.f; out[0] = 0.f; return 0; }\n"  # writes an input
 
+# two runs on identical inputs differ in the last bits: the determinism check must see it
+MSE_RACY = (
+    HEAD + MSE_SIG + "{ static int k = 0; ++k; int64_t n = a_d0 * a_d1; double s = 0; for (int64_t i = 0; i < n; ++i) {"
+    " double d = (double)a[i] - b[i]; s += d * d; } out[0] = (float)(s / n) * (1.0f + (k & 1) * 1e-6f); return 0; }\n"
+)
+
+BATCHNORM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    \"\"\"BatchNorm1d (eval) scaled by a 0-dim input; num_batches_tracked is a 0-dim int64 buffer.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(8)
+        self.bn.eval()
+
+    def forward(self, x, s):
+        return self.bn(x) * s
+
+
+def get_inputs():
+    return [torch.randn(4, 8), torch.tensor(1.5)]
+
+
+def get_init_inputs():
+    return []
+"""
+BN_SIG = (
+    'extern "C" int forge_launch(const float* x, const float* s, const float* bn_weight, const float* bn_bias, '
+    "const float* bn_running_mean, const float* bn_running_var, const int64_t* bn_num_batches_tracked, float* out, "
+    "int64_t x_d0, int64_t x_d1, int64_t bn_weight_d0, int64_t bn_bias_d0, int64_t bn_running_mean_d0, "
+    "int64_t bn_running_var_d0, int64_t out_d0, int64_t out_d1)"
+)
+BN_OK = (
+    HEAD + BN_SIG + "{ for (int64_t i = 0; i < x_d0; ++i) for (int64_t j = 0; j < x_d1; ++j) {"
+    " double v = ((double)x[i * x_d1 + j] - bn_running_mean[j]) / std::sqrt((double)bn_running_var[j] + 1e-5);"
+    " out[i * x_d1 + j] = (float)((v * bn_weight[j] + bn_bias[j]) * s[0]); } return 0; }\n"
+)
+
 SCALED_SIG = 'extern "C" int forge_launch(const float* x, const float* scale, float* out, '
 SCALED_SIG += "int64_t x_d0, int64_t x_d1, int64_t out_d0, int64_t out_d1)"
 SCALED_OK = HEAD + SCALED_SIG + "{ for (int64_t i = 0; i < x_d0 * x_d1; ++i) out[i] = x[i] * scale[0]; return 0; }\n"
@@ -112,6 +154,25 @@ def test_mse_kernel_that_writes_an_input_is_incorrect(mse):
     res = ev.evaluate(MSE_SCRIBBLES, seed=3)
     assert res.status == "incorrect", res.error
     assert "input" in res.error
+
+
+def test_mse_nondeterministic_kernel_is_incorrect(mse):
+    _, ev = mse
+    res = ev.evaluate(MSE_RACY, seed=5)
+    assert res.status == "incorrect", res.error
+    assert "nondeterministic" in res.error
+
+
+def test_zero_dim_input_and_buffer(tmp_path):
+    t = _task(tmp_path, "bn_scaled", BATCHNORM)
+    assert t.signature("host") == BN_SIG
+    ev = Evaluator(t, "host", task_ref=task_ref(t), stage_limits={"correctness": 10, "load": 10, "determinism": 10})
+    ev.start()
+    try:
+        res = ev.evaluate(BN_OK, seed=6)
+        assert res.status == "ok", res.error
+    finally:
+        ev.close()
 
 
 def test_zero_dim_parameter(tmp_path):
