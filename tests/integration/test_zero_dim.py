@@ -134,6 +134,21 @@ def test_mse_signature_has_a_scalar_output_and_no_size_args(mse):
     assert t.signature("host") == MSE_SIG
     dims = t.shapes["get_inputs"]
     assert t.outputs(dims) == [((), "float32")]
+    assert "output scalar float32" in t.description  # what `forge-tui tasks` and the prompt show
+    assert t.bytes_moved(dims) == 4 * (2 * 16 * 64 + 1)
+
+
+def test_one_element_output(tmp_path):
+    t = _task(tmp_path, "mse_1", MSE.replace("torch.mean((a - b) ** 2)", "torch.mean((a - b) ** 2).reshape(1)"))
+    assert t.signature("host") == MSE_SIG.replace("int64_t b_d1)", "int64_t b_d1, int64_t out_d0)")
+    ev = Evaluator(t, "host", task_ref=task_ref(t), stage_limits={"correctness": 10, "load": 10, "determinism": 10})
+    ev.start()
+    try:
+        src = MSE_OK.replace(MSE_SIG, t.signature("host"))
+        assert ev.evaluate(src, seed=7).status == "ok"
+        assert ev.evaluate(MSE_SILENT.replace(MSE_SIG, t.signature("host")), seed=8).status == "incorrect"
+    finally:
+        ev.close()
 
 
 def test_mse_correct_kernel_is_ok(mse):
