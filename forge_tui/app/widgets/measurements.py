@@ -120,7 +120,9 @@ class MeasurementsPane(VerticalScroll):
             m.shape: m for m in (d.measurements if d else []) if m.subject == "candidate" and not _confirmation(m)
         }
         confirm = {(m.subject, m.shape): m for m in (d.measurements if d else []) if _confirmation(m)}
-        shapes = list(dict.fromkeys(list(eager) + list(node.shapes if node else {})))
+        # each node's per-shape JSON decoded once per render, not once per (node, shape) row
+        shapes_of = {n.id: n.shapes for n in (node, best) if n is not None}
+        shapes = list(dict.fromkeys(list(eager) + list(shapes_of.get(node.id, {}) if node else {})))
         dev = run.device
         device = dev.get("gpu") or dev.get("cpu") or run.backend
         method = next((m.method for m in self.baseline if m.method and m.method != "baseline"), "")
@@ -189,7 +191,7 @@ class MeasurementsPane(VerticalScroll):
             for what, n in (("node", node), ("best", best)):
                 if n is None or (what == "best" and node is not None and n.id == node.id):
                     continue
-                st = n.shapes.get(shape)
+                st = shapes_of[n.id].get(shape)
                 if not st:
                     continue
                 mm = node_meas.get(shape) if what == "node" else None
