@@ -18,7 +18,7 @@ from typing import Any, Callable, ClassVar, Optional
 from pydantic import ConfigDict
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Node and run statuses live in the shared vocabulary (re-exported here for store callers).
 # What a node's confirmed_speedup says: one reading, core's (re-exported for store callers).
@@ -148,6 +148,11 @@ class NodeBase(SQLModel):
     #: Wall seconds of the node's pipeline stages (see forge_tui.search.stages.StageClock):
     #: {"propose_s", "queue_s", "compile_s", "gate_s", "evaluate_s", "store_s", "wall_s", "worker_s": {...}}
     timings_json: str = "{}"
+    #: Verdict flags beside the status (schema 4), e.g. {"nondeterministic": {"max_abs_diff": 1.8e-7,
+    #: "tolerance_frac": 0.001}} or {"straddles_1": true}: what a user should know about an ``ok``.
+    flags_json: str = "{}"
+    #: A short hardware profile of the node's kernel (schema 4; ncu metrics where readable), captured once.
+    profile_json: str = "{}"
     created_at: str = ""
     finished_at: Optional[str] = None
 
@@ -162,6 +167,8 @@ class NodeRead(NodeBase, _Frozen):
     params = _decoded("params_json", dict, "@tune parameter values, where known")
     shapes = _decoded("shapes_json", dict, "{shape: {median_ms, baseline_ms, speedup, gbps, sol_pct}}")
     timings = _decoded("timings_json", dict, "wall seconds of the pipeline stages")
+    flags = _decoded("flags_json", dict, "verdict flags beside the status (nondeterministic, ...)")
+    profile = _decoded("profile_json", dict, "a short hardware profile of the kernel (ncu metrics)")
 
 
 class CompileLogBase(SQLModel):
@@ -218,6 +225,7 @@ class MeasurementBase(SQLModel):
     clocks_json: str = "{}"
     throttled: bool = False
     method: str = ""  # e.g. "cuda events, L2 flush 256 MB, interleaved"
+    mode: str = ""  # "cold" (L2 evicted between launches) | "warm" (inputs L2-resident); schema 4
     created_at: str = ""
 
 
@@ -243,6 +251,11 @@ class LLMExchangeBase(SQLModel):
     latency_s: Optional[float] = None
     finish_reason: str = ""
     error: str = ""
+    #: The model's reasoning text (``reasoning_content`` / ``reasoning`` fields, or a ``<think>``
+    #: block), stored apart from the reply; schema 4.
+    reasoning: str = ""
+    #: The request parameters sent (max_tokens or max_completion_tokens, temperature, stream); schema 4.
+    request_json: str = "{}"
     created_at: str = ""
 
 
@@ -254,6 +267,7 @@ class LLMExchangeRead(LLMExchangeBase, _Frozen):
     id: int
 
     messages = _decoded("messages_json", list, "the messages sent")
+    request = _decoded("request_json", dict, "the request parameters sent")
 
 
 class EventBase(SQLModel):

@@ -45,3 +45,25 @@ def test_schema_2_file_migrates_to_timings(tmp_path):
         SCHEMA_VERSION
     )
     s.close()
+
+
+def test_schema_3_file_migrates_to_4_and_keeps_its_rows(tmp_path):
+    db = tmp_path / "v3.db"
+    Store(db).close()
+    con = sqlite3.connect(db)
+    for table, col in [
+        ("node", "flags_json"),
+        ("node", "profile_json"),
+        ("measurement", "mode"),
+        ("llmexchange", "reasoning"),
+        ("llmexchange", "request_json"),
+    ]:
+        con.execute(f"ALTER TABLE {table} DROP COLUMN {col}")
+    con.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    Store(db).close()
+    con = sqlite3.connect(db)
+    assert {"flags_json", "profile_json"} <= {r[1] for r in con.execute("PRAGMA table_info(node)")}
+    assert {"reasoning", "request_json"} <= {r[1] for r in con.execute("PRAGMA table_info(llmexchange)")}
+    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "4"
