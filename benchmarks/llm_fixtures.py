@@ -57,13 +57,13 @@ def judge(case: Path, backend: str, timeout: float) -> dict:
 
     parsed = parse_reply((case / "reply.md").read_text())
     row: dict = {"problem": case.name, "status": "", "speedup": None, "speedup_compile": None, "error": ""}
-    if parsed.error or not parsed.code:
+    if parsed.error or not parsed.source:
         row.update(status="no code", error=parsed.error)
         return row
     suffix = ".cu" if backend == "cuda" else ".cpp"
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / f"kernel{suffix}"
-        src.write_text(parsed.code)
+        src.write_text(parsed.source)
         cmd = [sys.executable, "-c", _CHILD, str(case / "task.py"), str(src), backend]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
