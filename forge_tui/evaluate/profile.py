@@ -73,6 +73,8 @@ def profile_text(profile: Optional[Mapping]) -> str:
     if not profile or profile.get("status") != ProfileStatus.OK:
         return ""
     m = profile.get("metrics") or {}
+    if not m and not profile.get("stalls"):
+        return ""
     where = f" on shape {profile['shape']}" if profile.get("shape") else ""
     lines = [f"Hardware profile of this kernel ({profile.get('tool') or 'ncu'}, one launch{where}):"]
     n = int(profile.get("kernels") or 1)
@@ -113,7 +115,7 @@ def profile_text(profile: Optional[Mapping]) -> str:
             for name, value in stalls
         ]
         lines.append("- top warp stalls (warps stalled per issued instruction): " + "; ".join(parts))
-    return "\n".join(lines) if len(lines) > 1 else ""
+    return "\n".join(lines)
 
 
 def roofline_lines(
