@@ -255,11 +255,17 @@ def unknown_metrics(output: str, metrics: list[str]) -> list[str]:
 
 
 def _first_error(output: str) -> str:
-    for line in output.splitlines():
-        if "==ERROR==" in line or "Error" in line or "error" in line:
-            return line.replace("==ERROR==", "").strip()
-    lines = [ln for ln in output.splitlines() if ln.strip()]
-    return lines[-1].strip() if lines else "no output"
+    """The line that says what went wrong: ncu's first ``==ERROR==``, else ``==WARNING==``, else
+    a line naming an error (a traceback's last), else the last line that is not the child's."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip() and not ln.startswith("FORGE_PROFILE_CHILD")]
+    for tag in ("==ERROR==", "==WARNING=="):
+        hits = [ln for ln in lines if ln.startswith(tag)]
+        if hits:
+            return hits[0][len(tag) :].strip()
+    errors = [ln for ln in lines if "Error" in ln or "error" in ln]
+    if errors:
+        return errors[-1]
+    return lines[-1] if lines else "no output"
 
 
 # --------------------------------------------------------------------------- capture

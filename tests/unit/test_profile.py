@@ -55,7 +55,7 @@ def details_csv() -> str:
     ]
     lines = ["==PROF== Connected to process 4242 (python3)", _HEAD]
     lines += [_row(1, main, *r) for r in rows]
-    lines += ["==PROF== Profiling \"zero\": 0%....50%....100% - 3 passes"]
+    lines += ['==PROF== Profiling "zero": 0%....50%....100% - 3 passes']
     lines.append(_row(2, "zero_tail(float *)", "gpu__time_duration.sum", "usecond", "2.56"))
     lines.append('FORGE_PROFILE_CHILD {"shape": "s", "dims": {"rows": 2}, "rc": 0}')
     return "\n".join(lines) + "\n"
@@ -80,7 +80,11 @@ def test_raw_page_parses_with_its_units_row():
     )
     (k,) = parse_ncu_csv(text)
     assert k["name"] == "k(float*)"
-    assert k["metrics"] == {"gpu__time_duration.sum": 500000.0, "dram__bytes.sum": 2e6, "launch__registers_per_thread": 40}
+    assert k["metrics"] == {
+        "gpu__time_duration.sum": 500000.0,
+        "dram__bytes.sum": 2e6,
+        "launch__registers_per_thread": 40,
+    }
 
 
 def test_no_csv_no_kernels():
