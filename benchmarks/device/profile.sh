@@ -5,9 +5,16 @@
 # first timed shape), print the stored dict, profile_text, the time the capture took, and
 # roofline_lines from an eager-only baseline. Part 2 (when PROFILE_SEARCH is not 0): a tune
 # search of SEARCH_ITERS (default 6) on the first task with the torch.compile baseline off,
-# then up to 90 s for the search's profiler to drain; prints each node's stored profile.
+# then up to 60 s for the search's profiler to drain; prints each node's stored profile.
 # Limits: PROFILE_S (default 200) for the whole script.
-command -v ncu || ls -d /opt/nvidia/nsight-compute/*/ncu 2>/dev/null || echo "ncu: not found"
+NCU=$(command -v ncu || ls -d /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
+if [ -n "$NCU" ]; then  # the options and metrics ncu.py relies on, as this ncu names them
+  "$NCU" --version | tail -1
+  "$NCU" --help | grep -oE -- "--(print-units|profile-from-start|clock-control|log-file|target-processes|launch-count)" | sort -u | tr '\n' ' '; echo
+  "$NCU" --query-metrics 2>&1 | grep -E "^(gpu__time_duration|dram__bytes |dram__throughput|sm__throughput|sm__warps_active|sm__maximum_warps|launch__(registers|shared_mem|block_size|grid_size)|lts__t_sector_hit_rate|smsp__average_warps_issue_stalled_(long|barrier|wait))" | cut -c1-110 | tee "$OUT/ncu_metrics.txt"
+else
+  echo "ncu: not found"
+fi
 timeout "${PROFILE_S:-200}" python3 - "${@:-softmax}" <<'EOF' 2>&1 | tee "$OUT/profile.txt"
 import json, os, sys, time
 
@@ -51,7 +58,7 @@ if os.environ.get("PROFILE_SEARCH", "1") != "0":
     search.execute()
     print(f"search took {time.monotonic() - t0:.1f} s; profiler: {search._profiler!r}")
     if search._profiler is not None:
-        print("profiler drained:", search._profiler.wait_idle(90), f"after {time.monotonic() - t0:.1f} s")
+        print("profiler drained:", search._profiler.wait_idle(60), f"after {time.monotonic() - t0:.1f} s")
     best = None
     for n in store.nodes(run.id, with_source=False):
         p = n.profile

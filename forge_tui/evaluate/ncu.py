@@ -78,6 +78,8 @@ _NOT_STALLS = ("selected", "not_issued")
 MAX_KERNELS = 8
 #: Seconds a capture may take (ncu start-up, the child's torch import, replay passes).
 PROFILE_TIMEOUT_S = 120.0
+#: Characters of ncu's output kept with a failed capture (``output_tail``), for the person who reads it.
+OUTPUT_TAIL = 1500
 #: Where Nsight Compute installs itself when it is not on PATH.
 NCU_GLOBS = ("/opt/nvidia/nsight-compute/*/ncu", "/usr/local/cuda*/bin/ncu", "/usr/local/cuda*/nsight-compute*/ncu")
 #: ncu output that says no node can be profiled on this machine -> the stored reason.
@@ -383,14 +385,15 @@ def _result(output: str, returncode: Optional[int], ncu: str) -> dict:
             except ValueError:
                 child = {}
     if child.get("rc"):
-        return failure(ProfileStatus.FAILED, f"forge_launch returned {child['rc']} in the profiled call")
+        why = f"forge_launch returned {child['rc']} in the profiled call"
+        return {**failure(ProfileStatus.FAILED, why), "output_tail": output.strip()[-OUTPUT_TAIL:]}
     kernels = parse_ncu_csv(output)
     if not kernels:
         if not child:
-            return failure(
-                ProfileStatus.FAILED, f"the profiled program failed (exit {returncode}): {_first_error(output)}"
-            )
-        return failure(ProfileStatus.FAILED, f"ncu profiled no kernel in the call: {_first_error(output)}")
+            why = f"the profiled program failed (exit {returncode}): {_first_error(output)}"
+        else:
+            why = f"ncu profiled no kernel in the call: {_first_error(output)}"
+        return {**failure(ProfileStatus.FAILED, why), "output_tail": output.strip()[-OUTPUT_TAIL:]}
     return summarize(kernels, shape=child.get("shape", ""), dims=child.get("dims"), tool=ncu_version(ncu))
 
 

@@ -131,7 +131,9 @@ def test_a_metric_this_ncu_does_not_know_is_dropped_and_the_capture_repeated(fak
 def test_a_failed_launch_is_a_stored_reason(fake_ncu, monkeypatch, mode, reason):
     exe, _ = fake_ncu
     monkeypatch.setenv("FAKE_NCU_MODE", mode)
-    assert capture_profile("/x/lib.so", REF, ncu=exe) == {"status": "failed", "reason": reason}
+    prof = capture_profile("/x/lib.so", REF, ncu=exe)
+    assert (prof["status"], prof["reason"]) == ("failed", reason)
+    assert prof["output_tail"]  # what ncu and the child printed, for a person to read
 
 
 def test_no_ncu_and_the_host_backend_have_no_profile(monkeypatch, tmp_path):
