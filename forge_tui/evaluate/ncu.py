@@ -232,8 +232,10 @@ def summarize(
 
 
 def _short_name(name: str) -> str:
-    """A kernel's name without its argument list, at most 120 characters."""
-    return (name.split("(")[0].strip() or name)[:120]
+    """A kernel's name without its return type and argument list, at most 120 characters
+    (``void softmax_rows<4>(const float *, ...)`` -> ``softmax_rows<4>``)."""
+    short = name.split("(")[0].strip() or name
+    return short.removeprefix("void ").strip()[:120]
 
 
 def failure(status: ProfileStatus, reason: str) -> dict:

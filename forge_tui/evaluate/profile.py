@@ -14,13 +14,23 @@ from __future__ import annotations
 
 import atexit
 import heapq
+import os
 import subprocess
 import threading
 from typing import Callable, Mapping, Optional, Union
 
 from forge_tui.evaluate.ncu import ProfileStatus, _kill, capture_profile, failure
 
-__all__ = ["ROOFLINE_TITLE", "STALL_MEANINGS", "ProfileStatus", "Profiler", "profile_text", "roofline_lines"]
+__all__ = [
+    "ENV",
+    "ROOFLINE_TITLE",
+    "STALL_MEANINGS",
+    "ProfileStatus",
+    "Profiler",
+    "profile_text",
+    "profiling_enabled",
+    "roofline_lines",
+]
 
 #: What the most common warp stall reasons mean (Nsight Compute Kernel Profiling Guide,
 #: "Warp Stall Reasons"); shown beside the top stalls.
@@ -44,6 +54,19 @@ STALL_MEANINGS = {
 }
 #: A heading for :func:`roofline_lines` in a prompt.
 ROOFLINE_TITLE = "Roofline per timed shape (bytes read + written once; floor = bytes / copy bandwidth):"
+
+
+#: Environment variable that turns profiling off for every run (``off``), whatever the run says.
+ENV = "FORGE_PROFILE"
+
+
+def profiling_enabled(config: Mapping, backend: str) -> bool:
+    """Whether a search profiles its ok nodes: the cuda backend, the run's ``profile`` setting
+    (:data:`forge_tui.core.config.PROFILE_CHOICES`, default ``auto``) and ``$FORGE_PROFILE``
+    not ``off``. Whether ncu exists is found out by the first capture (a stored reason)."""
+    if backend != "cuda":
+        return False
+    return config.get("profile", "auto") != "off" and os.environ.get(ENV, "auto").strip().lower() != "off"
 
 
 def _fmt_ms(ms: float) -> str:

@@ -9,7 +9,7 @@ import json
 import time
 from typing import Any, Callable, Optional
 
-from forge_tui.core.status import FINAL, IN_FLIGHT, REPAIRABLE, BackendName, NodeKind, NodeStatus
+from forge_tui.core.status import FINAL, IN_FLIGHT, REPAIRABLE, NodeKind, NodeStatus
 from forge_tui.evaluate.evaluator import EvalResult, Evaluator
 from forge_tui.search import mcts
 from forge_tui.search.baseline import compile_speedup
@@ -108,17 +108,17 @@ class NodeSteps:
     _profiler: Any = None  # forge_tui.evaluate.profile.Profiler, made at the first ok node on cuda
 
     def _profile_later(self, node_id: int, compiled: Any, result: EvalResult) -> None:
-        """Queue an ncu profile of an ok node's kernel (cuda, run setting ``profile`` not ``off``).
+        """Queue an ncu profile of an ok node's kernel (cuda; ``profile`` and ``$FORGE_PROFILE`` not ``off``).
 
         Off the critical path: one background thread, the fastest node first; the profile (or
         why there is none) is stored later with ``Store.set_node_profile``. Never fails the node.
         """
-        if self.run.backend != BackendName.CUDA or self._config().get("profile", "auto") == "off":
+        from forge_tui.evaluate.profile import Profiler, profiling_enabled
+
+        if not profiling_enabled(self._config(), self.run.backend):
             return
         try:
             if self._profiler is None:
-                from forge_tui.evaluate.profile import Profiler
-
                 assert self.evaluator is not None
                 self._profiler = Profiler(
                     self.evaluator.task_ref, self.run.backend, self.store.set_node_profile, log=self.log

@@ -87,7 +87,7 @@ def test_a_capture_gives_the_stored_profile(fake_ncu, monkeypatch):
     monkeypatch.setenv("FAKE_NCU_MODE", "ok")
     prof = capture_profile("/x/lib.so", REF, ncu=exe, seed=3)
     assert prof["status"] == ProfileStatus.OK, prof
-    assert prof["tool"] == "ncu 2025.3.1.0" and prof["shape"] == "s" and prof["kernel"] == "softmax_rows"
+    assert prof["tool"] == "ncu 2025.3.1.0" and prof["shape"] == "s" and prof["kernel"] == "softmax_rows<4>"
     (call,) = calls()
     request = json.loads(call.split(" forge_tui.evaluate.profile_child ", 1)[1])
     assert request == {"library": "/x/lib.so", "task": REF, "backend": "cuda", "seed": 3}

@@ -31,7 +31,7 @@ def _row(kid: int, kernel: str, metric: str, unit: str, value: str) -> str:
 
 def details_csv() -> str:
     """ncu --csv (details page) for two kernels of one call, with ncu's and the child's own lines mixed in."""
-    main = "softmax_rows(const float *, float *, long, long)"
+    main = "void softmax_rows<4>(const float *, float *, long, long)"
     rows = [
         ("gpu__time_duration.sum", "nsecond", "40,960"),
         ("dram__bytes.sum", "byte", "134,217,728"),
@@ -63,7 +63,7 @@ def details_csv() -> str:
 
 def test_details_page_parses_per_kernel_in_base_units():
     kernels = parse_ncu_csv(details_csv())
-    assert [k["name"].split("(")[0] for k in kernels] == ["softmax_rows", "zero_tail"]
+    assert [k["name"].split("(")[0] for k in kernels] == ["void softmax_rows<4>", "zero_tail"]
     m = kernels[0]["metrics"]
     assert m["gpu__time_duration.sum"] == 40960.0
     assert m["dram__bytes.sum"] == 134217728.0
@@ -94,7 +94,7 @@ def test_no_csv_no_kernels():
 def test_summary_speaks_for_the_longest_kernel():
     p = summarize(parse_ncu_csv(details_csv()), shape="s", dims={"rows": 2}, tool="ncu 2025.3.1")
     assert p["status"] == ProfileStatus.OK and p["tool"] == "ncu 2025.3.1"
-    assert p["kernel"] == "softmax_rows" and p["kernels"] == 2
+    assert p["kernel"] == "softmax_rows<4>" and p["kernels"] == 2
     assert p["others_pct"] == pytest.approx(100 * 2560 / (40960 + 2560), abs=0.1)
     m = p["metrics"]
     assert m["duration_us"] == pytest.approx(40.96)
@@ -136,7 +136,7 @@ def test_profile_text_shows_at_most_a_dozen_figures():
     text = profile_text(p)
     lines = text.splitlines()
     assert lines[0] == "Hardware profile of this kernel (ncu 2025.3.1, one launch on shape llama_4k):"
-    assert "softmax_rows: 41.0 us (the longest of 2 kernels" in text
+    assert "- kernel softmax_rows<4>: 41.0 us (the longest of 2 kernels" in text
     assert "DRAM 3,277 GB/s achieved, 68% of peak DRAM throughput, L2 hit rate 12%, SM throughput 23% of peak" in text
     assert "occupancy 82% achieved of 100% theoretical, 32 registers/thread" in text
     assert "shared memory 1.0 KB/block (1.0 KB static, 0 B dynamic), block 256 threads, grid 8192 blocks" in text
@@ -250,6 +250,7 @@ def test_search_queues_ok_cuda_nodes_unless_the_run_says_off(monkeypatch):
             self.subs.append((node_id, library, kw["priority"]))
 
     monkeypatch.setattr(profile, "Profiler", Recorder)
+    monkeypatch.delenv(profile.ENV, raising=False)
 
     def steps(backend, config):
         s = NodeSteps()
@@ -268,6 +269,15 @@ def test_search_queues_ok_cuda_nodes_unless_the_run_says_off(monkeypatch):
     s._profile_later(7, compiled, ok)
     s._profile_later(8, compiled, ok)
     assert len(made) == 1 and made[0].subs == [(7, "/x/lib.so", 1.5), (8, "/x/lib.so", 1.5)]
+
+
+def test_profiling_is_for_cuda_unless_the_run_or_the_environment_says_off(monkeypatch):
+    monkeypatch.delenv(profile.ENV, raising=False)
+    assert profile.profiling_enabled({}, "cuda") and profile.profiling_enabled({"profile": "auto"}, "cuda")
+    assert not profile.profiling_enabled({}, "host")
+    assert not profile.profiling_enabled({"profile": "off"}, "cuda")
+    monkeypatch.setenv(profile.ENV, "off")
+    assert not profile.profiling_enabled({"profile": "auto"}, "cuda")
 
 
 def test_store_keeps_a_node_profile_with_an_event(tmp_path):
