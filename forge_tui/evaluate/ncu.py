@@ -151,7 +151,8 @@ def parse_ncu_csv(text: str) -> list[dict]:
     rows = list(csv.reader(io.StringIO("\n".join(ln for ln in text.splitlines() if ln.startswith('"')))))
     if not rows:
         return []
-    header, kernels = rows[0], {}
+    header = rows[0]
+    kernels: dict[str, dict] = {}
     if "Metric Name" in header:
         for r in rows[1:]:
             if len(r) != len(header) or r == header:

@@ -302,7 +302,19 @@ def test_store_keeps_a_node_profile_with_an_event(tmp_path):
         st.close()
 
 
-def test_profile_setting_is_checked():
+def test_profile_setting_is_checked_and_an_off_is_kept_with_the_run(tmp_path, monkeypatch):
+    from forge_tui.search.create import create_run
+
     assert RunConfig(task="softmax").profile == "auto"
     assert RunConfig(task="softmax", profile="off").problem() is None
     assert RunConfig(task="softmax", profile="always").problem() == "unknown profile setting 'always': use auto or off"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "FORGE_LLM_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    st = Store(tmp_path / "forge.db")
+    try:
+        off = create_run(st, RunConfig(task="softmax", backend="host", profile="off"))
+        auto = create_run(st, RunConfig(task="softmax", backend="host"))
+        assert off.config["profile"] == "off" and "profile" not in auto.config  # auto: the default, not stored
+    finally:
+        st.close()
