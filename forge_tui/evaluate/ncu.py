@@ -245,9 +245,12 @@ def failure(status: ProfileStatus, reason: str) -> dict:
 
 
 def classify(output: str) -> Optional[dict]:
-    """A ``failure`` dict when ncu's output says the machine cannot profile at all, else None."""
+    """An ``unavailable`` dict when one of ncu's own ``==ERROR==`` lines says this machine cannot
+    profile at all (:data:`_UNAVAILABLE`), else None. The profiled program's output (a
+    candidate's own error text) is never read for this: it would stop profiling for the run."""
+    errors = "\n".join(ln for ln in output.splitlines() if ln.lstrip().startswith("==ERROR=="))
     for needle, reason in _UNAVAILABLE:
-        if needle in output:
+        if needle in errors:
             return failure(ProfileStatus.UNAVAILABLE, reason)
     return None
 

@@ -123,6 +123,7 @@ def test_counters_not_permitted_and_unknown_metrics_are_recognised():
     )
     assert perm is not None and perm["status"] == ProfileStatus.UNAVAILABLE and "ERR_NVGPUCTRPERM" in perm["reason"]
     assert classify("==PROF== Disconnected from process 1") is None
+    assert classify("RuntimeError: CUDA error: operation not supported") is None  # the candidate's, not ncu's
     out = "==ERROR== Failed to find metric sm__maximum_warps_per_active_cycle_pct\n"
     assert unknown_metrics(out, ["sm__maximum_warps_per_active_cycle_pct", "gpu__time_duration.sum"]) == [
         "sm__maximum_warps_per_active_cycle_pct"
