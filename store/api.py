@@ -337,6 +337,24 @@ class Store(StoreReads):
                 )
             )
 
+    def set_node_profile(self, node_id: int, profile: dict) -> None:
+        """Store a node's hardware profile (``profile_json``, see forge_tui.evaluate.ncu) with a ``node_profiled`` event."""
+        with self.session() as s:
+            row = s.get(Node, node_id)
+            if row is None:
+                raise StoreNotFound(f"no node with id {node_id}")
+            row.profile_json = json.dumps(profile)
+            s.add(row)
+            s.add(
+                Event(
+                    run_id=row.run_id,
+                    node_id=node_id,
+                    kind="node_profiled",
+                    created_at=now_iso(),
+                    payload_json=json.dumps({"status": profile.get("status", "")}),
+                )
+            )
+
     def confirm_node(self, node_id: int, speedup: float, measurements: Sequence[dict], note: str = "") -> None:
         """Store a node's confirmation re-measurement (its measurements and confirmed speedup)."""
         stamp = now_iso()

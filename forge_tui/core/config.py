@@ -21,6 +21,9 @@ AUTO = "auto"
 BACKEND_CHOICES: tuple[str, ...] = (AUTO, *BackendName)
 #: Every proposer.
 PROPOSER_CHOICES: tuple[str, ...] = tuple(ProposerName)
+#: ``profile``: ``auto`` captures an Nsight Compute profile of each ok node on cuda where ncu
+#: exists (forge_tui.evaluate.profile); ``off`` never runs ncu.
+PROFILE_CHOICES: tuple[str, ...] = (AUTO, "off")
 
 #: Largest ``iterations`` (a search this long would run for weeks) and ``parallel``.
 MAX_ITERATIONS = 10_000_000
@@ -53,6 +56,7 @@ class RunConfig:
         model / base_url: the LLM endpoint (llm only); "" leaves it to the environment and the
             config file.
         seed_kernel: a kernel source file for the root node instead of the task's seed.
+        profile: ``auto`` or ``off``: a hardware profile (ncu) of each ok node on cuda.
     """
 
     task: str
@@ -66,6 +70,7 @@ class RunConfig:
     model: str = ""
     base_url: str = ""
     seed_kernel: Optional[str] = None
+    profile: str = AUTO
 
     def problem(self) -> Optional[str]:
         """One line naming a setting out of range, else None."""
@@ -73,6 +78,8 @@ class RunConfig:
             return f"unknown backend {self.backend!r}: use {', '.join(BACKEND_CHOICES)}"
         if self.proposer not in PROPOSER_CHOICES:
             return f"unknown proposer {self.proposer!r}: use {' or '.join(PROPOSER_CHOICES)}"
+        if self.profile not in PROFILE_CHOICES:
+            return f"unknown profile setting {self.profile!r}: use {' or '.join(PROFILE_CHOICES)}"
         return flag_problem(
             parallel=self.parallel, c=self.c, repairs=self.repairs, iterations=self.iterations, seed=self.seed
         )

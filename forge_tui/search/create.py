@@ -75,6 +75,8 @@ def create_run(store: Store, cfg: RunConfig):
         from forge_tui.llm.config import llm_run_config
 
         config.update(llm_run_config(_endpoint_flags(cfg)))
+    if cfg.profile != "auto":  # off: no ncu profiles of ok nodes (forge_tui.evaluate.profile)
+        config["profile"] = cfg.profile
     return store_run(
         store,
         task,

@@ -101,7 +101,32 @@ class NodeSteps:
                     compiled, seed=self.run.seed * 1_000_003 + node_id, on_stage=on_stage
                 )
         clock.worker = dict(result.worker_stages_s)
+        if result.status == NodeStatus.OK:
+            self._profile_later(node_id, compiled, result)
         return result
+
+    _profiler: Any = None  # forge_tui.evaluate.profile.Profiler, made at the first ok node on cuda
+
+    def _profile_later(self, node_id: int, compiled: Any, result: EvalResult) -> None:
+        """Queue an ncu profile of an ok node's kernel (cuda; ``profile`` and ``$FORGE_PROFILE`` not ``off``).
+
+        Off the critical path: one background thread, the fastest node first; the profile (or
+        why there is none) is stored later with ``Store.set_node_profile``. Never fails the node.
+        """
+        from forge_tui.evaluate.profile import Profiler, profiling_enabled
+
+        if not profiling_enabled(self._config(), self.run.backend):
+            return
+        try:
+            if self._profiler is None:
+                assert self.evaluator is not None
+                self._profiler = Profiler(
+                    self.evaluator.task_ref, self.run.backend, self.store.set_node_profile, log=self.log
+                )
+            seed = self.run.seed * 1_000_003 + node_id
+            self._profiler.submit(node_id, compiled.library, seed=seed, priority=result.speedup or 0.0)
+        except Exception as exc:  # a profile is a bonus: never the node's failure
+            self.log(f"node {node_id}: no profile queued: {type(exc).__name__}: {exc}")
 
     def finish(self, node_id: int, result: EvalResult, clock: Optional[StageClock] = None) -> None:
         """Record a node's result, its back-propagation and the run's counters in one transaction."""
