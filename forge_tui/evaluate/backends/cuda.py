@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -34,7 +35,10 @@ class CudaBackend(Backend):
     display_name = "CUDA (nvcc, GPU)"
     device_word = "GPU"
     compiler_name = "nvcc"
-    flags = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo")
+    # -compress-mode=none: the cubin stays readable in kernel.o for the device-code check (binary.py)
+    flags = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-compress-mode=none")
+    #: Libraries a candidate may link, added when its source includes their header (prefix -> flags).
+    libraries = {"cublas": ("-lcublasLt", "-lcublas")}
     source_suffix = ".cu"
     source_suffixes = (".cu", ".cuh")
     lexer = "cuda"
@@ -64,9 +68,28 @@ class CudaBackend(Backend):
         return nvcc
 
     def compile_command(self, arch: Optional[str], source: Path, output: Path) -> list[str]:
+        """Two steps in one shell: ``nvcc -c`` into ``kernel.o`` (the candidate's own code, which
+        :mod:`forge_tui.evaluate.binary` checks before the static CUDA runtime is linked in),
+        then ``nvcc -shared`` into ``output``, linking cuBLAS/cuBLASLt (``--as-needed``) when
+        the source includes ``cublas*.h``."""
         if not arch:
             raise ValueError("cuda compiles need an arch such as sm_90")
-        return super().compile_command(arch, source, output)
+        nvcc, obj = self.find_compiler(), output.with_name("kernel.o")
+        arch_f = self.arch_flags(arch)
+        compile_ = [nvcc, *(f for f in self.flags if f != "-shared"), *arch_f, "-c", "-o", str(obj), str(source)]
+        libs = self.link_libraries(source.read_text(errors="replace") if source.exists() else "")
+        link = [nvcc, "-shared", *arch_f, "-o", str(output), str(obj), *libs]
+        return ["/bin/sh", "-c", f"{shlex.join(compile_)} && {shlex.join(link)}"]
+
+    def link_libraries(self, source: str) -> list[str]:
+        """Link flags for the vendor libraries ``source`` includes (cuBLAS, cuBLASLt), else none."""
+        import re
+
+        out: list[str] = []
+        for prefix, flags in self.libraries.items():
+            if re.search(rf'#\s*include\s*[<"]{prefix}', source):
+                out += ["-Xlinker", "--as-needed", *flags]
+        return out
 
     def unusable_reason(self) -> Optional[str]:
         if not find_nvcc():
