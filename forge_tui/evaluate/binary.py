@@ -54,7 +54,7 @@ DENIED: dict[str, tuple[str, ...]] = {
         "cuStreamCreateWithPriority cudaEventCreate cudaEventCreateWithFlags cuEventCreate cudaEventRecord "
         "cudaEventRecordWithFlags cudaEventElapsedTime cuEventRecord cuEventElapsedTime cudaLaunchHostFunc "
         "cuLaunchHostFunc cudaStreamAddCallback cuStreamAddCallback cudaStreamBeginCapture cudaGraphLaunch "
-        "cuGraphLaunch cudaStreamAttachMemAsync"
+        "cuGraphLaunch cudaStreamAttachMemAsync cublasSetKernelStream cublasLtMatrixTransform"
     ).split(),
     "timer": "clock_gettime gettimeofday clock_settime settimeofday timer_create setitimer alarm".split(),
     "environment": "setenv putenv unsetenv clearenv getenv secure_getenv".split(),
@@ -143,7 +143,7 @@ def denied_import(names: Iterable[str]) -> Optional[tuple[str, str]]:
         what = _BY_NAME.get(n)
         if what:
             return what, n
-    for raw, plain in _demangle(names).items():
+    for plain in _demangle(names).values():
         for what, prefixes in DENIED_CXX.items():
             if any(plain.startswith(p) for p in prefixes):
                 return what, plain
@@ -221,6 +221,9 @@ def check_artifact(library: str, backend_name: str, source: str = "") -> Optiona
 
     Raises RuntimeError when binutils are missing (the caller refuses the candidate).
     """
+    from forge_tui.evaluate.static import _strip  # comments and literals out, lines kept
+
+    source = _strip(source)
     lib = Path(library)
     cuda = backend_name == "cuda"
     target = lib.with_name("kernel.o") if cuda else lib
@@ -237,7 +240,10 @@ def check_artifact(library: str, backend_name: str, source: str = "") -> Optiona
         line = _line_of(source, "syscall") or _line_of(source, "asm")
         return f"forbidden system call: host instruction `{insn}` in {func}{line}"
     if cuda:
-        for image in embedded_cubins(target.read_bytes()):
+        images = embedded_cubins(target.read_bytes())
+        if not images and "__global__" in source:
+            return "cannot check the device code: no readable cubin in kernel.o (compressed fatbin?)"
+        for image in images:
             for name in elf_undefined(image):
                 if name in DEVICE_DENIED:
                     return f"forbidden {DEVICE_DENIED[name]}: device code calls `{name}`{_line_of(source, 'printf') if name == 'vprintf' else ''}"

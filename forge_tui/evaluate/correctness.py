@@ -211,6 +211,10 @@ def run_correctness(
                 if rc2 != 0:
                     rows.append({**row, "passed": False, "note": f"forge_launch returned {rc2} on the second run"})
                     return False, rows, f"forge_launch returned error code {rc2} on {shape_name} (second run)"
+            escaped = launcher.stream_violation()
+            if escaped:
+                rows.append({**row, "passed": False, "note": escaped})
+                return False, rows, f"{escaped} ({shape_name}, trial {t})"
             changed = [
                 a.name
                 for a, x, p in zip([a for a in task.args if a.role == "in"], inputs, pristine)

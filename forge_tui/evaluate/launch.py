@@ -48,6 +48,32 @@ class Launcher:
         )
         self.fn.restype = ctypes.c_int
         self.task, self.backend = task, backend
+        # a candidate linking cuBLAS carries the stream guard (backends/cublas_guard.cpp):
+        # tell it the stream the harness gives forge_launch
+        self.guard = getattr(self.lib, "forge_guard_violations", None)
+        if self.guard is not None:
+            self.guard.argtypes, self.guard.restype = [ctypes.POINTER(ctypes.c_void_p)], ctypes.c_int
+            expect = self.lib.forge_guard_expect
+            expect.argtypes, expect.restype = [ctypes.c_void_p], None
+            expect(backend.stream_handle())
+
+    def stream_violation(self) -> str:
+        """Empty when every cuBLAS call of the candidate ran on the given stream, else the reason.
+
+        Reads the guard linked into a candidate that uses cuBLAS: streams passed to
+        ``cublasSetStream`` / ``cublasLtMatmul``, and the stream of every handle it created.
+        """
+        if self.guard is None:
+            return ""
+        bad = ctypes.c_void_p()
+        n = int(self.guard(ctypes.byref(bad)))
+        if not n:
+            return ""
+        given = self.backend.stream_handle() or 0
+        return (
+            f"library call on another stream: cuBLAS was given stream {hex(bad.value or 0)}, "
+            f"not the stream forge_launch was given ({hex(given)}): its work escapes the timed stream"
+        )
 
     def args(self, inputs: list, outputs: list, dims: Mapping[str, int]) -> tuple:
         """Argument tuple for one call, prepared ahead of timing."""

@@ -244,10 +244,10 @@ class Worker:
                         raise
                     return {"status": NodeStatus.INCORRECT, "error": f"{exc} on {shape_name}", "correctness": rows}
             after = self.telemetry.read()
-            # verify the output of the last timed call (check 5)
-            import torch
+            # verify the output of the last timed call (check 5); integer inputs keep their dtype
+            from forge_tui.evaluate.launch import reference_inputs
 
-            refs = trials._as_tuple(task.reference(*[x.to(torch.float64) for x in r["last_inputs"]]))
+            refs = trials._as_tuple(task.reference(*reference_inputs(r["last_inputs"])))
             eagers = trials._as_tuple(task.reference(*r["last_inputs"]))
             for i, (o, ref) in enumerate(zip(r["last_outputs"], refs)):
                 ok, max_abs, max_rel, tol, note = trials.compare(

@@ -39,6 +39,8 @@ class CudaBackend(Backend):
     flags = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-compress-mode=none")
     #: Libraries a candidate may link, added when its source includes their header (prefix -> flags).
     libraries = {"cublas": ("-lcublasLt", "-lcublas")}
+    #: cuBLAS calls that pick a stream, renamed in kernel.o to the guard's checked versions.
+    guarded = ("cublasCreate_v2", "cublasSetStream_v2", "cublasLtMatmul")
     source_suffix = ".cu"
     source_suffixes = (".cu", ".cuh")
     lexer = "cuda"
@@ -78,8 +80,18 @@ class CudaBackend(Backend):
         arch_f = self.arch_flags(arch)
         compile_ = [nvcc, *(f for f in self.flags if f != "-shared"), *arch_f, "-c", "-o", str(obj), str(source)]
         libs = self.link_libraries(source.read_text(errors="replace") if source.exists() else "")
-        link = [nvcc, "-shared", *arch_f, "-o", str(output), str(obj), *libs]
-        return ["/bin/sh", "-c", f"{shlex.join(compile_)} && {shlex.join(link)}"]
+        steps = [shlex.join(compile_)]
+        objects = [str(obj)]
+        if libs:  # cuBLAS: its stream-taking calls go through the guard (cublas_guard.cpp)
+            guard_src, guard_obj = output.with_name("cublas_guard.cpp"), output.with_name("cublas_guard.o")
+            guard_src.parent.mkdir(parents=True, exist_ok=True)
+            guard_src.write_text((Path(__file__).with_name("cublas_guard.cpp")).read_text())
+            renames = [f"--redefine-sym={n}=forge_{n}" for n in self.guarded]
+            steps.append(shlex.join([shutil.which("objcopy") or "objcopy", *renames, str(obj)]))
+            steps.append(shlex.join([nvcc, "-O2", "-Xcompiler", "-fPIC", "-c", "-o", str(guard_obj), str(guard_src)]))
+            objects.append(str(guard_obj))
+        steps.append(shlex.join([nvcc, "-shared", *arch_f, "-o", str(output), *objects, *libs]))
+        return ["/bin/sh", "-c", " && ".join(steps)]
 
     def link_libraries(self, source: str) -> list[str]:
         """Link flags for the vendor libraries ``source`` includes (cuBLAS, cuBLASLt), else none."""
