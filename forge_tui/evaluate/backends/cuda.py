@@ -101,6 +101,9 @@ class CudaBackend(Backend):
         for prefix, flags in self.libraries.items():
             if re.search(rf'#\s*include\s*[<"]{prefix}', source):
                 out += ["-Xlinker", "--as-needed", *flags]
+        lib64 = Path(self.find_compiler()).resolve().parent.parent / "lib64"
+        if out and lib64.is_dir():  # found at load time even where torch has not loaded its own copy
+            out += ["-Xlinker", f"-rpath={lib64}"]
         return out
 
     def unusable_reason(self) -> Optional[str]:
