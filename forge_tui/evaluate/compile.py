@@ -144,7 +144,9 @@ def cache_key(source: str, backend: BackendLike, arch: Optional[str], fingerprin
     """sha256 over source, flags, arch, compiler version and the environment fingerprint."""
     be = get_backend(backend)
     comp = be.find_compiler()
+    extras = be.key_extras(source)  # e.g. the CUTLASS version a source including it builds against
     blob = "\0".join([source, be.name.value, arch or "", " ".join(be.flags), compiler_version(comp), fingerprint])
+    blob += "\0" + extras if extras else ""
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 

@@ -16,6 +16,28 @@ if TYPE_CHECKING:  # pragma: no cover
     from forge_tui.hardware import Peak
 
 
+def cutlass_headers() -> Optional[tuple[str, str]]:
+    """``(include directory, version)`` of the CUTLASS/CuTe headers of the installed
+    ``nvidia-cutlass`` package (the ``cutlass`` extra), or None. Imports nothing from it."""
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("cutlass_library")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    inc = Path(list(spec.submodule_search_locations)[0]) / "source" / "include"
+    if not (inc / "cutlass" / "cutlass.h").exists():
+        return None
+    try:
+        version = importlib.metadata.version("nvidia-cutlass")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    return str(inc), version
+
+
 def find_nvcc() -> Optional[str]:
     """Path of nvcc: on PATH, else ``$CUDA_HOME/bin``, else ``/usr/local/cuda/bin``."""
     found = shutil.which("nvcc")
@@ -78,8 +100,10 @@ class CudaBackend(Backend):
             raise ValueError("cuda compiles need an arch such as sm_90")
         nvcc, obj = self.find_compiler(), output.with_name("kernel.o")
         arch_f = self.arch_flags(arch)
-        compile_ = [nvcc, *(f for f in self.flags if f != "-shared"), *arch_f, "-c", "-o", str(obj), str(source)]
-        libs = self.link_libraries(source.read_text(errors="replace") if source.exists() else "")
+        text = source.read_text(errors="replace") if source.exists() else ""
+        compile_ = [nvcc, *(f for f in self.flags if f != "-shared"), *arch_f, *self.header_flags(text)]
+        compile_ += ["-c", "-o", str(obj), str(source)]
+        libs = self.link_libraries(text)
         steps = [shlex.join(compile_)]
         objects = [str(obj)]
         if libs:  # cuBLAS: its stream-taking calls go through the guard (cublas_guard.cpp)
@@ -92,6 +116,24 @@ class CudaBackend(Backend):
             objects.append(str(guard_obj))
         steps.append(shlex.join([nvcc, "-shared", *arch_f, "-o", str(output), *objects, *libs]))
         return ["/bin/sh", "-c", " && ".join(steps)]
+
+    @staticmethod
+    def _uses_cutlass(source: str) -> bool:
+        import re
+
+        return bool(re.search(r'#\s*include\s*[<"](cutlass|cute)/', source))
+
+    def header_flags(self, source: str) -> list[str]:
+        """``-I`` for the CUTLASS/CuTe headers (:func:`cutlass_headers`) when ``source`` includes them."""
+        found = cutlass_headers() if self._uses_cutlass(source) else None
+        return ["-I", found[0], "--expt-relaxed-constexpr"] if found else []
+
+    def key_extras(self, source: str) -> str:
+        """What else decides the build of ``source``: the CUTLASS version when it includes CUTLASS."""
+        if not self._uses_cutlass(source):
+            return ""
+        found = cutlass_headers()
+        return f"cutlass {found[1]}" if found else "cutlass missing"
 
     def link_libraries(self, source: str) -> list[str]:
         """Link flags for the vendor libraries ``source`` includes (cuBLAS, cuBLASLt), else none."""
