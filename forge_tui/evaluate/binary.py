@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 #: What each denied import does, by category; a name matches exactly (after ``@VERSION``).
-DENIED: dict[str, tuple[str, ...]] = {
+DENIED: dict[str, list[str]] = {
     "process": (
         "system popen fork vfork execl execlp execle execv execvp execvpe execve execveat fexecve "
         "posix_spawn posix_spawnp clone clone3 kill tgkill killpg daemon setsid ptrace prctl"
@@ -74,10 +74,28 @@ DENIED: dict[str, tuple[str, ...]] = {
 
 #: Demangled C++ names (prefixes) denied, by category.
 DENIED_CXX: dict[str, tuple[str, ...]] = {
-    "file": ("std::basic_ifstream", "std::basic_ofstream", "std::basic_fstream", "std::basic_filebuf", "std::filesystem"),
+    "file": (
+        "std::basic_ifstream",
+        "std::basic_ofstream",
+        "std::basic_fstream",
+        "std::basic_filebuf",
+        "std::filesystem",
+    ),
     "thread": ("std::thread", "std::async", "std::jthread", "std::__future_base"),
-    "timer": ("std::chrono::_V2::steady_clock::now", "std::chrono::_V2::system_clock::now", "std::chrono::_V2::high_resolution_clock::now"),
-    "printing": ("std::cout", "std::cerr", "std::clog", "std::wcout", "std::wcerr", "std::__ostream_insert", "std::ostream::"),
+    "timer": (
+        "std::chrono::_V2::steady_clock::now",
+        "std::chrono::_V2::system_clock::now",
+        "std::chrono::_V2::high_resolution_clock::now",
+    ),
+    "printing": (
+        "std::cout",
+        "std::cerr",
+        "std::clog",
+        "std::wcout",
+        "std::wcerr",
+        "std::__ostream_insert",
+        "std::ostream::",
+    ),
 }
 
 #: Undefined device functions refused in a cubin (device printf; the device runtime).
@@ -170,7 +188,8 @@ def syscall_instructions(path: str) -> list[tuple[str, str]]:
 
 def embedded_cubins(data: bytes) -> list[bytes]:
     """The device ELF images (``e_machine`` 190, EM_CUDA) embedded uncompressed in a host object."""
-    cubins, start = [], 1
+    cubins: list[bytes] = []
+    start = 1
     while True:
         i = data.find(b"\x7fELF", start)
         if i < 0:

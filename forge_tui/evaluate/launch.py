@@ -126,15 +126,13 @@ def poison_storage_(t: "torch.Tensor") -> None:
     For the fp64 reference before it is freed (check 2): a reference may return a view
     (``expand``, ``t()``) that ``fill_`` refuses, and its storage is the harness's own copy.
     """
-    t.untyped_storage().fill_(0xFF)
+    t.untyped_storage().fill_(0xFF)  # type: ignore[attr-defined]  # present at run time, absent from the stubs
 
 
 def alloc_outputs(task: TaskSpec, dims: Mapping[str, int], device: str) -> list:
     """Output tensors, contiguous, poisoned by :func:`poison_` (check 4): NaN, or 0x5A bytes
     for integer and bool outputs (``const bool*`` masks, int64 indices)."""
-    return [
-        poison_(torch.empty(shape, dtype=getattr(torch, dt), device=device)) for shape, dt in task.outputs(dims)
-    ]
+    return [poison_(torch.empty(shape, dtype=getattr(torch, dt), device=device)) for shape, dt in task.outputs(dims)]
 
 
 def reference_inputs(inputs: list) -> list:

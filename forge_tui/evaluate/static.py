@@ -24,7 +24,7 @@ MAX_SOURCE_BYTES = 256 * 1024
 #: the network, dynamic loading, system calls, threads, stream creation, timers, printing)
 #: is decided on the binary by :mod:`forge_tui.evaluate.binary`, whatever the spelling.
 _FORBIDDEN = {
-    "stream other than the given one": r"\b(cudaStreamPerThread|cudaStreamLegacy|CU_STREAM_PER_THREAD|CU_STREAM_LEGACY)\b",
+    "stream other than the given one": r"\b(cudaStreamPerThread|cudaStreamLegacy|CU_STREAM_PER_THREAD|CU_STREAM_LEGACY)\b"
 }
 
 #: Headers whose only use is something the contract forbids: refused early with a clear

@@ -84,7 +84,8 @@ def test_cuda_case_static_check(case):
 def _has_cublas() -> bool:
     nvcc = compiler.find_nvcc()
     return bool(nvcc) and any(
-        (Path(nvcc).resolve().parent.parent / sub / "cublas_v2.h").exists() for sub in ("include", "targets/x86_64-linux/include")
+        (Path(nvcc).resolve().parent.parent / sub / "cublas_v2.h").exists()
+        for sub in ("include", "targets/x86_64-linux/include")
     )
 
 

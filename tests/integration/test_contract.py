@@ -157,9 +157,7 @@ def test_flags_of_rows():
         {"shape": "b", "nondeterministic": {"max_abs_diff": 3e-7, "tolerance_frac": 0.0005}},
         {"shape": "c"},
     ]
-    assert flags_of(rows) == {
-        "nondeterministic": {"max_abs_diff": 3e-7, "tolerance_frac": 0.001, "shapes": ["a", "b"]}
-    }
+    assert flags_of(rows) == {"nondeterministic": {"max_abs_diff": 3e-7, "tolerance_frac": 0.001, "shapes": ["a", "b"]}}
     assert flags_of([{"shape": "a"}]) == {}
 
 

@@ -81,12 +81,34 @@ def test_compile_error(ev):
         ("#include <cstdint>\n#include <omp.h>\n" + SIG + "{ return 0; }\n", "<omp.h>", True),
         ("#include <cstdint>\n" + SIG + "{ return 0; } // " + "x" * (MAX_SOURCE_BYTES + 10) + "\n", "limit", True),
         # decided on the compiled library (binary.py): each names the symbol it found
-        ("#include <cstdio>\n#include <cstdint>\n" + SIG + '{ popen("ls", "r"); return 0; }\n', "process: the compiled code calls `popen`", False),
+        (
+            "#include <cstdio>\n#include <cstdint>\n" + SIG + '{ popen("ls", "r"); return 0; }\n',
+            "process: the compiled code calls `popen`",
+            False,
+        ),
         ("#include <cstdio>\n#include <cstdint>\n" + SIG + '{ fopen("/etc/passwd", "r"); return 0; }\n', "file", False),
-        ('#include <cstdint>\nextern "C" int socket(int, int, int);\n' + SIG + "{ socket(2, 1, 0); return 0; }\n", "network", False),
-        ('#include <cstdint>\nextern "C" void* dlopen(const char*, int);\n' + SIG + '{ dlopen("libc.so.6", 1); return 0; }\n', "dynamic loading", False),
-        ('#include <cstdint>\nextern "C" long syscall(long, ...);\n' + SIG + "{ syscall(60); return 0; }\n", "`syscall`", False),
-        ("#include <cstdlib>\n#include <cstdint>\n" + SIG + '{ setenv("A", "1", 1); return 0; }\n', "environment", False),
+        (
+            '#include <cstdint>\nextern "C" int socket(int, int, int);\n' + SIG + "{ socket(2, 1, 0); return 0; }\n",
+            "network",
+            False,
+        ),
+        (
+            '#include <cstdint>\nextern "C" void* dlopen(const char*, int);\n'
+            + SIG
+            + '{ dlopen("libc.so.6", 1); return 0; }\n',
+            "dynamic loading",
+            False,
+        ),
+        (
+            '#include <cstdint>\nextern "C" long syscall(long, ...);\n' + SIG + "{ syscall(60); return 0; }\n",
+            "`syscall`",
+            False,
+        ),
+        (
+            "#include <cstdlib>\n#include <cstdint>\n" + SIG + '{ setenv("A", "1", 1); return 0; }\n',
+            "environment",
+            False,
+        ),
         ("#include <cstdio>\n#include <cstdint>\n" + SIG + '{ printf("hi %d", 1); return 0; }\n', "printing", False),
     ],
 )

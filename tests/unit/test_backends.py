@@ -50,14 +50,18 @@ def test_backend_is_abstract():
 
 
 def test_flags_are_the_compile_modules():
-    assert CUDA.flags == compiler.NVCC_FLAGS == (
-        "-O3",
-        "-std=c++17",
-        "-shared",
-        "-Xcompiler",
-        "-fPIC",
-        "-lineinfo",
-        "-compress-mode=none",  # the cubin stays readable for the binary check
+    assert (
+        CUDA.flags
+        == compiler.NVCC_FLAGS
+        == (
+            "-O3",
+            "-std=c++17",
+            "-shared",
+            "-Xcompiler",
+            "-fPIC",
+            "-lineinfo",
+            "-compress-mode=none",  # the cubin stays readable for the binary check
+        )
     )
     assert HOST.flags == compiler.GXX_FLAGS == ("-O3", "-std=c++17", "-march=native", "-shared", "-fPIC")
     assert CUDA.compiler_name == "nvcc" and HOST.compiler_name == "g++"

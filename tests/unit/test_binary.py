@@ -71,7 +71,11 @@ def test_inline_syscall_instruction_is_refused(tmp_path):
 @pytest.mark.parametrize(
     "extra, body, word",
     [
-        ('extern "C" void* dlsym(void*, const char*);\n', 'void* (*volatile d)(void*, const char*) = &dlsym; d(nullptr, "x");', "dlsym"),
+        (
+            'extern "C" void* dlsym(void*, const char*);\n',
+            'void* (*volatile d)(void*, const char*) = &dlsym; d(nullptr, "x");',
+            "dlsym",
+        ),
         ("#include <cstdio>\n", 'std::puts("hi");', "puts"),
         ("#include <iostream>\n", 'std::cout << "hi";', "std::cout"),
         ("#include <cstdlib>\n", 'setenv("A", "1", 1);', "setenv"),
@@ -93,7 +97,11 @@ def test_static_check_keeps_only_what_the_binary_cannot_tell():
     assert "fstream" in (check_source(HEAD + "#include <fstream>\n" + SIG + "{return 0;}", "host") or "")
     assert "not allowed" in (check_source(HEAD + '#include "/etc/passwd"\n' + SIG + "{return 0;}", "host") or "")
     ptx = '__global__ void k(float* y){ float r; asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(1.f)); y[0] = r; }\n'
-    cu = "#include <cstdio>\n#include <cub/cub.cuh>\n" + ptx + 'extern "C" int forge_launch(float* y, cudaStream_t s) { k<<<1,1,0,s>>>(y); return 0; }'
+    cu = (
+        "#include <cstdio>\n#include <cub/cub.cuh>\n"
+        + ptx
+        + 'extern "C" int forge_launch(float* y, cudaStream_t s) { k<<<1,1,0,s>>>(y); return 0; }'
+    )
     assert check_source(cu, "cuda") is None
     other = cu.replace("0,s>>>", "0,cudaStreamPerThread>>>")
     assert "stream other than the given one" in (check_source(other, "cuda") or "")
