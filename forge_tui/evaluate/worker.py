@@ -246,7 +246,11 @@ class Worker:
             after = self.telemetry.read()
             escaped = launcher.stream_violation()  # a cuBLAS call moved to another stream while timed
             if escaped:
-                return {"status": NodeStatus.INCORRECT, "error": f"{escaped} (timing, {shape_name})", "correctness": rows}
+                return {
+                    "status": NodeStatus.INCORRECT,
+                    "error": f"{escaped} (timing, {shape_name})",
+                    "correctness": rows,
+                }
             # verify the output of the last timed call (check 5); integer inputs keep their dtype
             from forge_tui.evaluate.launch import reference_inputs
 
