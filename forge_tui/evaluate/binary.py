@@ -35,7 +35,8 @@ from typing import Iterable, Optional
 DENIED: dict[str, list[str]] = {
     "process": (
         "system popen fork vfork execl execlp execle execv execvp execvpe execve execveat fexecve "
-        "posix_spawn posix_spawnp clone clone3 kill tgkill killpg daemon setsid ptrace prctl"
+        "posix_spawn posix_spawnp clone clone3 kill tgkill killpg daemon setsid ptrace prctl "
+        "sched_setaffinity sched_setscheduler setpriority nice"
     ).split(),
     "file": (
         "fopen fopen64 freopen freopen64 fdopen open open64 openat openat64 creat creat64 unlink unlinkat "
