@@ -90,6 +90,7 @@ def node_dicts(nodes: list, llm: dict) -> list[dict]:
             "shapes": n.shapes,
             "llm": llm.get(n.id),
             "timings": n.timings,
+            "flags": n.flags,
         }
         for n in nodes
     ]
@@ -154,6 +155,7 @@ def eval_dict(res, base: dict) -> dict:
         "baseline_ms": baseline_ms,
         "error": res.error,
         "shapes": res.shapes,
+        "flags": res.flags,
         "device": base.get("gpu") or base.get("cpu"),
     }
 
@@ -164,6 +166,12 @@ def eval_text(res) -> str:
         + (f"  {res.speedup:.3f}x over eager" if res.speedup else "")
         + (f": {res.error}" if res.error else "")
     ]
+    nd = (getattr(res, "flags", None) or {}).get("nondeterministic")
+    if nd:
+        lines.append(
+            f"  nondeterministic: reruns differ by up to {nd['max_abs_diff']:.3g} "
+            f"({100 * nd['tolerance_frac']:.3g}% of the allowed error)"
+        )
     for shape, v in res.shapes.items():
         lines.append(
             f"  {shape}: {v['median_ms'] * 1e3:.1f} us vs eager {v['baseline_ms'] * 1e3:.1f} us "

@@ -71,6 +71,8 @@ class CompileResult:
     ok: the library exists at ``library``. log: compiler output (capped), or the reason.
     seconds: wall time of the compiler (0 when cached). cached: served from the cache.
     command: the command line, as a string.
+    refused: the binary check's reason (:func:`forge_tui.evaluate.binary.check_artifact`) when
+    the library built but must not run (``ok`` is then False and ``library`` None).
     """
 
     ok: bool
@@ -80,6 +82,22 @@ class CompileResult:
     cached: bool
     command: str
     timed_out: bool = False
+    refused: str = ""
+
+
+def _checked(res: CompileResult, backend: Backend, source: str) -> CompileResult:
+    """``res``, or a refusal when the built library fails the binary check (check 11)."""
+    if not res.ok or not res.library:
+        return res
+    from forge_tui.evaluate.binary import check_artifact
+
+    try:
+        reason = check_artifact(res.library, backend.name.value, source)
+    except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as exc:
+        reason = f"cannot check the compiled candidate: {exc}"
+    if not reason:
+        return res
+    return CompileResult(False, None, res.log, res.seconds, res.cached, res.command, refused=reason)
 
 
 def cache_dir() -> Path:
@@ -126,7 +144,9 @@ def cache_key(source: str, backend: BackendLike, arch: Optional[str], fingerprin
     """sha256 over source, flags, arch, compiler version and the environment fingerprint."""
     be = get_backend(backend)
     comp = be.find_compiler()
+    extras = be.key_extras(source)  # e.g. the CUTLASS version a source including it builds against
     blob = "\0".join([source, be.name.value, arch or "", " ".join(be.flags), compiler_version(comp), fingerprint])
+    blob += "\0" + extras if extras else ""
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
@@ -181,7 +201,7 @@ def compile_source(
         log_file = final_dir / "compile.log"
         log = log_file.read_text(errors="replace") if log_file.exists() else ""
         shown = (final_dir / "command.txt").read_text() if (final_dir / "command.txt").exists() else ""
-        return CompileResult(True, str(library), log, 0.0, True, shown)
+        return _checked(CompileResult(True, str(library), log, 0.0, True, shown), be, source)
     root.mkdir(parents=True, exist_ok=True)
     if str(root) not in _swept:  # once per process and cache root
         _swept.add(str(root))
@@ -230,7 +250,7 @@ def compile_source(
         except OSError:  # another process put the same build in place first
             if not library.exists():
                 return CompileResult(False, None, f"could not move the build into {final_dir}", seconds, False, shown)
-        return CompileResult(True, str(library), log, seconds, False, shown)
+        return _checked(CompileResult(True, str(library), log, seconds, False, shown), be, source)
     finally:
         if work is not None and work.exists():
             shutil.rmtree(work, ignore_errors=True)

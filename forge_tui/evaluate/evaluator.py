@@ -31,7 +31,15 @@ from forge_tui.evaluate import compile as compiler
 from forge_tui.evaluate import memwatch
 from forge_tui.evaluate.backends import HOST_SOL_FACTOR, Backend, get_backend
 from forge_tui.evaluate.static import check_source
-from forge_tui.evaluate.verdict import _NODE_STAGE, SOL_MARGIN, _clog, _compile_verdict, _correctness_row, shape_verdict
+from forge_tui.evaluate.verdict import (
+    _NODE_STAGE,
+    SOL_MARGIN,
+    _clog,
+    _compile_verdict,
+    _correctness_row,
+    flags_of,
+    shape_verdict,
+)
 from forge_tui.evaluate.verdict import (
     _first_error_line as _first_error_line,  # re-exported: it lived here before the move
 )
@@ -443,6 +451,7 @@ class Evaluator:
             correctness=[_correctness_row(r) for r in reply.get("correctness", [])],
             output_tail=tail,
             worker_stages_s=stage_s,
+            flags=flags_of(reply.get("correctness", [])),
         )
         if reply.get("fatal") or (self.proc is None):
             self.restarts += 1

@@ -48,6 +48,32 @@ class Launcher:
         )
         self.fn.restype = ctypes.c_int
         self.task, self.backend = task, backend
+        # a candidate linking cuBLAS carries the stream guard (backends/cublas_guard.cpp):
+        # tell it the stream the harness gives forge_launch
+        self.guard = getattr(self.lib, "forge_guard_violations", None)
+        if self.guard is not None:
+            self.guard.argtypes, self.guard.restype = [ctypes.POINTER(ctypes.c_void_p)], ctypes.c_int
+            expect = self.lib.forge_guard_expect
+            expect.argtypes, expect.restype = [ctypes.c_void_p], None
+            expect(backend.stream_handle())
+
+    def stream_violation(self) -> str:
+        """Empty when every cuBLAS call of the candidate ran on the given stream, else the reason.
+
+        Reads the guard linked into a candidate that uses cuBLAS: streams passed to
+        ``cublasSetStream`` / ``cublasLtMatmul``, and the stream of every handle it created.
+        """
+        if self.guard is None:
+            return ""
+        bad = ctypes.c_void_p()
+        n = int(self.guard(ctypes.byref(bad)))
+        if not n:
+            return ""
+        given = self.backend.stream_handle() or 0
+        return (
+            f"library call on another stream: cuBLAS was given stream {hex(bad.value or 0)}, "
+            f"not the stream forge_launch was given ({hex(given)}): its work escapes the timed stream"
+        )
 
     def args(self, inputs: list, outputs: list, dims: Mapping[str, int]) -> tuple:
         """Argument tuple for one call, prepared ahead of timing."""
@@ -80,11 +106,39 @@ def input_generator(seed: int, device: str) -> "torch.Generator":
     return torch.Generator(device=device).manual_seed(seed)
 
 
+#: The byte an integer or bool output is poisoned with (check 4): 0x5A5A5A5A as int32, a
+#: value no index or count produces by chance, and not a valid bool (0 or 1).
+POISON_BYTE = 0x5A
+
+
+def poison_(t: "torch.Tensor") -> "torch.Tensor":
+    """Poison an output buffer in place (check 4): NaN for floating dtypes, :data:`POISON_BYTE`
+    in every byte for integer and bool dtypes (``fill_(nan)`` refuses those). Returns ``t``."""
+    if t.is_floating_point() or t.is_complex():
+        return t.fill_(float("nan"))
+    t.reshape(-1).view(torch.uint8).fill_(POISON_BYTE)  # outputs are contiguous: a view
+    return t
+
+
+def poison_storage_(t: "torch.Tensor") -> None:
+    """Overwrite every byte of ``t``'s storage with 0xFF (NaN for floats), views included.
+
+    For the fp64 reference before it is freed (check 2): a reference may return a view
+    (``expand``, ``t()``) that ``fill_`` refuses, and its storage is the harness's own copy.
+    """
+    t.untyped_storage().fill_(0xFF)  # type: ignore[attr-defined]  # present at run time, absent from the stubs
+
+
 def alloc_outputs(task: TaskSpec, dims: Mapping[str, int], device: str) -> list:
-    """Output tensors poisoned with NaN (check 4)."""
-    return [
-        torch.full(shape, float("nan"), dtype=getattr(torch, dt), device=device) for shape, dt in task.outputs(dims)
-    ]
+    """Output tensors, contiguous, poisoned by :func:`poison_` (check 4): NaN, or 0x5A bytes
+    for integer and bool outputs (``const bool*`` masks, int64 indices)."""
+    return [poison_(torch.empty(shape, dtype=getattr(torch, dt), device=device)) for shape, dt in task.outputs(dims)]
+
+
+def reference_inputs(inputs: list) -> list:
+    """The inputs of the fp64 reference: floating tensors as float64, integer and bool
+    tensors unchanged (an index or a mask must keep its dtype). Always copies."""
+    return [x.to(torch.float64) if x.is_floating_point() else x.clone() for x in inputs]
 
 
 def _as_tuple(x) -> tuple:

@@ -39,6 +39,7 @@ from forge_tui.evaluate.launch import (
     _sync,
     alloc_outputs,
     input_generator,
+    poison_,
 )
 from forge_tui.evaluate.timers import CudaEventTimer, HostClockTimer, Stats, Telemetry, Timer, gpu_lock, make_timer
 from kernels.base import TaskSpec
@@ -114,7 +115,7 @@ def time_shape(
             cand(w % cfg["sets"])
         if eager:
             for r in _as_tuple(eag(w % cfg["sets"])):
-                r.fill_(float("nan"))
+                poison_(r)
     _sync(timer.backend)
     if rc_bad:
         raise RuntimeError(f"forge_launch returned {rc_bad[0]} during warm-up")
@@ -130,10 +131,10 @@ def time_shape(
                 e_dev.append(d)
                 e_host.append(h)
                 for r in _as_tuple(ret):
-                    r.fill_(float("nan"))
+                    poison_(r)
             if launcher:
                 for o in outs[k]:  # poisoned before every timed call (check 4): skipped work shows
-                    o.fill_(float("nan"))
+                    poison_(o)
                 d, h, _ = timer.sample(lambda: cand(k))
                 c_dev.append(d)
                 c_host.append(h)

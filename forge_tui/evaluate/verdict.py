@@ -100,9 +100,12 @@ def _clog(compiled: compiler.CompileResult) -> dict:
 
 
 def _compile_verdict(compiled: compiler.CompileResult) -> Optional[EvalResult]:
-    """The final result of a failed compile (``compile_error`` or ``timeout``); None when it worked."""
+    """The final result of a failed compile (``compile_error`` or ``timeout``), or ``rejected``
+    when the library built but the binary check refused it; None when it worked."""
     if compiled.ok:
         return None
+    if compiled.refused:
+        return EvalResult(NodeStatus.REJECTED, compiled.refused, compile=_clog(compiled))
     status = NodeStatus.TIMEOUT if compiled.timed_out else NodeStatus.COMPILE_ERROR
     first = _first_error_line(compiled.log)
     return EvalResult(
@@ -116,6 +119,25 @@ def _first_error_line(log: str) -> str:
             return line.strip()[:300]
     lines = [ln for ln in log.splitlines() if ln.strip()]
     return lines[0][:300] if lines else "no compiler output"
+
+
+def flags_of(rows: list) -> dict:
+    """Verdict flags from the worker's correctness rows (``node.flags_json``).
+
+    ``nondeterministic``: the largest ``max_abs_diff`` and ``tolerance_frac`` over the rows
+    whose two runs differed within :data:`forge_tui.evaluate.correctness.NONDETERMINISM_FRACTION`
+    of the allowed error, plus ``shapes`` (the shapes where they did). Empty when none did.
+    """
+    hits = [r for r in rows if isinstance(r.get("nondeterministic"), dict)]
+    if not hits:
+        return {}
+    return {
+        "nondeterministic": {
+            "max_abs_diff": max(float(r["nondeterministic"]["max_abs_diff"]) for r in hits),
+            "tolerance_frac": max(float(r["nondeterministic"]["tolerance_frac"]) for r in hits),
+            "shapes": sorted({str(r.get("shape")) for r in hits}),
+        }
+    }
 
 
 def _correctness_row(r: dict) -> dict:

@@ -244,10 +244,17 @@ class Worker:
                         raise
                     return {"status": NodeStatus.INCORRECT, "error": f"{exc} on {shape_name}", "correctness": rows}
             after = self.telemetry.read()
-            # verify the output of the last timed call (check 5)
-            import torch
+            escaped = launcher.stream_violation()  # a cuBLAS call moved to another stream while timed
+            if escaped:
+                return {
+                    "status": NodeStatus.INCORRECT,
+                    "error": f"{escaped} (timing, {shape_name})",
+                    "correctness": rows,
+                }
+            # verify the output of the last timed call (check 5); integer inputs keep their dtype
+            from forge_tui.evaluate.launch import reference_inputs
 
-            refs = trials._as_tuple(task.reference(*[x.to(torch.float64) for x in r["last_inputs"]]))
+            refs = trials._as_tuple(task.reference(*reference_inputs(r["last_inputs"])))
             eagers = trials._as_tuple(task.reference(*r["last_inputs"]))
             for i, (o, ref) in enumerate(zip(r["last_outputs"], refs)):
                 ok, max_abs, max_rel, tol, note = trials.compare(

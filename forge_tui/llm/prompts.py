@@ -102,10 +102,21 @@ def system_prompt(backend: str) -> str:
 def rules(task: TaskInfo, backend: str) -> str:
     lang = _fence_lang(backend)
     stream = (
-        " Launch every kernel on the `stream` argument; do not create streams, do not call "
-        "cudaDeviceSynchronize or cudaMalloc."
+        " Launch every kernel, and every library call, on the `stream` argument; do not create "
+        "streams or events, do not call cudaDeviceSynchronize."
         if get_backend(backend).launch_has_stream
         else ""
+    )
+    allowed = (
+        "   Allowed: inline PTX/asm in device code (mma, ldmatrix, cp.async, ex2.approx ...), any "
+        "standard C/C++ or CUDA header (<cstdio>, <cstdlib>, <cuda/...>, <cub/...>, "
+        "<cooperative_groups.h>, <mma.h>, <cuda_fp8.h> ...), atomics (results that differ between "
+        "runs by far less than the tolerance are accepted), cuBLAS / cuBLASLt (#include "
+        "<cublas_v2.h> or <cublasLt.h> links them; create handles once and cache them; call "
+        "cublasSetStream with `stream`), and workspace memory allocated once and cached.\n"
+        if get_backend(backend).launch_has_stream
+        else "   Allowed: any standard C/C++ header, inline asm that computes (no system calls), "
+        "buffers allocated once and cached.\n"
     )
     return (
         "Rules:\n"
@@ -113,8 +124,11 @@ def rules(task: TaskInfo, backend: str) -> str:
         "No other code blocks.\n"
         f"2. It must export exactly this function:\n   {task.signature}\n"
         "   with these arguments in this order, returning 0 on success.\n"
-        "3. No host-side I/O (no printf, files, environment), no threads, no global state that "
-        f"changes between calls, no reading outside the given sizes.{stream}\n"
+        "3. The compiled code is checked: no I/O of any kind (printf, device printf, files, "
+        "environment, network), no processes, threads, system calls or dynamic loading, no "
+        f"timers, no global state that changes the results between calls, no reading outside "
+        f"the given sizes.{stream}\n"
+        f"{allowed}"
         f"4. Results must match the reference within {task.dtype} tolerance for any sizes, "
         "including odd sizes and tails (e.g. 37x999, 1x5).\n"
         "5. After the code block, write one line: `Description: <what you changed and why>`."

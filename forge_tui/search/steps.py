@@ -149,6 +149,8 @@ class NodeSteps:
             "shapes_json": json.dumps(result.shapes),
             "timings_json": json.dumps(timings),
         }
+        if result.flags:
+            fields["flags_json"] = json.dumps(result.flags)
         over_compile = compile_speedup(self.run.baseline_json, result)
         if over_compile is not None:
             fields["speedup_compile"] = over_compile

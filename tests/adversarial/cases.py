@@ -3,7 +3,9 @@
 Each file under ``host/`` (``.cpp``) and ``cuda/`` (``.cu``) starts with a header line
 ``// expect: VERDICT[|VERDICT...]`` naming the verdicts the harness may give it, and a
 second comment line saying what the kernel does. A few cases are generated rather than
-stored (a 10 MB source). No case may ever be judged ``ok``.
+stored (a 10 MB source). No case may ever be judged ``ok``; the kernels under ``good/``
+(:func:`good_cases`) must be judged ``ok``: the contract's allowances (inline PTX, standard
+headers, cub, atomics, cuBLAS on the given stream) stay allowed.
 """
 
 from __future__ import annotations
@@ -58,6 +60,13 @@ def _parse(path: Path, backend: str) -> Case:
         raise ValueError(f"{path}: first line must be `// expect: VERDICT`")
     what = lines[1].lstrip("/ ").strip() if len(lines) > 1 else ""
     return Case(path.stem, backend, frozenset(m.group(1).split("|")), what, path)
+
+
+def good_cases(backend: str) -> list[Case]:
+    """Kernels the contract must accept (``good/{host,cuda}/``, ``// expect: ok``): inline
+    PTX, standard headers, cub, atomics, cuBLAS on the given stream. Each must be judged ``ok``."""
+    ext = ".cpp" if backend == "host" else ".cu"
+    return [_parse(p, backend) for p in sorted((HERE / "good" / backend).glob(f"*{ext}"))]
 
 
 def cases(backend: str) -> list[Case]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from forge_tui.evaluate.evaluator import Evaluator
-from tests.integration.test_adversarial import HOST, LIMITS, MEMORY_MB
+from tests.integration.test_adversarial import GOOD_HOST, HOST, LIMITS, MEMORY_MB
 
 
 @pytest.fixture(scope="module")
@@ -45,3 +45,10 @@ def test_the_worker_survives_the_corpus(evaluator, softmax_task):
     res = evaluator.evaluate(softmax_task.seed_source("host"), seed=5)
     assert res.status == "ok", res.error
     assert evaluator.restarts >= 3
+
+
+@pytest.mark.parametrize("case", GOOD_HOST, ids=[c.name for c in GOOD_HOST])
+def test_good_host_kernel_is_ok(case, evaluator):
+    """What the contract allows (standard headers, harmless inline asm) is judged on its merit."""
+    res = evaluator.evaluate(case.source(), seed=11)
+    assert res.status == "ok", f"{case.name}: {res.status} ({res.error})"

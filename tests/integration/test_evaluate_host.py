@@ -74,26 +74,53 @@ def test_compile_error(ev):
 
 
 @pytest.mark.parametrize(
-    "source, words",
+    "source, words, by_text",
     [
-        (HEAD + "int forge_launch_missing() { return 0; }\n", "forge_launch"),
-        ("#include <cstdio>\n" + SIG + "{ return 0; }\n", "<cstdio>"),
-        ("#include <cstdint>\n" + SIG + '{ popen("ls", "r"); return 0; }\n', "process"),
-        ("#include <cstdint>\n" + SIG + '{ fopen("/etc/passwd", "r"); return 0; }\n', "file"),
-        ("#include <cstdint>\n" + SIG + "{ socket(2, 1, 0); return 0; }\n", "network"),
-        ("#include <cstdint>\n" + SIG + '{ dlopen("libc.so.6", 1); return 0; }\n', "dynamic loading"),
-        ("#include <cstdint>\n" + SIG + "{ syscall(60); return 0; }\n", "syscall"),
-        ("#include <cstdint>\n#include <omp.h>\n" + SIG + "{ return 0; }\n", "OpenMP"),
-        ("#include <cstdint>\n" + SIG + '{ setenv("A", "1", 1); return 0; }\n', "tampering"),
-        ("#include <cstdint>\n" + SIG + '{ printf("hi"); return 0; }\n', "printing"),
-        ("#include <cstdint>\n" + SIG + "{ return 0; } // " + "x" * (MAX_SOURCE_BYTES + 10) + "\n", "limit"),
+        (HEAD + "int forge_launch_missing() { return 0; }\n", "forge_launch", True),
+        ("#include <fstream>\n" + SIG + "{ return 0; }\n", "<fstream>", True),
+        ("#include <cstdint>\n#include <omp.h>\n" + SIG + "{ return 0; }\n", "<omp.h>", True),
+        ("#include <cstdint>\n" + SIG + "{ return 0; } // " + "x" * (MAX_SOURCE_BYTES + 10) + "\n", "limit", True),
+        # decided on the compiled library (binary.py): each names the symbol it found
+        (
+            "#include <cstdio>\n#include <cstdint>\n" + SIG + '{ popen("ls", "r"); return 0; }\n',
+            "process: the compiled code calls `popen`",
+            False,
+        ),
+        ("#include <cstdio>\n#include <cstdint>\n" + SIG + '{ fopen("/etc/passwd", "r"); return 0; }\n', "file", False),
+        (
+            '#include <cstdint>\nextern "C" int socket(int, int, int);\n' + SIG + "{ socket(2, 1, 0); return 0; }\n",
+            "network",
+            False,
+        ),
+        (
+            '#include <cstdint>\nextern "C" void* dlopen(const char*, int);\n'
+            + SIG
+            + '{ dlopen("libc.so.6", 1); return 0; }\n',
+            "dynamic loading",
+            False,
+        ),
+        (
+            '#include <cstdint>\nextern "C" long syscall(long, ...);\n' + SIG + "{ syscall(60); return 0; }\n",
+            "`syscall`",
+            False,
+        ),
+        (
+            "#include <cstdlib>\n#include <cstdint>\n" + SIG + '{ setenv("A", "1", 1); return 0; }\n',
+            "environment",
+            False,
+        ),
+        ("#include <cstdio>\n#include <cstdint>\n" + SIG + '{ printf("hi %d", 1); return 0; }\n', "printing", False),
     ],
 )
-def test_static_rejections(ev, source, words):
+def test_static_rejections(ev, source, words, by_text):
     reason = check_source(source, "host")
-    assert reason and words in reason
+    if by_text:
+        assert reason and words in reason
+    else:
+        assert reason is None  # the text check leaves it to the binary
     res = ev.evaluate(source, seed=9)
-    assert res.status == "rejected" and words in res.error and res.compile is None
+    assert res.status == "rejected" and words in res.error, res.error
+    assert (res.compile is None) == by_text
 
 
 def test_static_check_ignores_comments_and_strings(host_seed):

@@ -67,10 +67,10 @@ MSE_OK = (
 MSE_SILENT = HEAD + MSE_SIG + "{ return 0; }\n"  # leaves the poisoned scalar as it is
 MSE_SCRIBBLES = HEAD + MSE_SIG + "{ ((float*)a)[0] = 0.f; out[0] = 0.f; return 0; }\n"  # writes an input
 
-# two runs on identical inputs differ in the last bits: the determinism check must see it
+# two runs on identical inputs differ by 30% of the tolerance (a race, not rounding): the determinism check must see it
 MSE_RACY = (
     HEAD + MSE_SIG + "{ static int k = 0; ++k; int64_t n = a_d0 * a_d1; double s = 0; for (int64_t i = 0; i < n; ++i) {"
-    " double d = (double)a[i] - b[i]; s += d * d; } out[0] = (float)(s / n) * (1.0f + (k & 1) * 1e-6f); return 0; }\n"
+    " double d = (double)a[i] - b[i]; s += d * d; } out[0] = (float)(s / n) * (1.0f + (k & 1) * 3e-5f); return 0; }\n"
 )
 
 BATCHNORM = """

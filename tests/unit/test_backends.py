@@ -50,7 +50,19 @@ def test_backend_is_abstract():
 
 
 def test_flags_are_the_compile_modules():
-    assert CUDA.flags == compiler.NVCC_FLAGS == ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo")
+    assert (
+        CUDA.flags
+        == compiler.NVCC_FLAGS
+        == (
+            "-O3",
+            "-std=c++17",
+            "-shared",
+            "-Xcompiler",
+            "-fPIC",
+            "-lineinfo",
+            "-compress-mode=none",  # the cubin stays readable for the binary check
+        )
+    )
     assert HOST.flags == compiler.GXX_FLAGS == ("-O3", "-std=c++17", "-march=native", "-shared", "-fPIC")
     assert CUDA.compiler_name == "nvcc" and HOST.compiler_name == "g++"
 
@@ -75,11 +87,25 @@ def test_host_compile_command(monkeypatch):
 def test_cuda_compile_command(monkeypatch):
     monkeypatch.setattr(CudaBackend, "find_compiler", lambda self: "/opt/cuda/bin/nvcc")
     cmd = CUDA.compile_command("sm_90", Path("k.cu"), Path("k.so"))
-    assert cmd == ["/opt/cuda/bin/nvcc", *CUDA.flags, "-arch=sm_90", "-o", "k.so", "k.cu"]
+    # two steps: the object the binary check reads, then the shared library
+    obj = "/opt/cuda/bin/nvcc -O3 -std=c++17 -Xcompiler -fPIC -lineinfo -compress-mode=none -arch=sm_90 -c -o kernel.o k.cu"
+    assert cmd == ["/bin/sh", "-c", f"{obj} && /opt/cuda/bin/nvcc -shared -arch=sm_90 -o k.so kernel.o"]
     assert compiler.command_for(BackendName.CUDA, "sm_90", Path("k.cu"), Path("k.so")) == cmd
     with pytest.raises(ValueError, match="arch"):
         CUDA.compile_command(None, Path("k.cu"), Path("k.so"))
     assert CUDA.needs_arch and CUDA.arch_for({"capability": "12.1"}) == "sm_121"
+
+
+def test_cuda_links_cublas_with_the_stream_guard(monkeypatch, tmp_path):
+    monkeypatch.setattr(CudaBackend, "find_compiler", lambda self: "/opt/cuda/bin/nvcc")
+    src = tmp_path / "kernel.cu"
+    src.write_text("#include <cublas_v2.h>\n__global__ void k() {}\n")
+    script = CUDA.compile_command("sm_90", src, tmp_path / "kernel.so")[2]
+    assert "--redefine-sym=cublasSetStream_v2=forge_cublasSetStream_v2" in script
+    assert "cublas_guard.o" in script and "-lcublas" in script and "--as-needed" in script
+    assert (tmp_path / "cublas_guard.cpp").exists()
+    assert CUDA.link_libraries("__global__ void k() {}") == []
+    assert CUDA.key_extras("#include <cstdio>") == "" and CUDA.key_extras("#include <cute/tensor.hpp>")
 
 
 def test_missing_compiler_is_a_toolchain_error(monkeypatch):

@@ -109,6 +109,10 @@ class Backend(abc.ABC):
         """The full compile command turning ``source`` into the shared library ``output``."""
         return [self.find_compiler(), *self.flags, *self.arch_flags(arch), "-o", str(output), str(source)]
 
+    def key_extras(self, source: str) -> str:
+        """Versions of header libraries ``source`` uses (part of its compile cache key); "" when none."""
+        return ""
+
     def unusable_reason(self) -> Optional[str]:
         """None when this backend can run on this machine (compiler and device present, checked
         without torch), else the one line that says what is missing."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -13,6 +14,28 @@ from forge_tui.evaluate.backends.base import Backend, ToolchainError
 
 if TYPE_CHECKING:  # pragma: no cover
     from forge_tui.hardware import Peak
+
+
+def cutlass_headers() -> Optional[tuple[str, str]]:
+    """``(include directory, version)`` of the CUTLASS/CuTe headers of the installed
+    ``nvidia-cutlass`` package (the ``cutlass`` extra), or None. Imports nothing from it."""
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("cutlass_library")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    inc = Path(list(spec.submodule_search_locations)[0]) / "source" / "include"
+    if not (inc / "cutlass" / "cutlass.h").exists():
+        return None
+    try:
+        version = importlib.metadata.version("nvidia-cutlass")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    return str(inc), version
 
 
 def find_nvcc() -> Optional[str]:
@@ -34,7 +57,12 @@ class CudaBackend(Backend):
     display_name = "CUDA (nvcc, GPU)"
     device_word = "GPU"
     compiler_name = "nvcc"
-    flags = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo")
+    # -compress-mode=none: the cubin stays readable in kernel.o for the device-code check (binary.py)
+    flags = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-compress-mode=none")
+    #: Libraries a candidate may link, added when its source includes their header (prefix -> flags).
+    libraries = {"cublas": ("-lcublasLt", "-lcublas")}
+    #: cuBLAS calls that pick a stream, renamed in kernel.o to the guard's checked versions.
+    guarded = ("cublasCreate_v2", "cublasSetStream_v2", "cublasLtMatmul")
     source_suffix = ".cu"
     source_suffixes = (".cu", ".cuh")
     lexer = "cuda"
@@ -64,9 +92,61 @@ class CudaBackend(Backend):
         return nvcc
 
     def compile_command(self, arch: Optional[str], source: Path, output: Path) -> list[str]:
+        """Two steps in one shell: ``nvcc -c`` into ``kernel.o`` (the candidate's own code, which
+        :mod:`forge_tui.evaluate.binary` checks before the static CUDA runtime is linked in),
+        then ``nvcc -shared`` into ``output``, linking cuBLAS/cuBLASLt (``--as-needed``) when
+        the source includes ``cublas*.h``."""
         if not arch:
             raise ValueError("cuda compiles need an arch such as sm_90")
-        return super().compile_command(arch, source, output)
+        nvcc, obj = self.find_compiler(), output.with_name("kernel.o")
+        arch_f = self.arch_flags(arch)
+        text = source.read_text(errors="replace") if source.exists() else ""
+        compile_ = [nvcc, *(f for f in self.flags if f != "-shared"), *arch_f, *self.header_flags(text)]
+        compile_ += ["-c", "-o", str(obj), str(source)]
+        libs = self.link_libraries(text)
+        steps = [shlex.join(compile_)]
+        objects = [str(obj)]
+        if libs:  # cuBLAS: its stream-taking calls go through the guard (cublas_guard.cpp)
+            guard_src, guard_obj = output.with_name("cublas_guard.cpp"), output.with_name("cublas_guard.o")
+            guard_src.parent.mkdir(parents=True, exist_ok=True)
+            guard_src.write_text((Path(__file__).with_name("cublas_guard.cpp")).read_text())
+            renames = [f"--redefine-sym={n}=forge_{n}" for n in self.guarded]
+            steps.append(shlex.join([shutil.which("objcopy") or "objcopy", *renames, str(obj)]))
+            steps.append(shlex.join([nvcc, "-O2", "-Xcompiler", "-fPIC", "-c", "-o", str(guard_obj), str(guard_src)]))
+            objects.append(str(guard_obj))
+        steps.append(shlex.join([nvcc, "-shared", *arch_f, "-o", str(output), *objects, *libs]))
+        return ["/bin/sh", "-c", " && ".join(steps)]
+
+    @staticmethod
+    def _uses_cutlass(source: str) -> bool:
+        import re
+
+        return bool(re.search(r'#\s*include\s*[<"](cutlass|cute)/', source))
+
+    def header_flags(self, source: str) -> list[str]:
+        """``-I`` for the CUTLASS/CuTe headers (:func:`cutlass_headers`) when ``source`` includes them."""
+        found = cutlass_headers() if self._uses_cutlass(source) else None
+        return ["-I", found[0], "--expt-relaxed-constexpr"] if found else []
+
+    def key_extras(self, source: str) -> str:
+        """What else decides the build of ``source``: the CUTLASS version when it includes CUTLASS."""
+        if not self._uses_cutlass(source):
+            return ""
+        found = cutlass_headers()
+        return f"cutlass {found[1]}" if found else "cutlass missing"
+
+    def link_libraries(self, source: str) -> list[str]:
+        """Link flags for the vendor libraries ``source`` includes (cuBLAS, cuBLASLt), else none."""
+        import re
+
+        out: list[str] = []
+        for prefix, flags in self.libraries.items():
+            if re.search(rf'#\s*include\s*[<"]{prefix}', source):
+                out += ["-Xlinker", "--as-needed", *flags]
+        lib64 = Path(self.find_compiler()).resolve().parent.parent / "lib64"
+        if out and lib64.is_dir():  # found at load time even where torch has not loaded its own copy
+            out += ["-Xlinker", f"-rpath={lib64}"]
+        return out
 
     def unusable_reason(self) -> Optional[str]:
         if not find_nvcc():

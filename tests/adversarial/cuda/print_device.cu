@@ -1,6 +1,7 @@
 // expect: rejected
 // Prints megabytes from device code.
 #include <cuda_runtime.h>
+#include <cstdio>
 #include <stdint.h>
 #include <math.h>
 

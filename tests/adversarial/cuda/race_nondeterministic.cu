@@ -53,7 +53,7 @@ __global__ void racy_sum(const float* x, float* y, int64_t rows, int64_t cols) {
     for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) s += __expf(x[r * cols + i] - m);
     atomicAdd(&total, s);  // order of arrival decides the rounding
     __syncthreads();
-    const float wobble = 1.f + 1e-6f * (float)(launches % 3);
+    const float wobble = 1.f + 3e-5f * (float)(launches % 3);  // 30% of the fp32 tolerance: a race, not rounding
     for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) y[r * cols + i] = __expf(x[r * cols + i] - m) / total * wobble;
     __syncthreads();
     if (r == 0 && threadIdx.x == 0) atomicAdd(&launches, 1u);

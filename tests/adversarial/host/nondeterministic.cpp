@@ -1,5 +1,5 @@
 // expect: incorrect
-// A call counter adds a tiny, in-tolerance error that differs between calls: caught by the determinism check.
+// A call counter adds an error that differs between calls, inside the tolerance but at 30% of it (over the 1% that atomics may cause): caught by the determinism check.
 #include <cmath>
 #include <cstdint>
 
@@ -16,7 +16,7 @@ static unsigned calls = 0;
 extern "C" int forge_launch(const float* x, float* y, int64_t rows, int64_t cols) {
     ++calls;
     for (int64_t r = 0; r < rows; ++r) row_softmax(x + r * cols, y + r * cols, cols);
-    const float wobble = 1.f + 1e-6f * float(calls % 3);
+    const float wobble = 1.f + 3e-5f * float(calls % 3);  // 30% of the fp32 tolerance: a race, not rounding
     for (int64_t i = 0; i < rows * cols; ++i) y[i] *= wobble;
     return 0;
 }
