@@ -46,3 +46,11 @@ def test_the_parser_takes_the_kernel_with_the_asked_signature(case):
     assert m, "the kernel defines forge_launch with a body"
     got = re.findall(r"\b(\w+)\s*(?=,|$)", m.group(1).strip())
     assert got == params, f"parameters {got} differ from the asked {params}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_the_contract_text_checks_refuse_none_of_them(case):
+    from forge_tui.evaluate.static import check_source
+
+    parsed = parse_reply((case / "reply.md").read_text())
+    assert check_source(parsed.source, "cuda", _asked_signature(case)) is None
