@@ -29,6 +29,14 @@ from forge_tui.model.taskfile import load_task_file
 from forge_tui.search.tasks import task_ref
 task = load_task_file(sys.argv[1])
 ev = Evaluator(task, sys.argv[3], task_ref=task_ref(task))
+if len(sys.argv) > 4 and sys.argv[4] == "compile":  # warm the build cache only (same key as the eval)
+    try:
+        ev.start()
+        r = ev.compile(open(sys.argv[2]).read())
+        print("FORGE_COMPILED", getattr(r, "ok", None))
+    finally:
+        ev.close()
+    sys.exit(0)
 try:
     ev.start()
     base = ev.baseline_result()
@@ -47,7 +55,7 @@ print("FORGE_RESULT " + json.dumps({"status": str(res.status), "speedup": res.sp
 """
 
 
-def judge(case: Path, backend: str, timeout: float) -> dict:
+def judge(case: Path, backend: str, timeout: float, compile_only: bool = False) -> dict:
     """One fixture's verdict: {problem, status, speedup, speedup_compile, error}.
 
     The reply goes through the search's own parser; the kernel through the real evaluator in a
@@ -65,6 +73,8 @@ def judge(case: Path, backend: str, timeout: float) -> dict:
         src = Path(tmp) / f"kernel{suffix}"
         src.write_text(parsed.source)
         cmd = [sys.executable, "-c", _CHILD, str(case / "task.py"), str(src), backend]
+        if compile_only:
+            cmd.append("compile")
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
         except subprocess.TimeoutExpired:
@@ -91,8 +101,15 @@ def main() -> int:
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--out", default=".")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--jobs", type=int, default=4, help="compiles at once before the (serial) evaluations")
     args = ap.parse_args()
-    rows = [judge(c, args.backend, args.timeout) for c in sorted(FIXTURES.iterdir()) if (c / "reply.md").exists()]
+    cases = [c for c in sorted(FIXTURES.iterdir()) if (c / "reply.md").exists()]
+    if args.jobs > 1:  # the compiles in parallel; every timing below runs alone on the device
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(args.jobs) as pool:
+            list(pool.map(lambda c: judge(c, args.backend, args.timeout, compile_only=True), cases))
+    rows = [judge(c, args.backend, args.timeout) for c in cases]
     n = len(rows)
     ok = [r for r in rows if r["status"] == "ok"]
     fast = [r for r in ok if (r["speedup"] or 0) > 1.0]
