@@ -40,7 +40,7 @@ if len(sys.argv) > 4 and sys.argv[4] == "compile":  # warm the build cache only 
 try:
     ev.start()
     base = ev.baseline_result()
-    res = ev.evaluate(open(sys.argv[2]).read())
+    res = ev.evaluate(open(sys.argv[2]).read(), seed=0)
 finally:
     ev.close()
 ratios = []
