@@ -49,6 +49,13 @@ RUN_STYLE = {
 }
 
 
+def display_status(run: Any) -> str:
+    """The state the app shows for a run (browser row, filter, sort, header, controls): its
+    stored ``run.status`` today. The one place to point at the store's derived state (a run
+    whose driver died reads ``interrupted``) when the store gives one."""
+    return str(run.status)
+
+
 def glyph(status: str) -> str:
     g = _GLYPHS.get(status, ("?", "?"))
     return g[1] if ASCII else g[0]
