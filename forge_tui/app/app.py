@@ -16,6 +16,8 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
+from forge_tui.app import ascii as ascii_mode
+from forge_tui.app.format import ASCII
 from forge_tui.app.screens.help import HelpScreen
 from forge_tui.app.screens.run import RunScreen
 from forge_tui.app.screens.runs import RunsScreen
@@ -60,6 +62,8 @@ class ForgeApp(App):
         telemetry: bool = True,
         spawner: Optional[Callable[[Path, int], Path]] = None,
     ) -> None:
+        if ASCII:
+            ascii_mode.apply()
         super().__init__()
         self.db_path = Path(db_path)
         self.store = Store(self.db_path)

@@ -29,7 +29,7 @@ from forge_tui.core.status import FAILED, NodeStatus, RunStatus  # noqa: F401  (
 _GLYPHS = {
     NodeStatus.OK: ("✔", "+"),
     NodeStatus.COMPILE_ERROR: ("✖", "C"),
-    NodeStatus.INCORRECT: ("≠", "!"),
+    NodeStatus.INCORRECT: ("≠", "I"),
     NodeStatus.TIMEOUT: ("⏱", "T"),
     NodeStatus.CRASHED: ("☠", "X"),
     NodeStatus.REJECTED: ("⊘", "R"),
@@ -38,6 +38,20 @@ _GLYPHS = {
     NodeStatus.COMPILING: ("⚙", "c"),
     NodeStatus.VERIFYING: ("≈", "v"),
     NodeStatus.TIMING: ("◔", "t"),
+}
+#: What each node status glyph means, in the legend's order (final states, then in flight).
+GLYPH_MEANING = {
+    NodeStatus.OK: "ok",
+    NodeStatus.COMPILE_ERROR: "compile error",
+    NodeStatus.INCORRECT: "incorrect",
+    NodeStatus.TIMEOUT: "timeout",
+    NodeStatus.CRASHED: "crashed",
+    NodeStatus.REJECTED: "rejected (a cheat caught)",
+    NodeStatus.SUSPECT: "suspect (beyond speed of light)",
+    NodeStatus.PENDING: "pending",
+    NodeStatus.COMPILING: "compiling",
+    NodeStatus.VERIFYING: "verifying",
+    NodeStatus.TIMING: "timing",
 }
 RUN_STYLE = {
     RunStatus.RUNNING: "bold green",
@@ -63,6 +77,26 @@ def glyph(status: str) -> str:
 
 def star() -> str:
     return "*" if ASCII else "★"
+
+
+def ellipsis() -> str:
+    """The mark of text cut short, and of the tree's "N more" placeholder."""
+    return "~" if ASCII else "…"
+
+
+def glyph_legend() -> list[tuple[str, str]]:
+    """``[(glyph, meaning), ...]``: every glyph the tree and the tables use (node statuses, the
+    best-path marks, the speedup marks, the "more" placeholder), in the current mode (ASCII or
+    not). The one legend: the help screen shows it, and any other legend takes it from here."""
+    out = [(glyph(s), meaning) for s, meaning in GLYPH_MEANING.items()]
+    out += [
+        (star(), "best node"),
+        ("|", "on the path to the best node"),
+        (confirmed_mark(), "confirmed speedup (re-measured with fresh inputs at the run's end)"),
+        (failed_mark(), "that re-measurement failed: the figure is the search-time one"),
+        (f"{ellipsis()} N more", "more children: enter loads the next chunk"),
+    ]
+    return out
 
 
 MARK_STYLE = {CONFIRMED: "bold", CONFIRM_FAILED: "bold red", SEARCH: "bold"}  # SEARCH: the blank slot
@@ -120,7 +154,7 @@ def device_name(device_json: str) -> str:
 
 def short(text: str, n: int) -> str:
     text = (text or "").splitlines()[0] if text else ""
-    return text if len(text) <= n else text[: n - 1] + ("~" if ASCII else "…")
+    return text if len(text) <= n else text[: n - 1] + ellipsis()
 
 
 def cap(text: str, max_chars: int = 200_000, max_lines: int = 4000) -> tuple[str, bool]:
