@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 # How speedups and their marks are shown is shared with the CLI (forge_tui.core.present);
 # the screens import those names from here.
@@ -116,11 +116,20 @@ def speedup_style(x: Optional[float]) -> str:
     return "green" if x > 1.0 else ("red" if x < 1.0 else "")
 
 
-def fmt_ms(ms: Optional[float]) -> str:
-    """A duration given in ms, shown in us below 1 ms."""
+def column_unit(values_ms: Iterable[Optional[float]]) -> tuple[str, float]:
+    """``(unit, scale)`` for a column of durations given in ms: ``("us", 1000.0)`` when every
+    figure is below 1 ms, else ``("ms", 1.0)``, so one column never mixes units (name the unit
+    in the column's header and show ``ms * scale``; see :func:`fmt_in`)."""
+    known = [v for v in values_ms if v is not None]
+    return ("us", 1e3) if known and max(known) < 1.0 else ("ms", 1.0)
+
+
+def fmt_in(ms: Optional[float], scale: float) -> str:
+    """A duration given in ms, in the unit of its column (``scale`` from :func:`column_unit`):
+    the number only, ``-`` when there is none."""
     if ms is None:
         return "-"
-    return f"{ms * 1e3:.1f} us" if ms < 1.0 else f"{ms:.3f} ms"
+    return f"{ms * scale:.1f}" if scale != 1.0 else f"{ms:.3f}"
 
 
 def fmt_duration(seconds: Optional[float]) -> str:

@@ -151,3 +151,55 @@ async def test_runs_browser_shows_why_runs_stopped(make_app, db):
         select_run(app, 1)
         await settle(pilot)
         assert "run 1 interrupted: the driver stopped (SIGTERM)" in " ".join(screen_text(app).split())
+
+
+def test_time_columns_have_one_unit():
+    from forge_tui.app.format import column_unit, fmt_in
+
+    unit, scale = column_unit([0.012, 2.5, None])  # one figure of 12 us among ms: the column is ms
+    assert unit == "ms" and [fmt_in(v, scale) for v in (0.012, 2.5, None)] == ["0.012", "2.500", "-"]
+    unit, scale = column_unit([0.012, 0.5])
+    assert unit == "us" and [fmt_in(v, scale) for v in (0.012, 0.5)] == ["12.0", "500.0"]
+
+
+@pytest.mark.parametrize("width", [200, 240])
+async def test_wide_terminal_grows_every_pane(make_app, width):
+    """At 200x50 and wider the tree and the transcript grow with the terminal (no pane stays
+    at 80 columns); the tree and code share the top row, measurements and transcript the bottom."""
+    from tests.ui.app_helpers import run_screen_ready
+
+    app = make_app(run_id=1)
+    async with app.run_test(size=(width, 50)) as pilot:
+        await settle(pilot, run_screen_ready(app))
+        w = {p: app.screen.query_one(f"#{p}").region.width for p in ("tree", "code", "meas", "llm")}
+        assert w["tree"] + w["code"] == width and w["meas"] + w["llm"] == width
+        assert min(w.values()) >= width // 2 - 1, w
+
+
+async def test_help_legend_names_every_glyph(make_app):
+    """Every glyph the tree and tables use (⚙ ◔ ≈ ⊘ among them) is in the help screen's legend."""
+    from forge_tui.app.format import confirmed_mark, failed_mark, glyph, star
+    from forge_tui.core.status import NodeStatus
+    from tests.ui.app_helpers import run_screen_ready
+
+    app = make_app(run_id=1)
+    async with app.run_test(size=(100, 60)) as pilot:
+        await settle(pilot, run_screen_ready(app))
+        await pilot.press("question_mark")
+        await settle(pilot)
+        legend = app.screen.query_one("#help-legend")
+        app.screen.query_one("#help-box").scroll_to_widget(legend, animate=False, top=True)
+        await settle(pilot)
+        text = region_text(app, legend)
+    for mark, meaning in [
+        ("⚙", "compiling"),
+        ("◔", "timing"),
+        ("≈", "verifying"),
+        ("⊘", "rejected"),
+        (star(), "best node"),
+        (confirmed_mark(), "confirmed"),
+        (failed_mark(), "that re-measurement failed"),
+    ]:
+        assert f"{mark} {meaning}" in text, (mark, text)
+    for status in NodeStatus:
+        assert f"{glyph(status)} " in text, status

@@ -45,6 +45,9 @@ from store.models import RunRead
 PANES = ("tree", "code", "meas", "llm")
 PANE_TITLES = {"tree": "1 Tree", "code": "2 Code", "meas": "3 Measurements", "llm": "4 LLM"}
 NARROW_WIDTH = 120
+#: From this width the panes share each row equally (the tree and the transcript grow with
+#: the terminal instead of keeping 2/5 of it); see forge.tcss.
+WIDE_WIDTH = 180
 POLL_S = 0.7
 IDLE_POLL_S = 2.0  # a run nobody drives (finished, failed, interrupted) changes rarely
 DETAIL_DEBOUNCE_S = 0.05
@@ -132,6 +135,7 @@ class RunScreen(Screen):
     def _apply_width(self, width: int) -> None:
         self.narrow = width < NARROW_WIDTH
         self.set_class(self.narrow, "-narrow")
+        self.set_class(width >= WIDE_WIDTH, "-wide")
         self._render_header()
         self._catch_up()
 
