@@ -77,6 +77,7 @@ class ForgeApp(App):
 
     def on_mount(self) -> None:
         if self.initial_run_id is not None:
+            self._watch(self.initial_run_id)  # started by ``forge-tui run``/``resume`` in this process
             # Opened on one run (``forge-tui run``/``resume``): leaving it leaves the app, so the
             # runs browser is not built underneath (a faster first paint).
             self.push_screen(RunScreen(self.initial_run_id, exit_on_leave=True, note=self.note))
@@ -96,11 +97,15 @@ class ForgeApp(App):
         except StoreError:  # the child reports it; start it as before
             run = None
         log = start_search(self._spawner, self.db_path, run, run_id)
+        self._watch(run_id)
+        return log
+
+    def _watch(self, run_id: int) -> None:
+        """Look for the end of the search of ``run_id`` if this process started it."""
         if watched(self.db_path, run_id):
             self._watching.add(run_id)
             if self._watch_timer is None:
                 self._watch_timer = self.set_timer(WATCH_S, self._watch_tick)
-        return log
 
     # ------------------------------------------------------------------ searches it started
     def _watch_tick(self) -> None:

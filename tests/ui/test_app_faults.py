@@ -203,3 +203,30 @@ async def test_help_legend_names_every_glyph(make_app):
         assert f"{mark} {meaning}" in text, (mark, text)
     for status in NodeStatus:
         assert f"{glyph(status)} " in text, status
+
+
+async def test_run_screen_shows_why_its_search_ended(make_app, db):
+    """``forge-tui run`` starts the search, then opens the app on it: a search that fails at
+    once shows in the run screen (toast and header) and the run reads failed with the reason."""
+    import sys
+
+    from forge_tui.app.screens.run import RunScreen
+    from forge_tui.app.spawn import spawn_command
+
+    store = Store(db)
+    run = store.create_run(task_id=1, task_name="softmax", backend="host", proposer="tune", iterations_target=50)
+    store.close()
+    said = "forge-tui: cannot load task softmax: ImportError: no module named kernels_x"
+    spawn_command([sys.executable, "-c", f"import sys; print({said!r}); sys.exit(1)"], db, run.id)
+    app = make_app(run_id=run.id)
+    async with app.run_test(size=(80, 24)) as pilot:
+
+        def failed() -> bool:
+            s = app.screen
+            return isinstance(s, RunScreen) and s.run is not None and s.run.status == "failed"
+
+        await settle(pilot, failed, timeout=30)
+        header = str(app.screen.query_one("#run-header").render())
+        assert "failed" in header and "created" not in header
+        assert "cannot load task softmax" in app.screen.run.status_reason
+        assert any("the search ended (exit 1): cannot load task softmax" in n.message for n in app._notifications)
