@@ -15,6 +15,7 @@ from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.timer import Timer
 
 from forge_tui.app import ascii as ascii_mode
 from forge_tui.app.format import ASCII
@@ -73,7 +74,7 @@ class ForgeApp(App):
         self.telemetry_enabled = telemetry
         self._spawner = spawner or spawn_search
         self._watching: set[int] = set()  # runs whose search this app started and still runs
-        self._watch_timer = None
+        self._watch_timer: Optional[Timer] = None
 
     def on_mount(self) -> None:
         if self.initial_run_id is not None:

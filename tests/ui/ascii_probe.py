@@ -16,7 +16,6 @@ async def probe(db: Path) -> dict[str, list[str]]:
     from forge_tui.app.app import ForgeApp
     from forge_tui.app.screens.run import RunScreen
     from forge_tui.app.screens.runs import RunsScreen, RunsTable
-    from store import Store
     from tests.ui.app_helpers import run_screen_ready, screen_text, settle
     from tests.ui.conftest import FROZEN_NOW, Spawner, fill_store
 

@@ -21,7 +21,11 @@ def child_env(**env: str) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     "env, ascii",
-    [({"LANG": "C", "LC_ALL": "C"}, True), ({"LANG": "C.UTF-8"}, False), ({"FORGE_ASCII": "1", "LANG": "C.UTF-8"}, True)],
+    [
+        ({"LANG": "C", "LC_ALL": "C"}, True),
+        ({"LANG": "C.UTF-8"}, False),
+        ({"FORGE_ASCII": "1", "LANG": "C.UTF-8"}, True),
+    ],
 )
 def test_locale_picks_ascii_mode(env, ascii):
     code = "import forge_tui.app.format as f; print(f.ASCII)"

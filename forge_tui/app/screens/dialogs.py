@@ -5,7 +5,7 @@ form shows where the focus is (the focused field's label and box are highlighted
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from textual import on
 from textual.app import ComposeResult
@@ -81,23 +81,24 @@ class NewSearchScreen(ModalScreen[Optional[RunConfig]]):
 
     def compose(self) -> ComposeResult:
         init = self.initial or DEFAULTS
-        task = init.task if self.initial is not None and init.task in self.tasks else None
-        if task is None:
-            task = self.tasks[0] if self.tasks else Select.BLANK
+        task: Any = Select.BLANK
+        if self.initial is not None and init.task in self.tasks:
+            task = init.task
+        elif self.tasks:
+            task = self.tasks[0]
         with Vertical(id="new-box", classes="dialog"):
             yield Label("New search", classes="dialog-title")
             with VerticalScroll(id="new-body"), Grid(id="new-grid"):
                 yield Label("task", id="label-task")
                 yield Select(
-                    [(t, t) for t in self.tasks],
-                    value=task,
-                    allow_blank=False if self.tasks else True,
-                    id="new-task",
+                    [(t, t) for t in self.tasks], value=task, allow_blank=False if self.tasks else True, id="new-task"
                 )
                 yield Label("backend", id="label-backend")
                 yield Select(
-                    [(b, b) for b in BACKEND_CHOICES], value=_choice(init.backend, BACKEND_CHOICES, DEFAULTS.backend),
-                    allow_blank=False, id="new-backend",
+                    [(b, b) for b in BACKEND_CHOICES],
+                    value=_choice(init.backend, BACKEND_CHOICES, DEFAULTS.backend),
+                    allow_blank=False,
+                    id="new-backend",
                 )
                 yield Label("proposer", id="label-proposer")
                 yield Select(
@@ -121,7 +122,7 @@ class NewSearchScreen(ModalScreen[Optional[RunConfig]]):
         self._apply_height(self.app.size.height)
         if ASCII:  # Select's arrows are fixed glyphs
             for arrow, text in ((".down-arrow", "v"), (".up-arrow", "^")):
-                for w in self.query(arrow):
+                for w in self.query(arrow).results(Static):
                     w.update(text)
         self.query_one("#new-task").focus()
 
@@ -203,10 +204,5 @@ def new_search_config(
     except ValueError:
         return f"iterations must be a whole number >= 0, not {raw!r}"
     return RunConfig(
-        task=task,
-        backend=backend,
-        proposer=proposer,
-        model=model.strip(),
-        base_url=base_url.strip(),
-        iterations=count,
+        task=task, backend=backend, proposer=proposer, model=model.strip(), base_url=base_url.strip(), iterations=count
     )

@@ -19,9 +19,9 @@ from forge_tui.app.format import (
     fmt_created,
     legends,
     run_best,
+    short,
     speedup_mark,
     speedup_style,
-    short,
     speedup_text,
 )
 from forge_tui.app.messages import PollFailed, RunsLoaded

@@ -25,6 +25,7 @@ from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
+from forge_tui.app.ascii import TREE_LINES
 from forge_tui.app.format import (
     ASCII,
     CONFIRM_FAILED,
@@ -41,7 +42,6 @@ from forge_tui.app.format import (
     star,
     status_style,
 )
-from forge_tui.app.ascii import TREE_LINES
 from store.models import NodeSummary
 
 FILTERS = ("all", "ok", "failed")
