@@ -115,6 +115,11 @@ async def test_new_search_form_shows_focus_and_keeps_every_field(make_app, monke
         await settle(pilot, lambda: isinstance(app.screen, NewSearchScreen))
         dialog = app.screen
         assert dialog.query_one("#label-task").has_class("-focused")
+
+        def shade(select_id: str):
+            return dialog.query_one(f"#{select_id} SelectCurrent").styles.background
+
+        assert shade("new-task") != shade("new-backend")  # the focused select is shaded
         await pilot.press("tab", "tab", "tab")  # to the model field
         await settle(pilot)
         model = dialog.query_one("#new-model")
