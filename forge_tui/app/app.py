@@ -11,15 +11,25 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
+from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.timer import Timer
 
+from forge_tui.app import ascii as ascii_mode
+from forge_tui.app.format import ASCII
 from forge_tui.app.screens.help import HelpScreen
 from forge_tui.app.screens.run import RunScreen
 from forge_tui.app.screens.runs import RunsScreen
-from forge_tui.app.spawn import log_path, spawn_search, start_search
+from forge_tui.app.spawn import child_exit, log_path, spawn_search, start_search, watched
+from forge_tui.app.watch import SearchExit, settle_exit
+from forge_tui.core.errors import one_line
 from store import Store, StoreError, StoreNotFound, default_db_path
+
+#: How often the app looks whether a search it started has ended (seconds); shorter than
+#: the screens' polls, so a search that fails at once shows within one poll.
+WATCH_S = 0.5
 
 
 class ForgeApp(App):
@@ -53,6 +63,8 @@ class ForgeApp(App):
         telemetry: bool = True,
         spawner: Optional[Callable[[Path, int], Path]] = None,
     ) -> None:
+        if ASCII:
+            ascii_mode.apply()
         super().__init__()
         self.db_path = Path(db_path)
         self.store = Store(self.db_path)
@@ -61,9 +73,12 @@ class ForgeApp(App):
         self.clock = clock or time.time
         self.telemetry_enabled = telemetry
         self._spawner = spawner or spawn_search
+        self._watching: set[int] = set()  # runs whose search this app started and still runs
+        self._watch_timer: Optional[Timer] = None
 
     def on_mount(self) -> None:
         if self.initial_run_id is not None:
+            self._watch(self.initial_run_id)  # started by ``forge-tui run``/``resume`` in this process
             # Opened on one run (``forge-tui run``/``resume``): leaving it leaves the app, so the
             # runs browser is not built underneath (a faster first paint).
             self.push_screen(RunScreen(self.initial_run_id, exit_on_leave=True, note=self.note))
@@ -82,7 +97,41 @@ class ForgeApp(App):
             run = self.store.get_run(run_id)
         except StoreError:  # the child reports it; start it as before
             run = None
-        return start_search(self._spawner, self.db_path, run, run_id)
+        log = start_search(self._spawner, self.db_path, run, run_id)
+        self._watch(run_id)
+        return log
+
+    def _watch(self, run_id: int) -> None:
+        """Look for the end of the search of ``run_id`` if this process started it."""
+        if watched(self.db_path, run_id):
+            self._watching.add(run_id)
+            if self._watch_timer is None:
+                self._watch_timer = self.set_timer(WATCH_S, self._watch_tick)
+
+    # ------------------------------------------------------------------ searches it started
+    def _watch_tick(self) -> None:
+        self._check_children(sorted(self._watching))
+
+    @work(thread=True, group="watch", name="watch-searches")
+    def _check_children(self, run_ids: list[int]) -> None:
+        """Which searches this app started have ended, and why (see ``watch.settle_exit``)."""
+        exits: list[SearchExit] = []
+        for rid in run_ids:
+            code = child_exit(self.db_path, rid)
+            if code is None:
+                continue
+            try:
+                exits.append(settle_exit(self.store, self.db_path, rid, code))
+            except StoreError as exc:
+                exits.append(SearchExit(rid, code, one_line(exc), log_path(self.db_path, rid)))
+        self.call_from_thread(self._children_checked, exits)
+
+    def _children_checked(self, exits: list[SearchExit]) -> None:
+        for e in exits:
+            self._watching.discard(e.run_id)
+            if e.code != 0:
+                self.notify(e.toast(), severity="warning" if e.code == 3 else "error", timeout=12)
+        self._watch_timer = self.set_timer(WATCH_S, self._watch_tick) if self._watching else None
 
     def leave_line(self, run_id: int, stopping: bool = False) -> str:
         """The line printed in the terminal when the app opened on one run exits: the run's

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 # How speedups and their marks are shown is shared with the CLI (forge_tui.core.present);
 # the screens import those names from here.
@@ -29,7 +29,7 @@ from forge_tui.core.status import FAILED, NodeStatus, RunStatus  # noqa: F401  (
 _GLYPHS = {
     NodeStatus.OK: ("✔", "+"),
     NodeStatus.COMPILE_ERROR: ("✖", "C"),
-    NodeStatus.INCORRECT: ("≠", "!"),
+    NodeStatus.INCORRECT: ("≠", "I"),
     NodeStatus.TIMEOUT: ("⏱", "T"),
     NodeStatus.CRASHED: ("☠", "X"),
     NodeStatus.REJECTED: ("⊘", "R"),
@@ -38,6 +38,20 @@ _GLYPHS = {
     NodeStatus.COMPILING: ("⚙", "c"),
     NodeStatus.VERIFYING: ("≈", "v"),
     NodeStatus.TIMING: ("◔", "t"),
+}
+#: What each node status glyph means, in the legend's order (final states, then in flight).
+GLYPH_MEANING = {
+    NodeStatus.OK: "ok",
+    NodeStatus.COMPILE_ERROR: "compile error",
+    NodeStatus.INCORRECT: "incorrect",
+    NodeStatus.TIMEOUT: "timeout",
+    NodeStatus.CRASHED: "crashed",
+    NodeStatus.REJECTED: "rejected (a cheat caught)",
+    NodeStatus.SUSPECT: "suspect (beyond speed of light)",
+    NodeStatus.PENDING: "pending",
+    NodeStatus.COMPILING: "compiling",
+    NodeStatus.VERIFYING: "verifying",
+    NodeStatus.TIMING: "timing",
 }
 RUN_STYLE = {
     RunStatus.RUNNING: "bold green",
@@ -49,6 +63,13 @@ RUN_STYLE = {
 }
 
 
+def display_status(run: Any) -> str:
+    """The state the app shows for a run (browser row, filter, sort, header, controls): its
+    stored ``run.status`` today. The one place to point at the store's derived state (a run
+    whose driver died reads ``interrupted``) when the store gives one."""
+    return str(run.status)
+
+
 def glyph(status: str) -> str:
     g = _GLYPHS.get(status, ("?", "?"))
     return g[1] if ASCII else g[0]
@@ -56,6 +77,26 @@ def glyph(status: str) -> str:
 
 def star() -> str:
     return "*" if ASCII else "★"
+
+
+def ellipsis() -> str:
+    """The mark of text cut short, and of the tree's "N more" placeholder."""
+    return "~" if ASCII else "…"
+
+
+def glyph_legend() -> list[tuple[str, str]]:
+    """``[(glyph, meaning), ...]``: every glyph the tree and the tables use (node statuses, the
+    best-path marks, the speedup marks, the "more" placeholder), in the current mode (ASCII or
+    not). The one legend: the help screen shows it, and any other legend takes it from here."""
+    out = [(glyph(s), meaning) for s, meaning in GLYPH_MEANING.items()]
+    out += [
+        (star(), "best node"),
+        ("|", "on the path to the best node"),
+        (confirmed_mark(), "confirmed speedup (re-measured with fresh inputs at the run's end)"),
+        (failed_mark(), "that re-measurement failed: the figure is the search-time one"),
+        (f"{ellipsis()} N more", "more children: enter loads the next chunk"),
+    ]
+    return out
 
 
 MARK_STYLE = {CONFIRMED: "bold", CONFIRM_FAILED: "bold red", SEARCH: "bold"}  # SEARCH: the blank slot
@@ -75,11 +116,20 @@ def speedup_style(x: Optional[float]) -> str:
     return "green" if x > 1.0 else ("red" if x < 1.0 else "")
 
 
-def fmt_ms(ms: Optional[float]) -> str:
-    """A duration given in ms, shown in us below 1 ms."""
+def column_unit(values_ms: Iterable[Optional[float]]) -> tuple[str, float]:
+    """``(unit, scale)`` for a column of durations given in ms: ``("us", 1000.0)`` when every
+    figure is below 1 ms, else ``("ms", 1.0)``, so one column never mixes units (name the unit
+    in the column's header and show ``ms * scale``; see :func:`fmt_in`)."""
+    known = [v for v in values_ms if v is not None]
+    return ("us", 1e3) if known and max(known) < 1.0 else ("ms", 1.0)
+
+
+def fmt_in(ms: Optional[float], scale: float) -> str:
+    """A duration given in ms, in the unit of its column (``scale`` from :func:`column_unit`):
+    the number only, ``-`` when there is none."""
     if ms is None:
         return "-"
-    return f"{ms * 1e3:.1f} us" if ms < 1.0 else f"{ms:.3f} ms"
+    return f"{ms * scale:.1f}" if scale != 1.0 else f"{ms:.3f}"
 
 
 def fmt_duration(seconds: Optional[float]) -> str:
@@ -113,7 +163,7 @@ def device_name(device_json: str) -> str:
 
 def short(text: str, n: int) -> str:
     text = (text or "").splitlines()[0] if text else ""
-    return text if len(text) <= n else text[: n - 1] + ("~" if ASCII else "…")
+    return text if len(text) <= n else text[: n - 1] + ellipsis()
 
 
 def cap(text: str, max_chars: int = 200_000, max_lines: int = 4000) -> tuple[str, bool]:

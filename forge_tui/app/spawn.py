@@ -22,21 +22,73 @@ def log_path(db: Path, run_id: int) -> Path:
     return Path(db).parent / "logs" / f"run-{run_id}.log"
 
 
-def spawn_search(db: Path, run_id: int) -> Path:
-    """``python -m forge_tui.cli --db DB resume RUN --headless`` in a new session; returns the log path."""
+#: The processes this process started, by (resolved db path, run id): the app watches them
+#: for an exit (a search that fails at once, see :func:`child_exit`).
+_CHILDREN: dict[tuple[str, int], subprocess.Popen] = {}
+
+#: How much of a log's end :func:`last_line` reads (bytes).
+TAIL_BYTES = 8192
+
+
+def _key(db: Path, run_id: int) -> tuple[str, int]:
+    return (str(Path(db).resolve()), int(run_id))
+
+
+def spawn_command(argv: list[str], db: Path, run_id: int) -> Path:
+    """Start ``argv`` in a new session with its output appended to ``log_path(db, run_id)``,
+    and remember the process for :func:`child_exit`; returns the log path."""
     db = Path(db)
     log = log_path(db, run_id)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as f:
-        subprocess.Popen(
-            [sys.executable, "-m", "forge_tui.cli", "--db", str(db), "resume", str(run_id), "--headless"],
+        proc = subprocess.Popen(
+            argv,
             stdin=subprocess.DEVNULL,
             stdout=f,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
+    _CHILDREN[_key(db, run_id)] = proc
     return log
+
+
+def spawn_search(db: Path, run_id: int) -> Path:
+    """``python -m forge_tui.cli --db DB resume RUN --headless`` in a new session; returns the log path."""
+    argv = [sys.executable, "-m", "forge_tui.cli", "--db", str(db), "resume", str(run_id), "--headless"]
+    return spawn_command(argv, db, run_id)
+
+
+def watched(db: Path, run_id: int) -> bool:
+    """Whether this process started a search of ``run_id`` that :func:`child_exit` can watch."""
+    return _key(db, run_id) in _CHILDREN
+
+
+def child_exit(db: Path, run_id: int) -> Optional[int]:
+    """The exit status of the search this process last started for ``run_id`` once it has
+    ended (it is then forgotten), else None (still running, or not started here)."""
+    key = _key(db, run_id)
+    proc = _CHILDREN.get(key)
+    if proc is None:
+        return None
+    rc = proc.poll()
+    if rc is not None:
+        del _CHILDREN[key]
+    return rc
+
+
+def last_line(log: Path) -> str:
+    """The last non-blank line of a log (read from its last ``TAIL_BYTES``), "" when none;
+    the ``forge-tui: `` prefix of the CLI's error lines is left off."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - TAIL_BYTES))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+    return lines[-1].removeprefix("forge-tui: ") if lines else ""
 
 
 @contextlib.contextmanager

@@ -31,3 +31,16 @@ def run_screen_ready(app, node_id=None):
         return d is not None and (node_id is None or d.node.id == node_id)
 
     return cond
+
+
+def screen_text(app) -> str:
+    """What the terminal shows now, as plain text (one line per row)."""
+    strips = app.screen._compositor.render_strips()
+    return "\n".join("".join(seg.text for seg in strip) for strip in strips)
+
+
+def region_text(app, widget) -> str:
+    """What the terminal shows inside a widget's region, its rows joined by spaces."""
+    r = widget.region
+    rows = screen_text(app).splitlines()[r.y : r.y + r.height]
+    return " ".join(" ".join(row[r.x : r.x + r.width].split()) for row in rows)

@@ -278,7 +278,7 @@ async def test_new_search_dialog_buttons_on_screen(make_app, size):
             region = dialog.query_one(bid).region
             assert region.height >= 1 and screen.contains_region(region), (bid, region)
         assert dialog.has_class("-compact") == (size[1] < 36)
-        await pilot.press("tab", "tab", "tab", "tab")  # to iterations: the body scrolls it into view
+        await pilot.press("tab", "tab", "tab", "tab", "tab")  # to iterations: the body scrolls it into view
         await settle(pilot)
         field = dialog.query_one("#new-iterations")
         assert app.focused is field and screen.contains_region(field.region)
@@ -529,11 +529,11 @@ def test_header_gives_way_at_narrow_widths(db):
     from forge_tui.app.screens.run import header_text
 
     store = Store(db)
-    store.update_run(2, status="paused", control="pause", iterations_done=12, iterations_target=50)
+    store.update_run(2, status="paused", control="stop", iterations_done=12, iterations_target=50)
     run = store.get_run(2)
     store.close()
     full = header_text(run, 0.0).plain
-    assert "(pause requested)" in full and "elapsed" in full and "cuda/llm" in full
+    assert "(stop requested)" in full and "elapsed" in full and "cuda/llm" in full
     for width in range(50, 130, 5):
         text = header_text(run, 0.0, width).plain
         assert len(text) <= width and "best 2.100x" in text and "paused" in text, (width, text)

@@ -1,16 +1,20 @@
-"""Modal dialogs: a yes/no confirmation and the new-search form."""
+"""Modal dialogs: a yes/no confirmation and the new-search form.
+
+Both fit 80x24 (the question wraps; the form goes compact below ``COMPACT_HEIGHT``), and the
+form shows where the focus is (the focused field's label and box are highlighted)."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Select
+from textual.widgets import Button, Input, Label, Select, Static
 
+from forge_tui.app.format import ASCII
 from forge_tui.core.config import BACKEND_CHOICES, DEFAULTS, PROPOSER_CHOICES, RunConfig
 
 
@@ -25,7 +29,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box", classes="dialog"):
-            yield Label(self.question, id="confirm-question")
+            yield Static(self.question, id="confirm-question")
             with Horizontal(classes="buttons"):
                 yield Button("Yes (y)", variant="error", id="yes")
                 yield Button("No (n)", variant="primary", id="no")
@@ -46,53 +50,98 @@ class ConfirmScreen(ModalScreen[bool]):
 COMPACT_HEIGHT = 36
 
 
-class NewSearchScreen(ModalScreen[Optional[RunConfig]]):
-    """The new-search form: task, backend, proposer, model, iterations; dismisses with a
-    RunConfig (the rest at its defaults, as ``forge-tui run`` without those flags).
+#: The form's fields: (id suffix, label). Labels are 10 cells at most (the grid's first column).
+FIELDS = (
+    ("task", "task"),
+    ("backend", "backend"),
+    ("proposer", "proposer"),
+    ("model", "model"),
+    ("base-url", "endpoint"),
+    ("iterations", "iterations"),
+)
 
-    The fields scroll in their own box; the error line and the Start/Cancel buttons stay
-    below it, always on screen. On a short terminal the fields are compact."""
+
+class NewSearchScreen(ModalScreen[Optional[RunConfig]]):
+    """The new-search form: task, backend, proposer, LLM model and endpoint, iterations;
+    dismisses with a RunConfig (the rest at its defaults, as ``forge-tui run`` without those
+    flags).
+
+    ``initial`` fills the fields (the last form the user started, or one whose start failed:
+    nothing typed is lost) and ``error`` is shown under them. The fields scroll in their own
+    box; the error line and the Start/Cancel buttons stay below it, always on screen. On a
+    short terminal the fields are compact. The focused field's label is highlighted."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, tasks: list[str]) -> None:
+    def __init__(self, tasks: list[str], initial: Optional[RunConfig] = None, error: str = "") -> None:
         super().__init__()
         self.tasks = tasks
+        self.initial = initial
+        self.error = error
 
     def compose(self) -> ComposeResult:
+        init = self.initial or DEFAULTS
+        task: Any = Select.BLANK
+        if self.initial is not None and init.task in self.tasks:
+            task = init.task
+        elif self.tasks:
+            task = self.tasks[0]
         with Vertical(id="new-box", classes="dialog"):
             yield Label("New search", classes="dialog-title")
             with VerticalScroll(id="new-body"), Grid(id="new-grid"):
-                yield Label("task")
+                yield Label("task", id="label-task")
                 yield Select(
-                    [(t, t) for t in self.tasks],
-                    value=self.tasks[0] if self.tasks else Select.BLANK,
-                    allow_blank=False if self.tasks else True,
-                    id="new-task",
+                    [(t, t) for t in self.tasks], value=task, allow_blank=False if self.tasks else True, id="new-task"
                 )
-                yield Label("backend")
+                yield Label("backend", id="label-backend")
                 yield Select(
-                    [(b, b) for b in BACKEND_CHOICES], value=DEFAULTS.backend, allow_blank=False, id="new-backend"
+                    [(b, b) for b in BACKEND_CHOICES],
+                    value=_choice(init.backend, BACKEND_CHOICES, DEFAULTS.backend),
+                    allow_blank=False,
+                    id="new-backend",
                 )
-                yield Label("proposer")
+                yield Label("proposer", id="label-proposer")
                 yield Select(
-                    [(p, p) for p in PROPOSER_CHOICES], value=DEFAULTS.proposer, allow_blank=False, id="new-proposer"
+                    [(p, p) for p in PROPOSER_CHOICES],
+                    value=_choice(init.proposer, PROPOSER_CHOICES, DEFAULTS.proposer),
+                    allow_blank=False,
+                    id="new-proposer",
                 )
-                yield Label("model")
-                yield Input(placeholder="LLM model (llm proposer only)", id="new-model")
-                yield Label("iterations")
-                yield Input(str(DEFAULTS.iterations), type="integer", id="new-iterations")
-            yield Label("", id="new-error", classes="error")
+                yield Label("model", id="label-model")
+                yield Input(init.model, placeholder="LLM model (llm only; default: config)", id="new-model")
+                yield Label("endpoint", id="label-base-url")
+                yield Input(init.base_url, placeholder="LLM base URL (llm only; default: config)", id="new-base-url")
+                yield Label("iterations", id="label-iterations")
+                yield Input(str(init.iterations), type="integer", id="new-iterations")
+            yield Label(self.error, id="new-error", classes="error")
             with Horizontal(classes="buttons"):
                 yield Button("Start", variant="success", id="start")
                 yield Button("Cancel", id="cancel")
 
     def on_mount(self) -> None:
         self._apply_height(self.app.size.height)
+        if ASCII:  # Select's arrows are fixed glyphs
+            for arrow, text in ((".down-arrow", "v"), (".up-arrow", "^")):
+                for w in self.query(arrow).results(Static):
+                    w.update(text)
         self.query_one("#new-task").focus()
 
     def on_resize(self, event) -> None:
         self._apply_height(event.size.height)
+
+    def on_descendant_focus(self, event) -> None:
+        self._mark_focus()
+
+    def on_descendant_blur(self, event) -> None:
+        self.call_after_refresh(self._mark_focus)
+
+    def _mark_focus(self) -> None:
+        """Highlight the label of the field that has the focus (compact fields have no border)."""
+        focused = self.app.focused
+        for key, _label in FIELDS:
+            field = self.query_one(f"#new-{key}")
+            has = focused is not None and (focused is field or field in focused.ancestors)
+            self.query_one(f"#label-{key}", Label).set_class(has, "-focused")
 
     def _apply_height(self, height: int) -> None:
         compact = height < COMPACT_HEIGHT
@@ -104,6 +153,19 @@ class NewSearchScreen(ModalScreen[Optional[RunConfig]]):
         chrome = 5 if compact else 11
         self.query_one("#new-body").styles.max_height = max(2, height - chrome)
 
+    def values(self) -> dict[str, str]:
+        """The form's fields as typed (``task``, ``backend``, ``proposer``, ``model``,
+        ``base_url``, ``iterations``)."""
+        task = self.query_one("#new-task", Select).value
+        return {
+            "task": "" if task is Select.BLANK or not task else str(task),
+            "backend": str(self.query_one("#new-backend", Select).value),
+            "proposer": str(self.query_one("#new-proposer", Select).value),
+            "model": self.query_one("#new-model", Input).value,
+            "base_url": self.query_one("#new-base-url", Input).value,
+            "iterations": self.query_one("#new-iterations", Input).value,
+        }
+
     def action_cancel(self) -> None:
         self.dismiss(None)
 
@@ -114,24 +176,24 @@ class NewSearchScreen(ModalScreen[Optional[RunConfig]]):
     @on(Input.Submitted)
     @on(Button.Pressed, "#start")
     def _start(self) -> None:
-        task = self.query_one("#new-task", Select).value
-        if task is Select.BLANK or not task:
+        fields = self.values()
+        if not fields["task"]:
             self.query_one("#new-error", Label).update("no task in the catalog")
             return
-        spec = new_search_config(
-            task=str(task),
-            backend=str(self.query_one("#new-backend", Select).value),
-            proposer=str(self.query_one("#new-proposer", Select).value),
-            model=self.query_one("#new-model", Input).value,
-            iterations=self.query_one("#new-iterations", Input).value,
-        )
+        spec = new_search_config(**fields)
         if isinstance(spec, str):
             self.query_one("#new-error", Label).update(spec)
             return
         self.dismiss(spec)
 
 
-def new_search_config(*, task: str, backend: str, proposer: str, model: str, iterations: str) -> RunConfig | str:
+def _choice(value: str, choices, default: str) -> str:
+    return value if value in choices else default
+
+
+def new_search_config(
+    *, task: str, backend: str, proposer: str, model: str, iterations: str, base_url: str = ""
+) -> RunConfig | str:
     """The new-search form's fields as a RunConfig (what it leaves out at the defaults ``forge-tui
     run`` has), or the line to show when ``iterations`` is not a whole number >= 0."""
     raw = iterations.strip()
@@ -141,4 +203,6 @@ def new_search_config(*, task: str, backend: str, proposer: str, model: str, ite
             raise ValueError
     except ValueError:
         return f"iterations must be a whole number >= 0, not {raw!r}"
-    return RunConfig(task=task, backend=backend, proposer=proposer, model=model.strip(), iterations=count)
+    return RunConfig(
+        task=task, backend=backend, proposer=proposer, model=model.strip(), base_url=base_url.strip(), iterations=count
+    )

@@ -17,7 +17,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from forge_tui.app.format import ASCII, confirmed_mark, failed_mark
+from forge_tui.app.format import ASCII, glyph_legend
 
 OURS = "forge_tui."
 
@@ -88,6 +88,16 @@ def bindings_table(screen) -> Group:
     return Group(*parts)
 
 
+def legend_table() -> Group:
+    """Every glyph of the tree and tables with its meaning (``format.glyph_legend``)."""
+    t = Table(box=None, show_header=False, padding=(0, 1), pad_edge=False)
+    t.add_column("glyph", no_wrap=True, style="bold")
+    t.add_column("meaning")
+    for mark, meaning in glyph_legend():
+        t.add_row(mark, meaning)
+    return Group(Text("Glyphs (tree, tables, header)", style="bold"), t, Text(""))
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
 
@@ -99,12 +109,9 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll(id="help-box", classes="dialog"):
             yield Static("[b]forge-tui keys[/b]  (ctrl+p: command palette; esc closes)\n")
             yield Static(bindings_table(self.under), id="help-table")
+            yield Static(legend_table(), id="help-legend")
             yield Static(
-                "Tree glyphs: ✔ ok  ✖ compile error  ≠ incorrect  ⏱ timeout  ☠ crashed  · in flight;"
-                " ★ best node, | on the best path; … N more: enter loads the next chunk."
-                " Speedups are the geometric mean over shapes vs eager; green > 1, red < 1."
-                f" {confirmed_mark()} after a speedup (tree, header, runs list): confirmed, re-measured"
-                " with fresh inputs at the end of the run; unmarked: a search-time estimate;"
-                f" {failed_mark()}: the re-measurement failed (crashed, incorrect), so the figure"
-                " is only the search-time one."
+                "Speedups are the geometric mean over shapes vs eager; green > 1, red < 1. A mark"
+                " after a speedup (tree, header, runs list) says whether it was confirmed; unmarked:"
+                " a search-time estimate."
             )

@@ -22,6 +22,7 @@ from textual.screen import Screen
 from textual.widgets import Static, Tab, Tabs, Tree
 
 from forge_tui.app import telemetry
+from forge_tui.app.format import display_status
 from forge_tui.app.messages import (
     NodeDetail,
     NodeDetailLoaded,
@@ -44,6 +45,9 @@ from store.models import RunRead
 PANES = ("tree", "code", "meas", "llm")
 PANE_TITLES = {"tree": "1 Tree", "code": "2 Code", "meas": "3 Measurements", "llm": "4 LLM"}
 NARROW_WIDTH = 120
+#: From this width the panes share each row equally (the tree and the transcript grow with
+#: the terminal instead of keeping 2/5 of it); see forge.tcss.
+WIDE_WIDTH = 180
 POLL_S = 0.7
 IDLE_POLL_S = 2.0  # a run nobody drives (finished, failed, interrupted) changes rarely
 DETAIL_DEBOUNCE_S = 0.05
@@ -131,6 +135,7 @@ class RunScreen(Screen):
     def _apply_width(self, width: int) -> None:
         self.narrow = width < NARROW_WIDTH
         self.set_class(self.narrow, "-narrow")
+        self.set_class(width >= WIDE_WIDTH, "-wide")
         self._render_header()
         self._catch_up()
 
@@ -185,21 +190,21 @@ class RunScreen(Screen):
         if action.startswith("focus_pane"):
             return None
         if action == "toggle_pause":
-            paused = self.run is not None and (self.run.status == "paused" or self.run.control == "pause")
+            paused = self.run is not None and (display_status(self.run) == "paused" or self.run.control == "pause")
             return "Resume" if paused else "Pause"
         return {"next_failure": "Fail", "stop_and_leave": "Stop"}.get(action, description)
 
     # ------------------------------------------------------------------ control
     def check_action(self, action: str, parameters: tuple) -> bool | None:
-        if action in ("toggle_pause",) and (self.run is None or self.run.status not in ACTIVE):
+        if action in ("toggle_pause",) and (self.run is None or display_status(self.run) not in ACTIVE):
             return False  # hidden: a finished run cannot be paused
         return True
 
     def action_toggle_pause(self) -> None:
         run = self.run
-        if run is None or run.status not in ACTIVE:
+        if run is None or display_status(run) not in ACTIVE:
             return
-        want = "" if (run.control == "pause" or run.status == "paused") else "pause"
+        want = "" if (run.control == "pause" or display_status(run) == "paused") else "pause"
         try:
             self.run = self.store.request_control(run.id, want)
         except StoreError as exc:
@@ -215,7 +220,7 @@ class RunScreen(Screen):
     def action_stop_and_leave(self) -> None:
         run = self.run
         stopping = False
-        if run is not None and run.status in ("running", "paused"):
+        if run is not None and display_status(run) in ("running", "paused"):
             try:
                 self.store.request_control(run.id, "stop")
             except StoreError as exc:
@@ -277,7 +282,7 @@ class RunScreen(Screen):
 
     def _schedule_poll(self) -> None:
         if not self._stopped and self.is_attached:
-            active = self.run is None or self.run.status in ACTIVE
+            active = self.run is None or display_status(self.run) in ACTIVE
             self._poll_timer = self.set_timer(POLL_S if active else IDLE_POLL_S, self._poll_tick)
 
     def _poll_tick(self) -> None:

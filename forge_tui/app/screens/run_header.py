@@ -13,6 +13,7 @@ from forge_tui.app.format import (
     CONFIRMED,
     MARK_STYLE,
     RUN_STYLE,
+    display_status,
     fmt_duration,
     run_best,
     short,
@@ -47,14 +48,15 @@ def header_text(run: RunRead, now: float, width: Optional[int] = None, best: Opt
 
     field("id", f" run {run.id} ", style="bold reverse")
     field("task", f" {run.task_name} ", f" {short(run.task_name, 12)} ", style="bold")
-    field("status", Text(run.status, style=RUN_STYLE.get(run.status, "")))
-    if run.control and run.status in ACTIVE:
+    state = display_status(run)
+    field("status", Text(state, style=RUN_STYLE.get(state, "")))
+    if pending_request(run):
         ing = {"pause": "pausing", "stop": "stopping"}.get(run.control, run.control)
         field("control", f" ({run.control} requested)", f" ({ing})", style="yellow")
     done = f"{run.iterations_done}/{run.iterations_target}"
     field("iter", f"  iter {done}", f"  {done}", "")
     elapsed = run.elapsed_s
-    if run.status == "running" and run.heartbeat_at:
+    if state == "running" and run.heartbeat_at:
         try:
             since = datetime.fromisoformat(run.updated_at).timestamp()
             elapsed += max(0.0, now - since)
@@ -88,6 +90,18 @@ def header_text(run: RunRead, now: float, width: Optional[int] = None, best: Opt
     t = Text(no_wrap=True, overflow="ellipsis")
     for k in fields:
         t.append_text(fields[k][form[k]])
-    if run.status_reason:
-        t.append(f"  {run.status_reason}", style="dim italic")
+    reason = run.status_reason
+    if reason.split(" ", 1)[0] == state:  # "paused on request": the state word is shown already
+        reason = reason[len(state) :].strip()
+    if reason:
+        t.append(f"  {reason}", style="dim italic")
     return t
+
+
+def pending_request(run: RunRead) -> bool:
+    """Whether the run has a control request its search has not carried out yet (a pause
+    request of a run already paused is carried out: the header says ``paused`` once)."""
+    state = display_status(run)
+    if not run.control or state not in ACTIVE:
+        return False
+    return not (run.control == "pause" and state == "paused")

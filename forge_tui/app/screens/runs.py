@@ -15,9 +15,11 @@ from forge_tui.app.format import (
     MARK_STYLE,
     RUN_STYLE,
     device_name,
+    display_status,
     fmt_created,
     legends,
     run_best,
+    short,
     speedup_mark,
     speedup_style,
     speedup_text,
@@ -40,7 +42,11 @@ COLUMNS = (
     ("best", "best"),
     ("device", "device"),
     ("created", "created"),
+    ("why", "reason"),
 )
+#: Widest a reason cell gets (the whole reason shows under the table for the selected run).
+REASON_WIDTH = 48
+NARROW_REASON_WIDTH = 14
 #: Below this width the table folds backend and proposer into one column and leaves out the
 #: device (still searchable with the filter), so every column fits in 80 columns.
 NARROW_WIDTH = 110
@@ -52,6 +58,7 @@ NARROW_COLUMNS = (
     ("iter", "iterations"),
     ("best", "best"),
     ("created", "created"),
+    ("why", "reason"),
 )
 SORTS = ("id", "task", "status", "best", "created")
 POLL_S = 1.0
@@ -66,7 +73,7 @@ def sort_key(run: RunRead, key: str):
     if key == "task":
         return (run.task_name, -run.id)
     if key == "status":
-        return (run.status, -run.id)
+        return (display_status(run), -run.id)
     if key == "best":
         return (-(run.best_speedup or 0.0), -run.id)
     if key == "created":
@@ -101,6 +108,8 @@ class RunsScreen(Screen):
         self._chain = False
         self._timer = None
         self.narrow: Optional[bool] = None
+        self.last_form: Optional[RunConfig] = None  # the new-search form last started
+        self._tasks: list[str] = []
 
     @property
     def store(self):
@@ -110,6 +119,7 @@ class RunsScreen(Screen):
         yield Static(Text(f" forge-tui  runs in {self.app.db_path.name}", style="bold"), id="runs-title")
         yield Input(placeholder="/ filter runs (task, status, backend, device...)", id="runs-filter")
         yield RunsTable(id="runs-table", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="runs-reason")
         yield Static("", id="runs-status")
         yield ForgeFooter()
 
@@ -202,7 +212,7 @@ class RunsScreen(Screen):
                 [
                     str(r.id),
                     r.task_name,
-                    r.status,
+                    display_status(r),
                     r.backend,
                     r.proposer,
                     r.model,
@@ -220,7 +230,9 @@ class RunsScreen(Screen):
         table.clear()
         runs = self.visible_runs()
         for r in runs:
-            status = Text(r.status, style=RUN_STYLE.get(r.status, ""))
+            state = display_status(r)
+            status = Text(state, style=RUN_STYLE.get(state, ""))
+            why = short(r.status_reason, NARROW_REASON_WIDTH if self.narrow else REASON_WIDTH)
             value, kind = run_best(r, self.best.get(r.id))
             best = Text(speedup_text(value), style=speedup_style(value))
             if speedup_mark(kind):
@@ -236,6 +248,7 @@ class RunsScreen(Screen):
                     done,
                     best,
                     created[5:] if len(created) == 16 else created,
+                    why,
                     key=str(r.id),
                 )
             else:
@@ -249,6 +262,7 @@ class RunsScreen(Screen):
                     best,
                     device_name(r.device_json)[:28] or "-",
                     fmt_created(r.created_at),
+                    why,
                     key=str(r.id),
                 )
         if keep is not None and str(keep) in table.rows:
@@ -260,6 +274,25 @@ class RunsScreen(Screen):
             status = " no runs yet: press n to start a search"
         self._status = status
         self._show_status()
+        self._show_reason()
+
+    @on(DataTable.RowHighlighted, "#runs-table")
+    def _row_highlighted(self) -> None:
+        self._show_reason()
+
+    def _show_reason(self) -> None:
+        """The selected run's whole reason (why it paused, failed, was interrupted), if any."""
+        if not self.is_mounted:
+            return
+        run = self.selected_run()
+        line = Text()
+        if run is not None and run.status_reason:
+            state = display_status(run)
+            line.append(f"run {run.id} {state}: ", style=RUN_STYLE.get(state, ""))
+            line.append(run.status_reason)
+        label = self.query_one("#runs-reason", Static)
+        label.update(line)
+        label.display = bool(line)
 
     def _show_status(self) -> None:
         """The status line, with the best column's legend where the width leaves room for it."""
@@ -321,8 +354,9 @@ class RunsScreen(Screen):
         run = self.selected_run()
         if run is None:
             return
-        if run.status in ("running",) or run.status == "finished" and run.iterations_done >= run.iterations_target:
-            self.notify(f"run {run.id} is {run.status}; nothing to resume", severity="warning")
+        state = display_status(run)
+        if state == "running" or state == "finished" and run.iterations_done >= run.iterations_target:
+            self.notify(f"run {run.id} is {state}; nothing to resume", severity="warning")
             return
         log = self.app.spawn(run.id)
         self.notify(f"resuming run {run.id} in the background; log: {log}")
@@ -332,8 +366,9 @@ class RunsScreen(Screen):
         run = self.selected_run()
         if run is None:
             return
-        if run.status not in ("running", "paused", "created"):
-            self.notify(f"run {run.id} is {run.status}; nothing to stop", severity="warning")
+        state = display_status(run)
+        if state not in ("running", "paused", "created"):
+            self.notify(f"run {run.id} is {state}; nothing to stop", severity="warning")
             return
         self.store.request_control(run.id, "stop")
         self.notify(f"asked run {run.id} to stop (after the node in flight)")
@@ -343,7 +378,7 @@ class RunsScreen(Screen):
         run = self.selected_run()
         if run is None:
             return
-        if run.status == "running":
+        if display_status(run) == "running":
             self.notify(f"run {run.id} is running: stop it (x) before deleting", severity="warning")
             return
 
@@ -373,10 +408,16 @@ class RunsScreen(Screen):
         except Exception as exc:  # a broken task module: say which, keep the app alive
             self.notify(f"cannot read the task catalog: {exc}", severity="error")
             return
-        self.app.push_screen(NewSearchScreen(tasks), self._start_search)
+        self._open_new(tasks)
+
+    def _open_new(self, tasks: list[str], error: str = "") -> None:
+        """The form, filled with the last one started (kept when its start failed)."""
+        self._tasks = tasks
+        self.app.push_screen(NewSearchScreen(tasks, self.last_form, error), self._start_search)
 
     def _start_search(self, spec: Optional[RunConfig]) -> None:
         if spec is not None:
+            self.last_form = spec
             self._create_run(spec)
 
     @work(thread=True, exclusive=True, group="new-run", name="create-run")
@@ -386,11 +427,15 @@ class RunsScreen(Screen):
         try:
             run = create_run(self.app.store, spec)
         except Exception as exc:  # SearchError, TaskError, ConfigError, RunConfigError, StoreError: one line
-            self.app.call_from_thread(
-                self.notify, f"cannot start the search: {one_line(exc)}", severity="error", timeout=8
-            )
+            self.app.call_from_thread(self._not_started, one_line(exc))
             return
         self.app.call_from_thread(self._started, run.id)
+
+    def _not_started(self, why: str) -> None:
+        """The run could not be created: say why, and give the form back as it was typed."""
+        self.notify(f"cannot start the search: {why}", severity="error", timeout=8)
+        if self.is_current:
+            self._open_new(self._tasks, why)
 
     def _started(self, run_id: int) -> None:
         log = self.app.spawn(run_id)

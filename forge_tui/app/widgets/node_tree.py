@@ -25,12 +25,14 @@ from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
+from forge_tui.app.ascii import TREE_LINES
 from forge_tui.app.format import (
     ASCII,
     CONFIRM_FAILED,
     CONFIRMED,
     FAILED,
     MARK_STYLE,
+    ellipsis,
     glyph,
     short,
     shown_speedup,
@@ -72,6 +74,10 @@ class NodeTree(Tree[int]):
     DEFAULT_CSS = """
     NodeTree { scrollbar-size-vertical: 1; }
     """
+    if ASCII:  # guides and expand icons in ASCII (see forge_tui/app/ascii.py)
+        ICON_NODE = "> "
+        ICON_NODE_EXPANDED = "v "
+        LINES = dict.fromkeys(("default", "bold", "double"), TREE_LINES)
 
     def __init__(self, **kwargs) -> None:
         super().__init__("run", **kwargs)
@@ -187,7 +193,7 @@ class NodeTree(Tree[int]):
                 del self._more[parent_id]
                 tn.remove()
             return
-        label = Text(f"{'...' if ASCII else '…'} {rest} more (enter)", style="dim italic")
+        label = Text(f"{ellipsis()} {rest} more (enter)", style="dim italic")
         if tn is None:
             parent_tn = self._parent_tn(parent_id)
             if parent_tn is None:
