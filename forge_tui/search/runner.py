@@ -222,7 +222,9 @@ class Search(NodeSteps):
         proposer: Optional[Proposer] = None,
         evaluator_factory: Optional[Callable[[TaskSpec, str], Evaluator]] = None,
     ):
-        self.store, self.run_id, self.log = SerialStore(store), run_id, log
+        self.store, self.run_id, self._log = SerialStore(store), run_id, log
+        self._out_closed = False
+        self.log: Callable[[str], None] = self._log_line
         self.run = store.get_run(run_id)
         task_row = store.get_task(self.run.task_id)
         self.task = load_task_ref(task_row.spec["ref"])
@@ -239,10 +241,10 @@ class Search(NodeSteps):
         self._status_seen: dict[int, str] = {}
         self.evaluator_factory = evaluator_factory or (lambda t, b: Evaluator(t, b, task_ref=task_ref(t)))
         self.evaluator: Optional[Evaluator] = None
-        self.lease = Lease(self.store, run_id, log)
+        self.lease = Lease(self.store, run_id, self.log)
         self.lease_lost = self.lease.lost
         self.stop_signal = threading.Event()
-        self.control = Control(self.store, run_id, self.lease_lost, self.stop_signal, log, self._set_run)
+        self.control = Control(self.store, run_id, self.lease_lost, self.stop_signal, self.log, self._set_run)
         self.tree = mcts.Tree(self.run.exploration_c)
         self.tried: set[str] = set()
         self.t_start = time.monotonic()
@@ -267,9 +269,7 @@ class Search(NodeSteps):
             self.lease.acquire()
         except StoreError as exc:
             raise SearchError(str(exc)) from exc
-        old_term = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
-        if old_term is not None:
-            signal.signal(signal.SIGTERM, lambda *_: self.stop_signal.set())
+        old_handlers = self._install_signals()
         status, reason = RunStatus.FAILED, ""
         before = (self.run.status, self.run.status_reason or "")
         try:
@@ -302,10 +302,37 @@ class Search(NodeSteps):
             elapsed = self.elapsed_base + (time.monotonic() - self.t_start)
             if not self.lease_lost.is_set():
                 self.lease.record_final(status, reason, elapsed)
-            if old_term is not None:
-                signal.signal(signal.SIGTERM, old_term)
+            for sig, handler in old_handlers.items():
+                signal.signal(sig, handler)
         self.log(f"run {self.run_id} {status}" + (f": {reason}" if reason else ""))
         return self.store.get_run(self.run_id)
+
+    def _install_signals(self) -> dict:
+        """SIGTERM and SIGHUP (a closed SSH session) end the search as a stop request does:
+        the nodes in flight finish, the run is ``interrupted`` and resumable (exit 3), the
+        signal named in its reason. Only the main thread may set handlers; returns the old ones."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        old = {}
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            old[sig] = signal.getsignal(sig)
+            signal.signal(sig, lambda signum, _frame: self.control.stop(f"stopped by {signal.Signals(signum).name}"))
+        return old
+
+    def _log_line(self, line: str) -> None:
+        """Pass ``line`` to the caller's log; a closed output (``| head -3``: EPIPE) stops the search
+        as SIGTERM does, and later lines go nowhere."""
+        if self._out_closed:
+            return
+        try:
+            self._log(line)
+        except BrokenPipeError:
+            self._out_closed = True
+            try:  # later prints (and the interpreter's final flush) must not raise again
+                os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+            except OSError:
+                pass
+            self.control.stop("stopped: its output was closed (broken pipe)")
 
     # ------------------------------------------------------------------ the loop
     def _drive(self) -> tuple[RunStatus, str]:
