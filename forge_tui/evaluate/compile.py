@@ -178,6 +178,10 @@ def compile_source(
     final_dir = root / key
     library = final_dir / "kernel.so"
     if library.exists():
+        try:  # the build's last use: `forge-tui cache prune` removes the least recently used first
+            os.utime(final_dir)
+        except OSError:
+            pass
         log_file = final_dir / "compile.log"
         log = log_file.read_text(errors="replace") if log_file.exists() else ""
         shown = (final_dir / "command.txt").read_text() if (final_dir / "command.txt").exists() else ""
