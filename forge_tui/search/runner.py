@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -34,6 +35,7 @@ from forge_tui.evaluate.backends import (
 )
 from forge_tui.evaluate.compile import ToolchainError
 from forge_tui.evaluate.evaluator import Evaluator, WorkerError
+from forge_tui.evaluate.harness import HarnessFault, is_disk_full
 from forge_tui.hardware import has_gpu
 from forge_tui.search import mcts
 from forge_tui.search.baseline import measure_baseline, wants_compile_baseline
@@ -294,6 +296,17 @@ class Search(NodeSteps):
         except StoreError as exc:  # disk full, database locked or read-only: resumable once fixed
             status = RunStatus.INTERRUPTED
             reason = f"{str(exc).splitlines()[0]}; then resume with forge-tui resume {self.run_id}"
+            raise SearchError(reason, exit_code=3) from exc
+        except HarnessFault as exc:  # the machine's fault (disk full, memory taken): never the kernel's
+            status = RunStatus.INTERRUPTED
+            reason = f"{exc.line}; resume with forge-tui resume {self.run_id} once fixed"
+            raise SearchError(reason, exit_code=3) from exc
+        except OSError as exc:
+            if not is_disk_full(exc):  # the database's temp files, a log: the disk, not the kernel
+                raise
+            status = RunStatus.INTERRUPTED
+            where = os.path.dirname(exc.filename) if exc.filename else tempfile.gettempdir()
+            reason = f"disk full: {where}; resume with forge-tui resume {self.run_id} once fixed"
             raise SearchError(reason, exit_code=3) from exc
         finally:
             self.lease.stop_heartbeat()
