@@ -383,6 +383,10 @@ class Search(NodeSteps):
                 with_compile=wants_compile_baseline(self.run.backend, self._config()),
             )
             self.run = self.store.record_baseline(self.run_id, rows, json.dumps(summary))
+        if self.stop_signal.is_set() or self.lease_lost.is_set():  # a signal or closed output during the baseline
+            stop = self.control.step()
+            assert isinstance(stop, tuple)
+            return stop
         ctx = SearchContext(self.store, self.run, self.task, run.backend, facts, self.tree, self.tried, run.seed)
         self._load_tree(ctx)
         root = self.tree.root
