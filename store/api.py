@@ -450,5 +450,6 @@ class Store(StoreReads):
     def add_event(
         self, run_id: int, kind: str, *, node_id: Optional[int] = None, payload: Optional[dict] = None
     ) -> None:
-        """Test helper, kept for compatibility: see :func:`store.testing.add_event`."""
+        """Append an event of ``kind`` alone (e.g. ``device_wait``: the search waits for another
+        process's timing on its device); the store's own writes add theirs in their transaction."""
         testing.add_event(self, run_id, kind, node_id=node_id, payload=payload)

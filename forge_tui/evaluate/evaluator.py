@@ -30,6 +30,7 @@ from forge_tui.core.status import BackendName, NodeStatus
 from forge_tui.evaluate import compile as compiler
 from forge_tui.evaluate import memwatch
 from forge_tui.evaluate.backends import HOST_SOL_FACTOR, Backend, get_backend
+from forge_tui.evaluate.devlock import device_lock
 from forge_tui.evaluate.static import check_source
 from forge_tui.evaluate.verdict import _NODE_STAGE, SOL_MARGIN, _clog, _compile_verdict, _correctness_row, shape_verdict
 from forge_tui.evaluate.verdict import (
@@ -46,6 +47,8 @@ STAGE_LIMITS = {
     "correctness": 60.0,
     "determinism": 60.0,
     "timing": 180.0,
+    # waiting for another process's timing on this device (devlock): its timing blocks, not ours
+    "device_wait": 3600.0,
 }
 #: Bytes of the worker's stdout/stderr kept (the rest is counted and dropped).
 OUTPUT_CAP = 64 * 1024
@@ -139,6 +142,8 @@ class Evaluator:
         #: MB of available host memory under which a running request is killed (memwatch).
         self.memory_floor_mb = memwatch.floor_mb()
         self._kill_lock = threading.Lock()  # the search may close while its GPU thread kills a hung worker
+        #: Called with ``waiting for device (pid N)`` when device work waits for another process's timing.
+        self.on_device_wait: Optional[Callable[[str], None]] = None
 
     # ------------------------------------------------------------------ worker lifecycle
     def start(self) -> dict:
@@ -291,7 +296,10 @@ class Evaluator:
                 stage = reply["progress"]
                 detail = "".join(f" {k}={v}" for k, v in reply.items() if k != "progress")
                 deadline = time.monotonic() + self.limits.get(stage, 60.0)
-                if on_stage:
+                if stage == "device_wait":
+                    if self.on_device_wait is not None:
+                        self.on_device_wait(str(reply.get("waiting", "waiting for device")))
+                elif on_stage:
                     on_stage(stage)
                 continue
             if reply.get("fatal"):
@@ -357,9 +365,15 @@ class Evaluator:
         """Compile (cached) for this evaluator's backend and arch; thread-safe."""
         if self.be.needs_arch and self.arch is None:
             self.start()
-        return compiler.compile_source(
-            source, self.be, arch=self.arch, fingerprint=self.fingerprint, timeout_s=self.compile_timeout_s
-        )
+        if not self.be.cpu_is_timed:
+            return compiler.compile_source(
+                source, self.be, arch=self.arch, fingerprint=self.fingerprint, timeout_s=self.compile_timeout_s
+            )
+        # host backend: the CPU is the device, so a compile waits out another process's timing
+        with device_lock(self.facts.get("uuid") or "cpu", exclusive=False, on_wait=self.on_device_wait):
+            return compiler.compile_source(
+                source, self.be, arch=self.arch, fingerprint=self.fingerprint, timeout_s=self.compile_timeout_s
+            )
 
     def prepare(self, source: str) -> tuple[Optional[EvalResult], Optional[compiler.CompileResult]]:
         """The CPU part of an evaluation: static checks and the (cached) compile; no worker.

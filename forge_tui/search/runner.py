@@ -347,6 +347,15 @@ class Search(NodeSteps):
                 pass
             self.control.stop("stopped: its output was closed (broken pipe)")
 
+    def _device_wait(self, line: str) -> None:
+        """Another process times on this run's device: say so (``waiting for device (pid N)``) in
+        the log and as a ``device_wait`` event (any thread; the store calls are serialised)."""
+        self.log(line)
+        try:
+            self.store.add_event(self.run_id, "device_wait", payload={"message": line})
+        except StoreError:
+            pass
+
     # ------------------------------------------------------------------ the loop
     def _drive(self) -> tuple[RunStatus, str]:
         try:
@@ -357,6 +366,7 @@ class Search(NodeSteps):
     def _drive_inner(self) -> tuple[RunStatus, str]:
         run = self.run
         self.evaluator = self.evaluator_factory(self.task, run.backend)
+        self.evaluator.on_device_wait = self._device_wait
         facts = self.evaluator.start()
         if run.fingerprint and run.fingerprint != self.evaluator.fingerprint:
             old = run.device
