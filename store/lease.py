@@ -22,7 +22,6 @@ import os
 import socket
 import time
 import uuid
-
 from typing import Any, Optional
 
 from sqlalchemy import update
@@ -166,9 +165,7 @@ def effective_status(run: Any, now: Optional[float] = None, stale_after_s: float
     return effective_state(run, now, stale_after_s)[0]
 
 
-def effective_state(
-    run: Any, now: Optional[float] = None, stale_after_s: float = LEASE_STALE_S
-) -> tuple[str, str]:
+def effective_state(run: Any, now: Optional[float] = None, stale_after_s: float = LEASE_STALE_S) -> tuple[str, str]:
     """``(status, reason)`` as listings show them: :func:`effective_status`, and for a run whose
     driver is gone a reason naming it (``no process drives it (pid P on HOST, last heartbeat
     N s ago); resume with forge-tui resume ID``) instead of the stored one."""

@@ -217,7 +217,14 @@ def compile_mem_mb() -> int:
 
 
 def _build(
-    source: str, be: Backend, arch: Optional[str], root: Path, key: str, final_dir: Path, library: Path, timeout_s: float
+    source: str,
+    be: Backend,
+    arch: Optional[str],
+    root: Path,
+    key: str,
+    final_dir: Path,
+    library: Path,
+    timeout_s: float,
 ) -> CompileResult:
     """The compile itself, in a private directory moved into ``final_dir`` when it worked."""
     work: Optional[Path]  # None once moved into the cache

@@ -72,9 +72,7 @@ def waiting_line(pids: list[int]) -> str:
 
 
 @contextlib.contextmanager
-def device_lock(
-    device_id: str, *, exclusive: bool, on_wait: Optional[Callable[[str], None]] = None
-) -> Iterator[None]:
+def device_lock(device_id: str, *, exclusive: bool, on_wait: Optional[Callable[[str], None]] = None) -> Iterator[None]:
     """Hold the device's lock: ``exclusive`` for a timing block, shared for other device work.
 
     ``on_wait`` is called once with :func:`waiting_line` when the lock is not free at once,

@@ -31,6 +31,7 @@ from forge_tui.evaluate import compile as compiler
 from forge_tui.evaluate import memwatch
 from forge_tui.evaluate.backends import HOST_SOL_FACTOR, Backend, get_backend
 from forge_tui.evaluate.devlock import device_lock
+from forge_tui.evaluate.harness import MemoryPressure
 from forge_tui.evaluate.static import check_source
 from forge_tui.evaluate.verdict import _NODE_STAGE, SOL_MARGIN, _clog, _compile_verdict, _correctness_row, shape_verdict
 from forge_tui.evaluate.verdict import (
@@ -142,12 +143,29 @@ class Evaluator:
         #: MB of available host memory under which a running request is killed (memwatch).
         self.memory_floor_mb = memwatch.floor_mb()
         self._kill_lock = threading.Lock()  # the search may close while its GPU thread kills a hung worker
+        self.pressure = ""  # the floor's line when it killed a worker that grew little (memwatch)
         #: Called with ``waiting for device (pid N)`` when device work waits for another process's timing.
         self.on_device_wait: Optional[Callable[[str], None]] = None
 
     # ------------------------------------------------------------------ worker lifecycle
     def start(self) -> dict:
-        """Start the worker (if not running) and return the device facts it reports."""
+        """Start the worker (if not running) and return the device facts it reports. Raises
+        WorkerError; MemoryPressure when it was killed twice for lack of memory (the floor, or
+        SIGKILL by the OOM killer) while starting: it is started once more before that."""
+        for attempt in (1, 2):
+            self.pressure = ""
+            try:
+                return self._start_once()
+            except WorkerError as exc:
+                cause = self.pressure or ("killed (SIGKILL)" if "signal SIGKILL" in str(exc) else "")
+                if not cause:
+                    raise
+                if attempt == 2:
+                    raise MemoryPressure(f"the evaluation worker could not start for lack of memory: {cause}") from exc
+                time.sleep(memwatch.RETRY_PAUSE_S)
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> dict:
         if self.proc is not None and self.proc.poll() is None:
             return self.facts
         parent_sock, child_sock = socket.socketpair()
@@ -266,6 +284,9 @@ class Evaluator:
                 low = memwatch.pressure(self.memory_floor_mb)
                 if low:
                     book(time.perf_counter())
+                    now_rss = memwatch.rss_mb(self.proc.pid) if self.proc is not None else None
+                    if memwatch.taken_by_others(now_rss, None if stage == "init" else self.worker_rss_mb):
+                        self.pressure = low  # not the candidate's doing: the caller retries, then pauses
                     self.kill()
                     return NodeStatus.CRASHED, f"worker killed during {stage}{detail}: {low}"
             remaining = deadline - time.monotonic()
@@ -358,7 +379,11 @@ class Evaluator:
         self.start()
         status, reply = self._request({"op": "baseline", "seed": seed, "compile": compile_baseline}, "baseline")
         if status != NodeStatus.OK:
-            raise WorkerError(f"baseline timing failed ({status}): {reply}")
+            raise (
+                MemoryPressure(self.pressure)
+                if self.pressure
+                else WorkerError(f"baseline timing failed ({status}): {reply}")
+            )
         return BaselineResult.from_dict(reply)
 
     def compile(self, source: str) -> compiler.CompileResult:
@@ -436,12 +461,17 @@ class Evaluator:
                 on_stage(_NODE_STAGE.get(stage, stage))
 
         stage_s: dict[str, float] = {}
-        status, reply = self._request(
-            {"op": "evaluate", "library": compiled.library, "seed": seed, "trials": self.trials},
-            "load",
-            stage_cb,
-            stage_s,
-        )
+        msg = {"op": "evaluate", "library": compiled.library, "seed": seed, "trials": self.trials}
+        for attempt in (1, 2):  # once more when another process took the memory (memwatch)
+            self.pressure = ""
+            status, reply = self._request(msg, "load", stage_cb, stage_s)
+            if not self.pressure:
+                break
+            self.restarts += 1
+            if attempt == 2:
+                raise MemoryPressure(f"evaluating twice, the worker was stopped by the memory floor: {self.pressure}")
+            time.sleep(memwatch.RETRY_PAUSE_S)
+            self.start()
         tail = self.drain.take() if self.drain else ""
         if status == "error":
             return EvalResult(

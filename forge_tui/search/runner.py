@@ -35,7 +35,7 @@ from forge_tui.evaluate.backends import (
 )
 from forge_tui.evaluate.compile import ToolchainError
 from forge_tui.evaluate.evaluator import Evaluator, WorkerError
-from forge_tui.evaluate.harness import HarnessFault, is_disk_full
+from forge_tui.evaluate.harness import HarnessFault, MemoryPressure, is_disk_full
 from forge_tui.hardware import has_gpu
 from forge_tui.search import mcts
 from forge_tui.search.baseline import measure_baseline, wants_compile_baseline
@@ -298,7 +298,7 @@ class Search(NodeSteps):
             reason = f"{str(exc).splitlines()[0]}; then resume with forge-tui resume {self.run_id}"
             raise SearchError(reason, exit_code=3) from exc
         except HarnessFault as exc:  # the machine's fault (disk full, memory taken): never the kernel's
-            status = RunStatus.INTERRUPTED
+            status = RunStatus.PAUSED if isinstance(exc, MemoryPressure) else RunStatus.INTERRUPTED
             reason = f"{exc.line}; resume with forge-tui resume {self.run_id} once fixed"
             raise SearchError(reason, exit_code=3) from exc
         except OSError as exc:

@@ -73,7 +73,7 @@ def test_closed_stdout_interrupts_with_exit_3(tmp_path):
     run_id = _run_without_baseline_wait(db)
     cmd = " ".join(cli_cmd("--db", str(db), "resume", str(run_id), "--headless", "--iterations", "20"))
     res = subprocess.run(
-        ["bash", "-c", f"{cmd} 2>{tmp_path / 'err.txt'} | head -3; echo \"rc=${{PIPESTATUS[0]}}\""],
+        ["bash", "-c", f'{cmd} 2>{tmp_path / "err.txt"} | head -3; echo "rc=${{PIPESTATUS[0]}}"'],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -82,7 +82,10 @@ def test_closed_stdout_interrupts_with_exit_3(tmp_path):
     )
     lines = res.stdout.splitlines()
     assert len(lines) == 4 and lines[-1] == "rc=3", res.stdout + (tmp_path / "err.txt").read_text()
-    rows = json.loads(subprocess.run(cli_cmd("--db", str(db), "ls", "--json"), capture_output=True, text=True,
-                                     cwd=ROOT, env=ENV).stdout)
+    rows = json.loads(
+        subprocess.run(
+            cli_cmd("--db", str(db), "ls", "--json"), capture_output=True, text=True, cwd=ROOT, env=ENV
+        ).stdout
+    )
     assert rows[0]["status"] == "interrupted", rows
     assert rows[0]["status_reason"].startswith("stopped: its output was closed (broken pipe)"), rows

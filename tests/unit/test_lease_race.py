@@ -27,9 +27,7 @@ def _contender(path: str, run_id: int, start, done, out) -> None:
 
 
 def _new_run(store: Store) -> int:
-    t = store.add_task(
-        name="softmax", origin="catalog", reference_source="", spec={}, signature="", content_hash="h"
-    )
+    t = store.add_task(name="softmax", origin="catalog", reference_source="", spec={}, signature="", content_hash="h")
     return store.create_run(task_id=t.id, task_name=t.name, backend="host", proposer="tune").id
 
 
