@@ -207,7 +207,7 @@ class Store(StoreReads):
         with self.session() as s:
             if refuse_if_driven:
                 lock = update(Run).where(col(Run.id) == run_id).values(control=Run.control)
-                s.exec(lock.execution_options(synchronize_session=False))  # type: ignore[call-overload]
+                s.exec(lock.execution_options(synchronize_session=False))
                 row = s.get(Run, run_id)
                 if row is None:
                     raise StoreNotFound(f"no run with id {run_id} in {self.path}")

@@ -72,7 +72,7 @@ def acquire(s: Session, run_id: int, stale_after_s: float = LEASE_STALE_S) -> tu
         .values(lease_token=token, owner_host=host, owner_pid=pid, heartbeat_at=now)
         .execution_options(synchronize_session=False)
     )
-    if s.exec(cas).rowcount != 1:  # type: ignore[call-overload]
+    if s.exec(cas).rowcount != 1:
         fresh = s.exec(_select_run(run_id)).one()
         raise LeaseHeld(
             live_holder(fresh, time.time(), stale_after_s)
@@ -108,7 +108,7 @@ def beat(s: Session, run_id: int, token: str) -> bool:
         .values(heartbeat_at=time.time())
         .execution_options(synchronize_session=False)
     )
-    return s.exec(cas).rowcount == 1  # type: ignore[call-overload]
+    return s.exec(cas).rowcount == 1
 
 
 def release(s: Session, run_id: int, token: str) -> None:
@@ -119,7 +119,7 @@ def release(s: Session, run_id: int, token: str) -> None:
         .values(lease_token=None, owner_pid=None, heartbeat_at=None)
         .execution_options(synchronize_session=False)
     )
-    s.exec(cas)  # type: ignore[call-overload]
+    s.exec(cas)
 
 
 def live_holder(row: Run, now: float, stale_after_s: float) -> str:
