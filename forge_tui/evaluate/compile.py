@@ -97,6 +97,17 @@ def cache_dir() -> Path:
     return Path(user_cache_dir("forge-tui", appauthor=False)) / "build"
 
 
+def compile_mem_mb() -> int:
+    """MB of address space each compiler process may use: ``$FORGE_COMPILE_MEM_MB``, default
+    :data:`COMPILE_MEM_MB`; 0 means no cap. (nvcc 13 and g++ 12 compile the catalog's kernels
+    in well under 1 GB; a macro bomb is stopped here instead of taking the machine.)"""
+    env = os.environ.get("FORGE_COMPILE_MEM_MB")
+    try:
+        return max(int(float(env)), 0) if env else COMPILE_MEM_MB
+    except ValueError:
+        return COMPILE_MEM_MB
+
+
 def compiler_for(backend: BackendLike) -> str:
     """The compiler executable for a backend. Raises ToolchainError when missing."""
     return get_backend(backend).find_compiler()
@@ -193,43 +204,18 @@ def compile_source(
         log = log_file.read_text(errors="replace") if log_file.exists() else ""
         shown = (final_dir / "command.txt").read_text() if (final_dir / "command.txt").exists() else ""
         return CompileResult(True, str(library), log, 0.0, True, shown)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise DiskFull(root) from exc
+        raise
     if str(root) not in _swept:  # once per process and cache root
         _swept.add(str(root))
         sweep_stale_builds(root)
+    work: Optional[Path] = None  # None once moved into the cache
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        return _build(source, be, arch, root, key, final_dir, library, timeout_s)
-    except OSError as exc:  # writing the source, the log or the cache entry
-        if is_disk_full(exc):
-            raise DiskFull(exc.filename and Path(exc.filename).parent or root) from exc
-        raise
-
-
-def compile_mem_mb() -> int:
-    """MB of address space each compiler process may use: ``$FORGE_COMPILE_MEM_MB``, default
-    :data:`COMPILE_MEM_MB`; 0 means no cap. (nvcc 13 and g++ 12 compile the catalog's kernels
-    in well under 1 GB; a macro bomb is stopped here instead of taking the machine.)"""
-    env = os.environ.get("FORGE_COMPILE_MEM_MB")
-    try:
-        return max(int(float(env)), 0) if env else COMPILE_MEM_MB
-    except ValueError:
-        return COMPILE_MEM_MB
-
-
-def _build(
-    source: str,
-    be: Backend,
-    arch: Optional[str],
-    root: Path,
-    key: str,
-    final_dir: Path,
-    library: Path,
-    timeout_s: float,
-) -> CompileResult:
-    """The compile itself, in a private directory moved into ``final_dir`` when it worked."""
-    work: Optional[Path]  # None once moved into the cache
-    work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=root))
-    try:
+        work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=root))
         src = work / be.kernel_filename
         src.write_text(source)
         out = work / "kernel.so"
@@ -283,6 +269,10 @@ def _build(
             if not library.exists():
                 return CompileResult(False, None, f"could not move the build into {final_dir}", seconds, False, shown)
         return CompileResult(True, str(library), log, seconds, False, shown)
+    except OSError as exc:  # writing the source, the log or the cache entry
+        if is_disk_full(exc):
+            raise DiskFull(Path(exc.filename).parent if exc.filename else root) from exc
+        raise
     finally:
         if work is not None and work.exists():
             shutil.rmtree(work, ignore_errors=True)
