@@ -28,7 +28,7 @@ from typing import Optional, Union
 
 from forge_tui.core.status import BackendName
 from forge_tui.evaluate.backends import Backend, ToolchainError, find_nvcc, get_backend
-from forge_tui.evaluate.harness import DiskFull, disk_full_in, is_disk_full
+from forge_tui.evaluate.harness import disk_full_in
 
 __all__ = [
     "COMPILE_TIMEOUT_S",
@@ -187,8 +187,9 @@ def compile_source(
 
     Raises:
         ToolchainError: the compiler is missing.
-        DiskFull: the cache directory or the compiler's temp directory is full (the machine's
-            fault: never a ``compile_error`` of the candidate).
+        DiskFull: the compiler could not write (the cache or its temp directory is full: the
+            machine's fault, never a ``compile_error``); OSError (ENOSPC) when this function
+            could not (``Evaluator.compile`` turns that into DiskFull too).
     """
     be = get_backend(backend)
     root = root or cache_dir()
@@ -204,18 +205,13 @@ def compile_source(
         log = log_file.read_text(errors="replace") if log_file.exists() else ""
         shown = (final_dir / "command.txt").read_text() if (final_dir / "command.txt").exists() else ""
         return CompileResult(True, str(library), log, 0.0, True, shown)
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        if is_disk_full(exc):
-            raise DiskFull(root) from exc
-        raise
+    root.mkdir(parents=True, exist_ok=True)
     if str(root) not in _swept:  # once per process and cache root
         _swept.add(str(root))
         sweep_stale_builds(root)
-    work: Optional[Path] = None  # None once moved into the cache
+    work: Optional[Path]  # None once moved into the cache
+    work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=root))
     try:
-        work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=root))
         src = work / be.kernel_filename
         src.write_text(source)
         out = work / "kernel.so"
@@ -269,10 +265,6 @@ def compile_source(
             if not library.exists():
                 return CompileResult(False, None, f"could not move the build into {final_dir}", seconds, False, shown)
         return CompileResult(True, str(library), log, seconds, False, shown)
-    except OSError as exc:  # writing the source, the log or the cache entry
-        if is_disk_full(exc):
-            raise DiskFull(Path(exc.filename).parent if exc.filename else root) from exc
-        raise
     finally:
         if work is not None and work.exists():
             shutil.rmtree(work, ignore_errors=True)

@@ -9,6 +9,7 @@ seen; it goes into the store and, on the next expansion, into the LLM's prompt.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -31,7 +32,9 @@ from forge_tui.evaluate import compile as compiler
 from forge_tui.evaluate import memwatch
 from forge_tui.evaluate.backends import HOST_SOL_FACTOR, Backend, get_backend
 from forge_tui.evaluate.devlock import device_lock
-from forge_tui.evaluate.harness import MemoryPressure
+from forge_tui.evaluate.drain import OUTPUT_CAP
+from forge_tui.evaluate.drain import Drain as _Drain  # also importable from here, where it lived
+from forge_tui.evaluate.harness import DiskFull, MemoryPressure, is_disk_full
 from forge_tui.evaluate.static import check_source
 from forge_tui.evaluate.verdict import _NODE_STAGE, SOL_MARGIN, _clog, _compile_verdict, _correctness_row, shape_verdict
 from forge_tui.evaluate.verdict import (
@@ -51,8 +54,6 @@ STAGE_LIMITS = {
     # waiting for another process's timing on this device (devlock): its timing blocks, not ours
     "device_wait": 3600.0,
 }
-#: Bytes of the worker's stdout/stderr kept (the rest is counted and dropped).
-OUTPUT_CAP = 64 * 1024
 # HOST_SOL_FACTOR (host gate: copy bandwidth x this) and EvalResult now live in
 # forge_tui.evaluate.backends and forge_tui.core.results; importable from here as before.
 __all__ = ["EvalResult", "Evaluator", "HOST_SOL_FACTOR", "OUTPUT_CAP", "SOL_MARGIN", "STAGE_LIMITS", "WorkerError"]
@@ -60,39 +61,6 @@ __all__ = ["EvalResult", "Evaluator", "HOST_SOL_FACTOR", "OUTPUT_CAP", "SOL_MARG
 
 class WorkerError(ForgeError, RuntimeError):
     """The worker could not be started or answered with an error outside any candidate."""
-
-
-class _Drain(threading.Thread):
-    """Reads a pipe to EOF, keeping the last OUTPUT_CAP bytes and counting the rest."""
-
-    def __init__(self, pipe):
-        super().__init__(daemon=True)
-        self.pipe, self.buf, self.total, self.lock = pipe, bytearray(), 0, threading.Lock()
-
-    def run(self) -> None:
-        while True:
-            chunk = self.pipe.read1(65536) if hasattr(self.pipe, "read1") else self.pipe.read(65536)
-            if not chunk:
-                return
-            with self.lock:
-                self.total += len(chunk)
-                self.buf += chunk
-                if len(self.buf) > OUTPUT_CAP:
-                    del self.buf[: len(self.buf) - OUTPUT_CAP]
-
-    def peek(self, wait_s: float = 1.0) -> str:
-        """The kept output so far, without consuming it (waits up to ``wait_s`` for EOF)."""
-        self.join(wait_s)
-        with self.lock:
-            return self.buf.decode("utf-8", "replace")
-
-    def take(self) -> str:
-        with self.lock:
-            text = self.buf.decode("utf-8", "replace")
-            total, self.buf, self.total = self.total, bytearray(), 0
-        if total > OUTPUT_CAP:
-            text = f"[{total} bytes of output, last {OUTPUT_CAP} kept]\n" + text
-        return text
 
 
 class Evaluator:
@@ -390,15 +358,17 @@ class Evaluator:
         """Compile (cached) for this evaluator's backend and arch; thread-safe."""
         if self.be.needs_arch and self.arch is None:
             self.start()
-        if not self.be.cpu_is_timed:
-            return compiler.compile_source(
-                source, self.be, arch=self.arch, fingerprint=self.fingerprint, timeout_s=self.compile_timeout_s
-            )
         # host backend: the CPU is the device, so a compile waits out another process's timing
-        with device_lock(self.facts.get("uuid") or "cpu", exclusive=False, on_wait=self.on_device_wait):
-            return compiler.compile_source(
-                source, self.be, arch=self.arch, fingerprint=self.fingerprint, timeout_s=self.compile_timeout_s
-            )
+        lock = device_lock(self.facts.get("uuid") or "cpu", exclusive=False, on_wait=self.on_device_wait)
+        try:
+            with lock if self.be.cpu_is_timed else contextlib.nullcontext():
+                return compiler.compile_source(
+                    source, self.be, arch=self.arch, fingerprint=self.fingerprint, timeout_s=self.compile_timeout_s
+                )
+        except OSError as exc:  # the cache's disk is full: the machine's fault, never a compile_error
+            if is_disk_full(exc):
+                raise DiskFull(os.path.dirname(exc.filename or "") or compiler.cache_dir()) from exc
+            raise
 
     def prepare(self, source: str) -> tuple[Optional[EvalResult], Optional[compiler.CompileResult]]:
         """The CPU part of an evaluation: static checks and the (cached) compile; no worker.
