@@ -16,6 +16,7 @@ from store.errors import (
     StoreReadOnly,
     StoreTooNew,
 )
+from store.lease import effective_state, effective_status
 from store.models import FINAL, IN_FLIGHT, NODE_STATUSES, RUN_STATUSES
 
 __all__ = [
@@ -24,6 +25,8 @@ __all__ = [
     "default_db_path",
     "now_iso",
     "LEASE_STALE_S",
+    "effective_state",
+    "effective_status",
     "FINAL",
     "IN_FLIGHT",
     "NODE_STATUSES",

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any, ContextManager, Iterable, Optional, Sequence
 
-from sqlalchemy import delete, func
+from sqlalchemy import delete, func, update
 from sqlmodel import Session, col, select
 
 from store import lease, migrations, testing
-from store.errors import StoreCannotOpen, StoreError, StoreNotFound, explain
+from store.errors import LeaseHeld, StoreCannotOpen, StoreError, StoreNotFound, explain
 from store.faults import faults
 from store.lease import LEASE_STALE_S
 from store.models import (
@@ -196,9 +197,23 @@ class Store(StoreReads):
             s.flush()
             return RunRead.model_validate(row, from_attributes=True)
 
-    def delete_run(self, run_id: int) -> None:
-        """Delete a run and everything that belongs to it, in one transaction."""
+    def delete_run(self, run_id: int, *, refuse_if_driven: bool = False) -> None:
+        """Delete a run and everything that belongs to it, in one transaction.
+
+        ``refuse_if_driven``: first take the write lock, then raise LeaseHeld (naming the
+        driver) when a live process holds the run's lease; the check and the delete are one
+        transaction, so a search cannot take the run in between. StoreNotFound: no such run.
+        """
         with self.session() as s:
+            if refuse_if_driven:
+                lock = update(Run).where(col(Run.id) == run_id).values(control=Run.control)
+                s.exec(lock.execution_options(synchronize_session=False))
+                row = s.get(Run, run_id)
+                if row is None:
+                    raise StoreNotFound(f"no run with id {run_id} in {self.path}")
+                held = lease.live_holder(row, time.time(), LEASE_STALE_S)
+                if held:
+                    raise LeaseHeld(held)
             node_ids = select(Node.id).where(Node.run_id == run_id)
             for detail in (CompileLog, Correctness):
                 s.exec(delete(detail).where(col(detail.node_id).in_(node_ids)))
@@ -453,5 +468,6 @@ class Store(StoreReads):
     def add_event(
         self, run_id: int, kind: str, *, node_id: Optional[int] = None, payload: Optional[dict] = None
     ) -> None:
-        """Test helper, kept for compatibility: see :func:`store.testing.add_event`."""
+        """Append an event of ``kind`` alone (e.g. ``device_wait``: the search waits for another
+        process's timing on its device); the store's own writes add theirs in their transaction."""
         testing.add_event(self, run_id, kind, node_id=node_id, payload=payload)

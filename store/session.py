@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator, Optional
+from urllib.parse import quote
 
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
@@ -47,13 +48,36 @@ def default_busy_timeout_s() -> float:
     return float(os.environ.get("FORGE_BUSY_TIMEOUT_S") or 15.0)
 
 
+def readonly_uri(path: Path) -> str:
+    """The SQLite URI of a read-only open of ``path``: ``mode=ro``, plus ``immutable=1`` where
+    the directory cannot be written (a read-only mount, a directory without write permission).
+
+    A WAL database opened ``mode=ro`` still needs its ``-shm`` file, which SQLite cannot create
+    in a read-only directory ("unable to open database file", issue 17); ``immutable=1`` reads
+    the file without any lock or shared memory, which is right only when nobody can write it
+    (then nobody can: its directory is read-only). Source: https://sqlite.org/uri.html.
+    """
+    uri = f"file:{quote(str(path))}?mode=ro"
+    return uri + "&immutable=1" if not dir_writable(path.parent) else uri
+
+
+def dir_writable(directory: Path) -> bool:
+    """False when ``directory`` is on a read-only mount or this user may not write it."""
+    try:
+        if os.statvfs(directory).f_flag & os.ST_RDONLY:
+            return False
+    except OSError:
+        return False
+    return os.access(directory, os.W_OK)
+
+
 def make_engine(path: Path, *, readonly: bool, busy_timeout_s: float, faults: Optional[Faults]) -> Engine:
     """An engine on ``path`` whose every connection gets the store's pragmas.
 
-    Read-only opens use ``mode=ro`` and leave the journal mode as it is; ``faults`` may cap
-    the page count (a simulated full disk).
+    Read-only opens use :func:`readonly_uri` and leave the journal mode as it is; ``faults``
+    may cap the page count (a simulated full disk).
     """
-    uri = f"file:{path}?mode=ro" if readonly else f"file:{path}"
+    uri = readonly_uri(path) if readonly else f"file:{quote(str(path))}"
     engine = create_engine(
         "sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, check_same_thread=False)
     )

@@ -19,6 +19,7 @@ from forge_tui.core.errors import ForgeError, user_message
 from forge_tui.core.status import NodeStatus, ProposerName, RunStatus
 from forge_tui.search.create import load_task, preflight
 from store import Store
+from store.lease import effective_status
 
 #: ``run --headless`` / ``resume --headless`` exit codes by the run's final status: 0 finished,
 #: 3 paused or interrupted (resumable: ``forge-tui resume``), 1 failed. 2 is a usage error.
@@ -181,8 +182,9 @@ def cmd_resume(args, store: Store) -> int:
 
 def cmd_stop(args, store: Store) -> int:
     run = store.get_run(args.run_id)
-    if run.status not in (RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.CREATED):
-        print(f"run {run.id} is {run.status}; nothing to stop")
+    status = effective_status(run)  # a running run whose process is gone is interrupted
+    if status not in (RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.CREATED):
+        print(f"run {run.id} is {status}; nothing to stop")
         return 0
     if run.status == RunStatus.PAUSED and not store.lease_holder(run.id):
         print(
@@ -192,6 +194,38 @@ def cmd_stop(args, store: Store) -> int:
         return 0
     store.request_control(run.id, "stop")
     print(f"asked run {run.id} to stop (it stops once the nodes in flight are evaluated)")
+    return 0
+
+
+def cmd_rm(args, store: Store) -> int:
+    """``forge-tui rm RUN [--yes]``: delete a run with its nodes, measurements, logs and events.
+
+    Refused (exit 2, naming the driver) while a live process drives the run; asks first only
+    when stdin and stdout are a terminal and ``--yes`` is not given."""
+    run = store.get_run(args.run_id)
+    held = store.lease_holder(run.id)
+    if held:
+        return fail(held)
+    if not args.yes and _cli()._has_terminal():
+        answer = input(f"delete run {run.id} ({run.task_name}, {run.iterations_done} nodes, {run.status})? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print(f"run {run.id} kept")
+            return 0
+    store.delete_run(run.id, refuse_if_driven=True)
+    print(f"deleted run {run.id} ({run.task_name}, {run.iterations_done} nodes) from {store.path}")
+    return 0
+
+
+def cmd_cache(args, store) -> int:
+    """``forge-tui cache prune [--max-size SIZE]``: remove compiled builds, least recently used first."""
+    from forge_tui.evaluate.cache import human, parse_size, prune
+    from forge_tui.evaluate.compile import cache_dir
+
+    limit = parse_size(args.max_size)
+    root = cache_dir()
+    res = prune(root, limit)
+    kept = f"; kept {res.kept_recent} used in the last 2 minutes" if res.kept_recent else ""
+    print(f"removed {res.removed} builds ({human(res.freed)}) from {root}; {human(res.left)} left{kept}")
     return 0
 
 
@@ -367,6 +401,8 @@ COMMANDS = {
     "run": cmd_run,
     "resume": cmd_resume,
     "stop": cmd_stop,
+    "rm": cmd_rm,
+    "cache": cmd_cache,
     "ls": cmd_ls,
     "show": cmd_show,
     "eval": cmd_eval,

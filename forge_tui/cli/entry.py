@@ -14,7 +14,7 @@ from forge_tui.core.errors import user_message
 from store import Store, StoreNeedsWrite, default_db_path
 
 #: Commands that never open the database.
-NO_STORE = ("tasks", "llm", "apply", "eval")
+NO_STORE = ("tasks", "llm", "apply", "eval", "cache")
 #: Commands that only read it: they create nothing (no directory, file or lock).
 READ_ONLY = ("ls", "show", "export")
 

@@ -56,6 +56,19 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("run_id", type=int)
     sh.add_argument("--json", action="store_true")
     _db_arg(sh)
+    rm = sub.add_parser("rm", help="delete a run and all its nodes (refused while a process drives it)")
+    rm.add_argument("run_id", type=int)
+    rm.add_argument("-y", "--yes", action="store_true", help="do not ask (never asked without a terminal)")
+    _db_arg(rm)
+    ca = sub.add_parser("cache", help="the compile cache")
+    ca_sub = ca.add_subparsers(dest="cache_cmd", required=True)
+    cp_ = ca_sub.add_parser("prune", help="remove compiled builds, least recently used first")
+    cp_.add_argument(
+        "--max-size",
+        default="0",
+        metavar="SIZE",
+        help="keep at most this much (e.g. 500M, 2G; default 0: remove every build not used in the last 2 minutes)",
+    )
     ev = sub.add_parser("eval", help="evaluate one kernel source against a task")
     ev.add_argument("task")
     ev.add_argument("source")

@@ -19,6 +19,7 @@ from forge_tui.core.present import (
     speedup_mark,
 )
 from forge_tui.core.status import BackendName
+from store.lease import effective_state
 
 
 def to_json(data: Any) -> str:
@@ -35,10 +36,11 @@ def run_summary(r, best=None) -> dict:
     ``best_confirmation`` then says whether ``best_speedup`` is confirmed ("confirmed"), a
     search-time figure whose re-measurement failed ("failed") or a search-time one (null)."""
     value, kind = run_best(r, best)
+    status, reason = effective_state(r)  # a running run whose process is gone reads interrupted
     return {
         "id": r.id,
         "task": r.task_name,
-        "status": r.status,
+        "status": status,
         "backend": r.backend,
         "proposer": r.proposer,
         "nodes": r.iterations_done,
@@ -46,7 +48,7 @@ def run_summary(r, best=None) -> dict:
         "best_confirmation": CONFIRMATION_JSON[kind],
         "created_at": r.created_at,
         "iterations": r.iterations_target,
-        "status_reason": r.status_reason,
+        "status_reason": reason,
         "device": _device(r.device_json),
     }
 
@@ -121,9 +123,10 @@ def show_text(run, nodes: list) -> str:
     """``forge-tui show RUN``: the run, its eager baseline, its best, then its tree of nodes."""
     best = next((n for n in nodes if n.id == run.best_node_id), None)
     device = _device(run.device_json)
+    status, reason = effective_state(run)
     lines = [
         f"run {run.id}: {run.task_name} on {device or run.backend} ({run.backend}, {run.proposer}) "
-        f"{run.status}{' - ' + run.status_reason if run.status_reason else ''}"
+        f"{status}{' - ' + reason if reason else ''}"
     ]
     base = run.baseline
     for shape, ms in (base.get("eager") or {}).items():

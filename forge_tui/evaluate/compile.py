@@ -28,6 +28,7 @@ from typing import Optional, Union
 
 from forge_tui.core.status import BackendName
 from forge_tui.evaluate.backends import Backend, ToolchainError, find_nvcc, get_backend
+from forge_tui.evaluate.harness import disk_full_in
 
 __all__ = [
     "COMPILE_TIMEOUT_S",
@@ -52,6 +53,10 @@ BackendLike = Union[str, BackendName, Backend]
 
 #: Seconds a compile may take before it is killed (a template bomb never finishes).
 COMPILE_TIMEOUT_S = 120.0
+#: Default MB of address space of each compiler process (``ulimit -v``); see :func:`compile_mem_mb`.
+COMPILE_MEM_MB = 4096
+#: What g++/cc1plus/nvcc print when an allocation fails under the cap.
+_OUT_OF_MEMORY = re.compile(r"out of memory|virtual memory exhausted|Cannot allocate memory|bad_alloc")
 #: Bytes of compiler output kept in the log.
 LOG_CAP = 64 * 1024
 #: A private build directory untouched this long (seconds) belongs to a compile that died.
@@ -108,6 +113,17 @@ def cache_dir() -> Path:
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("forge-tui", appauthor=False)) / "build"
+
+
+def compile_mem_mb() -> int:
+    """MB of address space each compiler process may use: ``$FORGE_COMPILE_MEM_MB``, default
+    :data:`COMPILE_MEM_MB`; 0 means no cap. (nvcc 13 and g++ 12 compile the catalog's kernels
+    in well under 1 GB; a macro bomb is stopped here instead of taking the machine.)"""
+    env = os.environ.get("FORGE_COMPILE_MEM_MB")
+    try:
+        return max(int(float(env)), 0) if env else COMPILE_MEM_MB
+    except ValueError:
+        return COMPILE_MEM_MB
 
 
 def compiler_for(backend: BackendLike) -> str:
@@ -191,6 +207,9 @@ def compile_source(
 
     Raises:
         ToolchainError: the compiler is missing.
+        DiskFull: the compiler could not write (the cache or its temp directory is full: the
+            machine's fault, never a ``compile_error``); OSError (ENOSPC) when this function
+            could not (``Evaluator.compile`` turns that into DiskFull too).
     """
     be = get_backend(backend)
     root = root or cache_dir()
@@ -198,6 +217,10 @@ def compile_source(
     final_dir = root / key
     library = final_dir / "kernel.so"
     if library.exists():
+        try:  # the build's last use: `forge-tui cache prune` removes the least recently used first
+            os.utime(final_dir)
+        except OSError:
+            pass
         log_file = final_dir / "compile.log"
         log = log_file.read_text(errors="replace") if log_file.exists() else ""
         shown = (final_dir / "command.txt").read_text() if (final_dir / "command.txt").exists() else ""
@@ -216,10 +239,13 @@ def compile_source(
         shown = " ".join(cmd)
         t0 = time.perf_counter()
         # the shell caps the compiler's CPU seconds (and its children's, each): a compile
-        # orphaned by a killed search cannot run forever; our own timeout still comes first
+        # orphaned by a killed search cannot run forever; our own timeout still comes first.
+        # It also caps each compiler process's address space (a macro bomb took g++ to 9.5 GB)
         cpu_cap = int(timeout_s) + 30
+        mem_cap = compile_mem_mb()
+        limits = f"ulimit -t {cpu_cap}" + (f" && ulimit -v {mem_cap * 1024}" if mem_cap else "")
         proc = subprocess.Popen(
-            ["/bin/sh", "-c", f'ulimit -t {cpu_cap} && exec "$0" "$@"', *cmd],
+            ["/bin/sh", "-c", f'{limits} && exec "$0" "$@"', *cmd],
             cwd=work,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -241,6 +267,14 @@ def compile_source(
                 False, None, f"compile timed out after {timeout_s:.0f} s\n{log}", seconds, False, shown, True
             )
         if proc.returncode != 0 or not out.exists():
+            full = disk_full_in(log, work)
+            if full is not None:  # the machine's fault, not the kernel's
+                raise full
+            if mem_cap and _OUT_OF_MEMORY.search(log):
+                log = (
+                    f"memory cap error: the compiler hit its {mem_cap} MB memory cap (FORGE_COMPILE_MEM_MB); "
+                    f"a macro or template that expands too far?\n{log}"
+                )
             return CompileResult(False, None, log or f"compiler exited with {proc.returncode}", seconds, False, shown)
         (work / "compile.log").write_text(log)
         (work / "command.txt").write_text(shown)

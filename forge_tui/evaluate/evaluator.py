@@ -9,6 +9,7 @@ seen; it goes into the store and, on the next expansion, into the LLM's prompt.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -30,6 +31,10 @@ from forge_tui.core.status import BackendName, NodeStatus
 from forge_tui.evaluate import compile as compiler
 from forge_tui.evaluate import memwatch
 from forge_tui.evaluate.backends import HOST_SOL_FACTOR, Backend, get_backend
+from forge_tui.evaluate.devlock import device_lock
+from forge_tui.evaluate.drain import OUTPUT_CAP
+from forge_tui.evaluate.drain import Drain as _Drain  # also importable from here, where it lived
+from forge_tui.evaluate.harness import DiskFull, MemoryPressure, is_disk_full
 from forge_tui.evaluate.static import check_source
 from forge_tui.evaluate.verdict import (
     _NODE_STAGE,
@@ -54,9 +59,9 @@ STAGE_LIMITS = {
     "correctness": 60.0,
     "determinism": 60.0,
     "timing": 180.0,
+    # waiting for another process's timing on this device (devlock): its timing blocks, not ours
+    "device_wait": 3600.0,
 }
-#: Bytes of the worker's stdout/stderr kept (the rest is counted and dropped).
-OUTPUT_CAP = 64 * 1024
 # HOST_SOL_FACTOR (host gate: copy bandwidth x this) and EvalResult now live in
 # forge_tui.evaluate.backends and forge_tui.core.results; importable from here as before.
 __all__ = ["EvalResult", "Evaluator", "HOST_SOL_FACTOR", "OUTPUT_CAP", "SOL_MARGIN", "STAGE_LIMITS", "WorkerError"]
@@ -64,39 +69,6 @@ __all__ = ["EvalResult", "Evaluator", "HOST_SOL_FACTOR", "OUTPUT_CAP", "SOL_MARG
 
 class WorkerError(ForgeError, RuntimeError):
     """The worker could not be started or answered with an error outside any candidate."""
-
-
-class _Drain(threading.Thread):
-    """Reads a pipe to EOF, keeping the last OUTPUT_CAP bytes and counting the rest."""
-
-    def __init__(self, pipe):
-        super().__init__(daemon=True)
-        self.pipe, self.buf, self.total, self.lock = pipe, bytearray(), 0, threading.Lock()
-
-    def run(self) -> None:
-        while True:
-            chunk = self.pipe.read1(65536) if hasattr(self.pipe, "read1") else self.pipe.read(65536)
-            if not chunk:
-                return
-            with self.lock:
-                self.total += len(chunk)
-                self.buf += chunk
-                if len(self.buf) > OUTPUT_CAP:
-                    del self.buf[: len(self.buf) - OUTPUT_CAP]
-
-    def peek(self, wait_s: float = 1.0) -> str:
-        """The kept output so far, without consuming it (waits up to ``wait_s`` for EOF)."""
-        self.join(wait_s)
-        with self.lock:
-            return self.buf.decode("utf-8", "replace")
-
-    def take(self) -> str:
-        with self.lock:
-            text = self.buf.decode("utf-8", "replace")
-            total, self.buf, self.total = self.total, bytearray(), 0
-        if total > OUTPUT_CAP:
-            text = f"[{total} bytes of output, last {OUTPUT_CAP} kept]\n" + text
-        return text
 
 
 class Evaluator:
@@ -147,10 +119,29 @@ class Evaluator:
         #: MB of available host memory under which a running request is killed (memwatch).
         self.memory_floor_mb = memwatch.floor_mb()
         self._kill_lock = threading.Lock()  # the search may close while its GPU thread kills a hung worker
+        self.pressure = ""  # the floor's line when it killed a worker that grew little (memwatch)
+        #: Called with ``waiting for device (pid N)`` when device work waits for another process's timing.
+        self.on_device_wait: Optional[Callable[[str], None]] = None
 
     # ------------------------------------------------------------------ worker lifecycle
     def start(self) -> dict:
-        """Start the worker (if not running) and return the device facts it reports."""
+        """Start the worker (if not running) and return the device facts it reports. Raises
+        WorkerError; MemoryPressure when it was killed twice for lack of memory (the floor, or
+        SIGKILL by the OOM killer) while starting: it is started once more before that."""
+        for attempt in (1, 2):
+            self.pressure = ""
+            try:
+                return self._start_once()
+            except WorkerError as exc:
+                cause = self.pressure or ("killed (SIGKILL)" if "signal SIGKILL" in str(exc) else "")
+                if not cause:
+                    raise
+                if attempt == 2:
+                    raise MemoryPressure(f"the evaluation worker could not start for lack of memory: {cause}") from exc
+                time.sleep(memwatch.RETRY_PAUSE_S)
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> dict:
         if self.proc is not None and self.proc.poll() is None:
             return self.facts
         parent_sock, child_sock = socket.socketpair()
@@ -269,6 +260,9 @@ class Evaluator:
                 low = memwatch.pressure(self.memory_floor_mb)
                 if low:
                     book(time.perf_counter())
+                    now_rss = memwatch.rss_mb(self.proc.pid) if self.proc is not None else None
+                    if memwatch.taken_by_others(now_rss, None if stage == "init" else self.worker_rss_mb):
+                        self.pressure = low  # not the candidate's doing: the caller retries, then pauses
                     self.kill()
                     return NodeStatus.CRASHED, f"worker killed during {stage}{detail}: {low}"
             remaining = deadline - time.monotonic()
@@ -299,7 +293,10 @@ class Evaluator:
                 stage = reply["progress"]
                 detail = "".join(f" {k}={v}" for k, v in reply.items() if k != "progress")
                 deadline = time.monotonic() + self.limits.get(stage, 60.0)
-                if on_stage:
+                if stage == "device_wait":
+                    if self.on_device_wait is not None:
+                        self.on_device_wait(str(reply.get("waiting", "waiting for device")))
+                elif on_stage:
                     on_stage(stage)
                 continue
             if reply.get("fatal"):
@@ -358,16 +355,28 @@ class Evaluator:
         self.start()
         status, reply = self._request({"op": "baseline", "seed": seed, "compile": compile_baseline}, "baseline")
         if status != NodeStatus.OK:
-            raise WorkerError(f"baseline timing failed ({status}): {reply}")
+            raise (
+                MemoryPressure(self.pressure)
+                if self.pressure
+                else WorkerError(f"baseline timing failed ({status}): {reply}")
+            )
         return BaselineResult.from_dict(reply)
 
     def compile(self, source: str) -> compiler.CompileResult:
         """Compile (cached) for this evaluator's backend and arch; thread-safe."""
         if self.be.needs_arch and self.arch is None:
             self.start()
-        return compiler.compile_source(
-            source, self.be, arch=self.arch, fingerprint=self.fingerprint, timeout_s=self.compile_timeout_s
-        )
+        # host backend: the CPU is the device, so a compile waits out another process's timing
+        lock = device_lock(self.facts.get("uuid") or "cpu", exclusive=False, on_wait=self.on_device_wait)
+        try:
+            with lock if self.be.cpu_is_timed else contextlib.nullcontext():
+                return compiler.compile_source(
+                    source, self.be, arch=self.arch, fingerprint=self.fingerprint, timeout_s=self.compile_timeout_s
+                )
+        except OSError as exc:  # the cache's disk is full: the machine's fault, never a compile_error
+            if is_disk_full(exc):
+                raise DiskFull(os.path.dirname(exc.filename or "") or compiler.cache_dir()) from exc
+            raise
 
     def prepare(self, source: str) -> tuple[Optional[EvalResult], Optional[compiler.CompileResult]]:
         """The CPU part of an evaluation: static checks and the (cached) compile; no worker.
@@ -430,12 +439,17 @@ class Evaluator:
                 on_stage(_NODE_STAGE.get(stage, stage))
 
         stage_s: dict[str, float] = {}
-        status, reply = self._request(
-            {"op": "evaluate", "library": compiled.library, "seed": seed, "trials": self.trials},
-            "load",
-            stage_cb,
-            stage_s,
-        )
+        msg = {"op": "evaluate", "library": compiled.library, "seed": seed, "trials": self.trials}
+        for attempt in (1, 2):  # once more when another process took the memory (memwatch)
+            self.pressure = ""
+            status, reply = self._request(msg, "load", stage_cb, stage_s)
+            if not self.pressure:
+                break
+            self.restarts += 1
+            if attempt == 2:
+                raise MemoryPressure(f"evaluating twice, the worker was stopped by the memory floor: {self.pressure}")
+            time.sleep(memwatch.RETRY_PAUSE_S)
+            self.start()
         tail = self.drain.take() if self.drain else ""
         if status == "error":
             return EvalResult(

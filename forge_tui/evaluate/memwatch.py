@@ -77,3 +77,28 @@ def pressure(floor: float) -> str:
         f"the machine's available memory fell to {avail:,.0f} MB, under the {floor:,.0f} MB floor "
         f"(FORGE_MEM_FLOOR_MB); out of memory"
     )
+
+
+#: A worker killed by the floor that grew less than this (MB) since it started did not take the
+#: memory itself: another process did (issue 17: "worker killed during init ... 370 MB" failed a
+#: run). The candidate is not blamed; the evaluation is retried once, then the run pauses.
+OTHERS_GROWTH_MB = 256.0
+#: Seconds to wait before starting a worker again after another process took the memory.
+RETRY_PAUSE_S = 2.0
+
+
+def rss_mb(pid: int) -> Optional[float]:
+    """The resident set of process ``pid`` in MB (``VmRSS``); None when it cannot be read."""
+    kb = proc_kb("VmRSS", f"/proc/{pid}/status")
+    return kb / 1024 if kb else None
+
+
+def taken_by_others(worker_rss_mb: Optional[float], start_rss_mb: Optional[float]) -> bool:
+    """True when a worker at ``worker_rss_mb`` now (None: unknown or gone) grew less than
+    :data:`OTHERS_GROWTH_MB` over its start-up size ``start_rss_mb`` (None: still starting, when
+    no candidate has run), so the memory shortfall is someone else's doing."""
+    if start_rss_mb is None:
+        return True
+    if worker_rss_mb is None:
+        return False
+    return worker_rss_mb - start_rss_mb < OTHERS_GROWTH_MB

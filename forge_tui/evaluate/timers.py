@@ -9,8 +9,6 @@ reasons around each timing block (19); :func:`gpu_lock` keeps one timing job per
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
 import time
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -19,6 +17,7 @@ import torch
 
 from forge_tui.core.results import TimingStats
 from forge_tui.evaluate.backends import get_backend
+from forge_tui.evaluate.devlock import device_lock
 from forge_tui.evaluate.launch import BackendLike, _sync
 
 
@@ -48,17 +47,10 @@ class Stats:
 
 
 # --------------------------------------------------------------------------- timing
-@contextlib.contextmanager
-def gpu_lock(device_id: str):
-    """Hold an exclusive per-GPU file lock while timing (check 20: one timing job per GPU)."""
-    path = f"/tmp/forge-tui-gpu-{device_id}.lock"
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+def gpu_lock(device_id: str, *, exclusive: bool = True, on_wait: Optional[Callable[[str], None]] = None):
+    """The per-device lock (check 20), exclusive for a timing block, shared (``exclusive=False``)
+    for other device work: :func:`forge_tui.evaluate.devlock.device_lock`."""
+    return device_lock(device_id, exclusive=exclusive, on_wait=on_wait)
 
 
 class Timer:

@@ -26,6 +26,7 @@ spinning in a candidate's infinite loop.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import platform
@@ -35,7 +36,7 @@ import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 from forge_tui.core.results import BaselineResult, ShapeBaseline, ShapeTiming
 from forge_tui.core.status import BackendName, NodeStatus
@@ -83,6 +84,24 @@ class Worker:
 
     def progress(self, stage: str, **detail) -> None:
         self.conn.send({"progress": stage, **detail})
+
+    @contextlib.contextmanager
+    def device_work(self, stage: str, *, exclusive: bool, **detail) -> Iterator[None]:
+        """Hold the device's lock across processes (:mod:`forge_tui.evaluate.devlock`): exclusive
+        for a timing block, shared for other device work. While it waits, the parent hears
+        ``device_wait`` (no stage limit runs out meanwhile), then ``stage`` again."""
+        from forge_tui.evaluate.trials import gpu_lock
+
+        waited = []
+
+        def on_wait(line: str) -> None:
+            waited.append(line)
+            self.progress("device_wait", waiting=line)
+
+        with gpu_lock(self.facts.get("uuid") or "cpu", exclusive=exclusive, on_wait=on_wait):
+            if waited:
+                self.progress(stage, **detail)
+            yield
 
     # ------------------------------------------------------------------ ops
     def init(self, msg: dict) -> dict:
@@ -180,7 +199,7 @@ class Worker:
         for shape_name, dims in task.shapes_for(be.name).items():
             self.progress("baseline", shape=shape_name)
             before = self.telemetry.read()
-            with trials.gpu_lock(self.facts.get("uuid") or "cpu"):
+            with self.device_work("baseline", exclusive=True, shape=shape_name):
                 r = trials.time_shape(
                     self.timer, None, task, dims, self.device, msg["seed"], eager=eager, progress=self.progress
                 )
@@ -218,16 +237,17 @@ class Worker:
             launcher = trials.Launcher(msg["library"], task, self.backend)
         except (OSError, RuntimeError) as exc:
             return {"status": NodeStatus.CRASHED, "error": f"cannot load the library: {exc}"}
-        passed, rows, error = trials.run_correctness(
-            launcher, task, self.backend, self.device, msg["seed"], msg.get("trials", 3), self.progress
-        )
+        with self.device_work("load", exclusive=False):  # never inside another search's timing window
+            passed, rows, error = trials.run_correctness(
+                launcher, task, self.backend, self.device, msg["seed"], msg.get("trials", 3), self.progress
+            )
         if not passed:
             return {"status": NodeStatus.INCORRECT, "error": error, "correctness": rows}
         shapes: dict = {}
         for shape_name, dims in task.shapes_for(self.backend.name).items():
             self.progress("timing", shape=shape_name)
             before = self.telemetry.read()
-            with trials.gpu_lock(self.facts.get("uuid") or "cpu"):
+            with self.device_work("timing", exclusive=True, shape=shape_name):
                 try:
                     r = trials.time_shape(
                         self.timer,

@@ -26,7 +26,7 @@ class Control:
         store: the (serialised) store.
         run_id: the run.
         lease_lost: set when another process took the run's lease over.
-        stop_signal: set by the SIGTERM handler.
+        stop_signal: set by :meth:`stop` (SIGTERM, SIGHUP, a closed output).
         log: one line per event.
         on_run: receives the run row each time it is read again (the search keeps it).
     """
@@ -43,6 +43,13 @@ class Control:
         self.store, self.run_id = store, run_id
         self.lease_lost, self.stop_signal = lease_lost, stop_signal
         self.log, self.on_run = log, on_run
+        self.stop_reason = "stopped by SIGTERM"
+
+    def stop(self, reason: str) -> None:
+        """End the search as a stop request does (a signal handler, a closed output): ``reason``
+        (e.g. ``stopped by SIGHUP``) becomes the start of the run's status reason."""
+        self.stop_reason = reason
+        self.stop_signal.set()
 
     def step(self) -> Verdict:
         """One look at the control requests, without waiting.
@@ -53,7 +60,7 @@ class Control:
         if self.lease_lost.is_set():
             return RunStatus.INTERRUPTED, "another process took over this run's lease"
         if self.stop_signal.is_set():
-            return RunStatus.INTERRUPTED, f"stopped by SIGTERM; resume with forge-tui resume {self.run_id}"
+            return RunStatus.INTERRUPTED, f"{self.stop_reason}; resume with forge-tui resume {self.run_id}"
         run = self.store.get_run(self.run_id)
         self.on_run(run)
         if run.control == "stop":

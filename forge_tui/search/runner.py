@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -34,6 +35,7 @@ from forge_tui.evaluate.backends import (
 )
 from forge_tui.evaluate.compile import ToolchainError
 from forge_tui.evaluate.evaluator import Evaluator, WorkerError
+from forge_tui.evaluate.harness import HarnessFault, MemoryPressure, is_disk_full
 from forge_tui.hardware import has_gpu
 from forge_tui.search import mcts
 from forge_tui.search.baseline import measure_baseline, wants_compile_baseline
@@ -222,7 +224,9 @@ class Search(NodeSteps):
         proposer: Optional[Proposer] = None,
         evaluator_factory: Optional[Callable[[TaskSpec, str], Evaluator]] = None,
     ):
-        self.store, self.run_id, self.log = SerialStore(store), run_id, log
+        self.store, self.run_id, self._log = SerialStore(store), run_id, log
+        self._out_closed = False
+        self.log: Callable[[str], None] = self._log_line
         self.run = store.get_run(run_id)
         task_row = store.get_task(self.run.task_id)
         self.task = load_task_ref(task_row.spec["ref"])
@@ -239,10 +243,10 @@ class Search(NodeSteps):
         self._status_seen: dict[int, str] = {}
         self.evaluator_factory = evaluator_factory or (lambda t, b: Evaluator(t, b, task_ref=task_ref(t)))
         self.evaluator: Optional[Evaluator] = None
-        self.lease = Lease(self.store, run_id, log)
+        self.lease = Lease(self.store, run_id, self.log)
         self.lease_lost = self.lease.lost
         self.stop_signal = threading.Event()
-        self.control = Control(self.store, run_id, self.lease_lost, self.stop_signal, log, self._set_run)
+        self.control = Control(self.store, run_id, self.lease_lost, self.stop_signal, self.log, self._set_run)
         self.tree = mcts.Tree(self.run.exploration_c)
         self.tried: set[str] = set()
         self.t_start = time.monotonic()
@@ -267,9 +271,7 @@ class Search(NodeSteps):
             self.lease.acquire()
         except StoreError as exc:
             raise SearchError(str(exc)) from exc
-        old_term = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
-        if old_term is not None:
-            signal.signal(signal.SIGTERM, lambda *_: self.stop_signal.set())
+        old_handlers = self._install_signals()
         status, reason = RunStatus.FAILED, ""
         before = (self.run.status, self.run.status_reason or "")
         try:
@@ -295,6 +297,17 @@ class Search(NodeSteps):
             status = RunStatus.INTERRUPTED
             reason = f"{str(exc).splitlines()[0]}; then resume with forge-tui resume {self.run_id}"
             raise SearchError(reason, exit_code=3) from exc
+        except HarnessFault as exc:  # the machine's fault (disk full, memory taken): never the kernel's
+            status = RunStatus.PAUSED if isinstance(exc, MemoryPressure) else RunStatus.INTERRUPTED
+            reason = f"{exc.line}; resume with forge-tui resume {self.run_id} once fixed"
+            raise SearchError(reason, exit_code=3) from exc
+        except OSError as exc:
+            if not is_disk_full(exc):  # the database's temp files, a log: the disk, not the kernel
+                raise
+            status = RunStatus.INTERRUPTED
+            where = os.path.dirname(exc.filename) if exc.filename else tempfile.gettempdir()
+            reason = f"disk full: {where}; resume with forge-tui resume {self.run_id} once fixed"
+            raise SearchError(reason, exit_code=3) from exc
         finally:
             self.lease.stop_heartbeat()
             if self.evaluator is not None:
@@ -302,10 +315,46 @@ class Search(NodeSteps):
             elapsed = self.elapsed_base + (time.monotonic() - self.t_start)
             if not self.lease_lost.is_set():
                 self.lease.record_final(status, reason, elapsed)
-            if old_term is not None:
-                signal.signal(signal.SIGTERM, old_term)
+            for sig, handler in old_handlers.items():
+                signal.signal(sig, handler)
         self.log(f"run {self.run_id} {status}" + (f": {reason}" if reason else ""))
         return self.store.get_run(self.run_id)
+
+    def _install_signals(self) -> dict:
+        """SIGTERM and SIGHUP (a closed SSH session) end the search as a stop request does:
+        the nodes in flight finish, the run is ``interrupted`` and resumable (exit 3), the
+        signal named in its reason. Only the main thread may set handlers; returns the old ones."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        old = {}
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            old[sig] = signal.getsignal(sig)
+            signal.signal(sig, lambda signum, _frame: self.control.stop(f"stopped by {signal.Signals(signum).name}"))
+        return old
+
+    def _log_line(self, line: str) -> None:
+        """Pass ``line`` to the caller's log; a closed output (``| head -3``: EPIPE) stops the search
+        as SIGTERM does, and later lines go nowhere."""
+        if self._out_closed:
+            return
+        try:
+            self._log(line)
+        except BrokenPipeError:
+            self._out_closed = True
+            try:  # later prints (and the interpreter's final flush) must not raise again
+                os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+            except OSError:
+                pass
+            self.control.stop("stopped: its output was closed (broken pipe)")
+
+    def _device_wait(self, line: str) -> None:
+        """Another process times on this run's device: say so (``waiting for device (pid N)``) in
+        the log and as a ``device_wait`` event (any thread; the store calls are serialised)."""
+        self.log(line)
+        try:
+            self.store.add_event(self.run_id, "device_wait", payload={"message": line})
+        except StoreError:
+            pass
 
     # ------------------------------------------------------------------ the loop
     def _drive(self) -> tuple[RunStatus, str]:
@@ -317,6 +366,7 @@ class Search(NodeSteps):
     def _drive_inner(self) -> tuple[RunStatus, str]:
         run = self.run
         self.evaluator = self.evaluator_factory(self.task, run.backend)
+        self.evaluator.on_device_wait = self._device_wait
         facts = self.evaluator.start()
         if run.fingerprint and run.fingerprint != self.evaluator.fingerprint:
             old = run.device
@@ -343,6 +393,10 @@ class Search(NodeSteps):
                 with_compile=wants_compile_baseline(self.run.backend, self._config()),
             )
             self.run = self.store.record_baseline(self.run_id, rows, json.dumps(summary))
+        if self.stop_signal.is_set() or self.lease_lost.is_set():  # a signal or closed output during the baseline
+            stop = self.control.step()
+            assert isinstance(stop, tuple)
+            return stop
         ctx = SearchContext(self.store, self.run, self.task, run.backend, facts, self.tree, self.tried, run.seed)
         self._load_tree(ctx)
         root = self.tree.root

@@ -16,6 +16,13 @@ WRONG = HEAD + SIG + "{ for (int64_t i = 0; i < rows * cols; ++i) y[i] = 1.0f / 
 HANG = HEAD + SIG + "{ volatile int spin = 1; while (spin) {} return 0; }\n"
 SEGV = HEAD + SIG + "{ volatile float* p = nullptr; *p = 1.f; return 0; }\n"
 BROKEN = HEAD + SIG + "{ this is not C++ }\n"
+#: Takes 320 MB and holds it a while: the memory floor's shortfall is this candidate's own doing.
+HOG = (
+    HEAD
+    + SIG
+    + "{ const long n = 320L << 20; char* p = new char[n]; volatile char* q = p; for (long i = 0; i < n; i += 4096) q[i] = 1;"
+    + " for (volatile long i = 0; i < 400000000L; ++i) {} delete[] p; return 0; }\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -172,19 +179,57 @@ def test_the_compiler_runs_under_a_cpu_time_cap(tmp_path, monkeypatch):
 
 def test_memory_floor_kills_the_worker_and_the_next_evaluation_works(ev, host_seed, monkeypatch):
     # on a unified-memory GPU (GB10) running out of memory stalls the machine, so below the
-    # floor the evaluator kills the worker instead of waiting for the candidate to finish
+    # floor the evaluator kills the worker instead of waiting for the candidate to finish.
+    # The seed grew the worker by nothing: another process took the memory (issue 17), so the
+    # kernel is not blamed: the evaluation is retried once, then MemoryPressure pauses the run
     from forge_tui.evaluate import memwatch
+    from forge_tui.evaluate.harness import MemoryPressure
 
     assert ev.memory_floor_mb == 0.0  # the tests run with FORGE_MEM_FLOOR_MB=0 (conftest)
     before = ev.restarts
     monkeypatch.setattr(memwatch, "available_mb", lambda: 100.0)  # a fake reading, not the machine's
+    monkeypatch.setattr(memwatch, "RETRY_PAUSE_S", 0.0)
     ev.memory_floor_mb = 1000.0  # the watchdog trips at its first look
     try:
-        res = ev.evaluate(host_seed, seed=9)
+        with pytest.raises(MemoryPressure) as err:
+            ev.evaluate(host_seed, seed=9)
     finally:
         ev.memory_floor_mb = 0.0
         monkeypatch.undo()
-    assert res.status == "crashed", res.error
-    assert "available memory" in res.error and "out of memory" in res.error and "FORGE_MEM_FLOOR_MB" in res.error
-    assert ev.proc is None and ev.restarts == before + 1
+    assert err.value.exit_code == 3 and "available memory" in err.value.line and "FORGE_MEM_FLOOR_MB" in err.value.line
+    assert ev.proc is None and ev.restarts > before  # killed, started again (killed again while starting)
     assert ev.evaluate(host_seed, seed=10).status == "ok"
+
+
+def test_a_worker_killed_by_the_floor_while_starting_is_retried_then_memory_pressure(softmax_task, monkeypatch):
+    from forge_tui.evaluate import memwatch
+    from forge_tui.evaluate.harness import MemoryPressure
+
+    monkeypatch.setattr(memwatch, "RETRY_PAUSE_S", 0.0)
+    starts = []
+    monkeypatch.setattr(memwatch, "available_mb", lambda: starts.append(1) or 100.0)  # another process's doing
+    other = Evaluator(softmax_task, "host")
+    other.memory_floor_mb = 1000.0
+    try:
+        with pytest.raises(MemoryPressure, match="could not start for lack of memory: the machine's available"):
+            other.start()
+    finally:
+        other.close()
+    assert other.proc is None and len(starts) >= 2
+
+
+def test_a_candidate_that_takes_the_memory_itself_is_crashed(ev, monkeypatch):
+    from forge_tui.evaluate import memwatch
+
+    def available() -> float:  # a fake reading that falls only once the worker itself has grown
+        rss = memwatch.rss_mb(ev.proc.pid) if ev.proc is not None else None
+        return 100.0 if rss and ev.worker_rss_mb and rss - ev.worker_rss_mb > 300 else 1e9
+
+    monkeypatch.setattr(memwatch, "available_mb", available)
+    ev.memory_floor_mb = 1000.0
+    try:
+        res = ev.evaluate(HOG, seed=11)
+    finally:
+        ev.memory_floor_mb = 0.0
+        monkeypatch.undo()
+    assert res.status == "crashed" and "out of memory" in res.error and "available memory" in res.error, res.error

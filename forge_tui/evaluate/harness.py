@@ -1,0 +1,59 @@
+"""Faults of the harness, not of the kernel: a full disk, memory taken by another process.
+
+A candidate that did nothing wrong must never be recorded ``compile_error``, ``crashed`` or
+``failed`` because the machine ran out of something (issue 17: a full compile cache was
+recorded as ``compile_error`` on good kernels, then "the seed kernel failed"). These errors
+escape the evaluator instead of becoming a node's verdict; the search ends the run
+``interrupted`` (resumable, exit 3) with the cause in one line, and the node in flight is
+evaluated again by ``forge-tui resume``.
+"""
+
+from __future__ import annotations
+
+import errno
+import re
+from pathlib import Path
+from typing import Optional
+
+from forge_tui.core.errors import ForgeError
+
+#: What a compiler or linker prints when a write found the disk full.
+_NO_SPACE = re.compile(r"No space left on device|ENOSPC|Disk quota exceeded")
+#: A path in such a line (``error writing to /tmp/ccX.s: No space left on device``).
+_PATH = re.compile(r"(/[^\s:'\"`]+)")
+
+
+class HarnessFault(ForgeError, RuntimeError):
+    """The machine, not the candidate, failed; the run is interrupted and resumable (exit 3)."""
+
+    exit_code = 3
+
+
+class DiskFull(HarnessFault):
+    """A write found the disk full: ``disk full: <path>`` (the directory that could not be written)."""
+
+    def __init__(self, path: Path | str, detail: str = ""):
+        self.path = str(path)
+        super().__init__(f"disk full: {self.path}" + (f" ({detail})" if detail else ""))
+
+
+class MemoryPressure(HarnessFault):
+    """Another process took the machine's memory: the worker could not start or was killed by
+    the memory floor while the candidate itself used little."""
+
+
+def disk_full_in(log: str, default: Path | str) -> Optional[DiskFull]:
+    """A :class:`DiskFull` when a compiler's ``log`` says a write found no space, naming the
+    directory of the path it names (else ``default``); None otherwise."""
+    for line in log.splitlines():
+        if _NO_SPACE.search(line):
+            said = line.split("No space")[0].split(": ", 1)[-1]  # after the program's name (/usr/bin/ld: ...)
+            found = _PATH.search(said)
+            where = Path(found.group(1)).parent if found else Path(default)
+            return DiskFull(where, f"the compiler said: {line.strip()[:160]}")
+    return None
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True for an OSError that says the disk (or the user's quota) is full."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)

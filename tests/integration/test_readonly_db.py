@@ -1,0 +1,68 @@
+"""A database on a read-only mount (or in a directory this user cannot write) is browsed
+read-only: ``ls``, ``show`` and ``export`` work (issue 17: they refused with "cannot open
+database"). The WAL database's ``-shm`` cannot be created there, so the store opens it
+``mode=ro&immutable=1``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from store import Store
+from store.session import dir_writable, readonly_uri
+from tests.helpers import one_line_error_of, run_cli
+
+
+def _make_db(directory: Path) -> Path:
+    store = Store(directory / "forge.db")
+    t = store.add_task(name="softmax", origin="catalog", reference_source="", spec={}, signature="", content_hash="h")
+    store.create_run(task_id=t.id, task_name=t.name, backend="host", proposer="tune")
+    store.close()
+    for extra in directory.glob("forge.db*-*"):  # what a search leaves: no -wal/-shm beside a closed file
+        extra.unlink()
+    return directory / "forge.db"
+
+
+@pytest.fixture
+def readonly_dir(tmp_path):
+    """A directory holding a forge database that this process cannot write into: a read-only
+    bind mount when running as root (root ignores permissions), else chmod 555."""
+    src = tmp_path / "src"
+    src.mkdir()
+    _make_db(src)
+    if os.geteuid() != 0:
+        os.chmod(src / "forge.db", 0o444)
+        os.chmod(src, 0o555)
+        yield src
+        os.chmod(src, 0o755)
+        return
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    if shutil.which("mount") is None or subprocess.run(["mount", "--bind", "-o", "ro", str(src), str(mnt)]).returncode:
+        pytest.skip("cannot make a read-only mount here")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_read_only_directory_is_browsed(readonly_dir, tmp_path):
+    db = readonly_dir / "forge.db"
+    assert not dir_writable(readonly_dir) and "immutable=1" in readonly_uri(db)
+    res = run_cli("--db", str(db), "ls")
+    assert res.returncode == 0 and "softmax" in res.stdout, res.stdout + res.stderr
+    res = run_cli("--db", str(db), "show", "1", "--json")
+    assert res.returncode == 0 and '"task": "softmax"' in res.stdout, res.stdout + res.stderr
+    res = run_cli("--db", str(db), "export", "1", "-o", str(tmp_path / "out"))
+    line = one_line_error_of(res, "run 1", code=res.returncode)  # no node to export: refused after reading
+    assert "cannot open" not in line and "database" not in line, line
+    assert sorted(p.name for p in readonly_dir.iterdir()) == ["forge.db"]
+
+
+def test_writable_directory_keeps_plain_read_only_mode(tmp_path):
+    db = _make_db(tmp_path)
+    assert dir_writable(tmp_path) and readonly_uri(db).endswith("?mode=ro")
