@@ -148,6 +148,8 @@ class FakeLLM:
         self.lock = threading.Lock()
         self.flight = threading.Condition()
         self.in_flight = self.max_in_flight = 0
+        #: True: GET /v1/models answers 404 (a server without the list).
+        self.models_404 = False
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -199,7 +201,7 @@ class FakeLLM:
                 fake.requests.append(
                     {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": None}
                 )
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path.rstrip("/").endswith("/models") and not fake.models_404:
                     self._send(
                         200,
                         {
