@@ -4,7 +4,7 @@ Each entry of ``server.script`` answers one POST /v1/chat/completions, in order;
 script is empty, ``server.fallback`` (a callable taking the request body) answers. Entries:
 ``reply(text, finish_reason='stop', reasoning=None, reasoning_key='reasoning_content', stall_s=0)``
 (streamed as SSE chunks when the request asks ``stream: true``, the reasoning first, with a
-usage chunk when ``stream_options.include_usage`` is set; ``stall_s``: silence in the middle),
+usage chunk when ``stream_options.include_usage`` is set; ``stall_s``: silence three quarters in),
 ``status(code, message, headers=None)`` (extra response headers such as ``Retry-After``),
 ``raw(code, body)`` (a JSON body in a server's exact shape: see :data:`BODIES`),
 ``slow(seconds, text)``. Every request's headers and JSON
@@ -148,6 +148,8 @@ class FakeLLM:
         self.lock = threading.Lock()
         self.flight = threading.Condition()
         self.in_flight = self.max_in_flight = 0
+        #: Set it to end every stall_s silence at once.
+        self.release = threading.Event()
         #: True: GET /v1/models answers 404 (a server without the list).
         self.models_404 = False
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -297,8 +299,8 @@ class FakeLLM:
                     first = dict(base, choices=[{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}])
                     self._event(first)
                     for i, (key, piece) in enumerate(pieces):
-                        if entry.get("stall_s") and i == len(pieces) // 2:
-                            time.sleep(entry["stall_s"])  # a server gone silent mid-reply
+                        if entry.get("stall_s") and i == len(pieces) * 3 // 4:
+                            fake.release.wait(entry["stall_s"])  # a server gone silent mid-reply
                         self._event(dict(base, choices=[{"index": 0, "delta": {key: piece}, "finish_reason": None}]))
                     last = {"index": 0, "delta": {}, "finish_reason": entry.get("finish_reason", "stop")}
                     self._event(dict(base, choices=[last]))
