@@ -133,3 +133,20 @@ def test_other_400_is_a_bad_request_not_retried(fake_llm):
         client(fake_llm).chat(HI)
     assert ei.value.reason == "bad_request" and "field required" in str(ei.value)
     assert len(fake_llm.chat_requests()) == 1 and MODEL
+
+
+def test_llm_check_sends_a_search_sized_request_and_reports_what_it_learned(llm_env):
+    from forge_tui.llm import prompts
+    from forge_tui.llm.check import check
+
+    llm_env.fallback = lambda b: raw(400, BODIES["openai_max_tokens"]) if "max_tokens" in b else reply("ready")
+    ok, line = check()
+    assert ok, line
+    body = llm_env.chat_requests()[-1]["body"]
+    size = sum(len(m["content"]) for m in body["messages"])
+    assert prompts.MAX_PROMPT_CHARS - 200 <= size <= prompts.MAX_PROMPT_CHARS + 200
+    assert body["max_completion_tokens"] == 16384 and body["stream"] is True  # the search's defaults
+    assert "learned: max_completion_tokens" in line and "search-sized" in line and "\n" not in line
+    llm_env.fallback = lambda b: raw(400, BODIES["vllm_context"])
+    ok, line = check()
+    assert not ok and "maximum context length" in line

@@ -123,7 +123,7 @@ class TranscriptPane(VerticalScroll):
     BINDINGS = [
         Binding("j", "scroll_down", "Down", show=False),
         Binding("k", "scroll_up", "Up", show=False),
-        Binding("r", "toggle_reasoning", "Reasoning", tooltip="Expand or collapse the model's reasoning"),
+        Binding("r", "toggle_reasoning", "Reasoning", show=False),
     ]
 
     def __init__(self, *args, **kwargs) -> None:
