@@ -272,11 +272,7 @@ class FakeLLM:
                         "created": int(time.time()),
                         "model": body.get("model", MODEL),
                         "choices": [
-                            {
-                                "index": 0,
-                                "message": message,
-                                "finish_reason": entry.get("finish_reason", "stop"),
-                            }
+                            {"index": 0, "message": message, "finish_reason": entry.get("finish_reason", "stop")}
                         ],
                         "usage": usage(body, text),
                     },

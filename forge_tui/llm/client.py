@@ -53,6 +53,7 @@ from forge_tui.llm.errors import (  # noqa: F401  (re-exported: callers import t
 )
 from forge_tui.llm.wire import Reply, TokenSink, clean_text, dump, named, server_message  # noqa: F401
 
+
 @dataclass(frozen=True)
 class ChatResult:
     """One completed exchange. latency_s covers all attempts, backoff included.
@@ -126,8 +127,6 @@ class _StopIfServerWaitPastBudget(stop_base):
 def _first_line(text: str, limit: int = 300) -> str:
     text = (text or "").strip()
     return (text.splitlines()[0] if text else "")[:limit]
-
-
 
 
 class _StopAfterAttempts(stop_base):

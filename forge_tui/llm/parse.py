@@ -133,7 +133,9 @@ def parse_reply(text: str | None, finish_reason: str = "") -> ParsedReply:
     last = blocks[-1] if blocks else None
     if last is not None and not last.closed and "forge_launch" in last.code and finish_reason == "length":
         return ParsedReply(
-            "", desc, "the reply was cut (truncated at finish_reason length) inside its kernel's code block: raise max_tokens"
+            "",
+            desc,
+            "the reply was cut (truncated at finish_reason length) inside its kernel's code block: raise max_tokens",
         )
     chosen = choose_block(blocks)
     if chosen is None:

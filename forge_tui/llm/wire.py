@@ -20,7 +20,6 @@ def clean_text(text: Optional[str]) -> str:
         return text.encode("utf-8", "replace").decode("utf-8")
 
 
-
 def server_message(exc: Exception) -> str:
     """The server's own message of an APIStatusError, in the shapes servers send: OpenAI,
     Ollama and llama.cpp ``{"error": {"message": ...}}``, vLLM ``{"object": "error",
@@ -92,5 +91,3 @@ class Reply:
                         break
             if ch.get("finish_reason"):
                 self.finish = ch["finish_reason"]
-
-

@@ -6,14 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from forge_tui.llm.client import (
-    BadRequest,
-    CannotChat,
-    ContextTooLong,
-    LLMClient,
-    LLMTimeout,
-    UnknownModel,
-)
+from forge_tui.llm.client import BadRequest, CannotChat, ContextTooLong, LLMClient, LLMTimeout, UnknownModel
 from tests.fakellm import API_KEY, BODIES, MODEL, fast_config, raw, reply, slow
 
 HI = [{"role": "user", "content": "hi"}]

@@ -10,7 +10,8 @@ import pytest
 from forge_tui.search.proposers.llm import STREAMING
 from forge_tui.search.runner import ProposerUnavailable
 from tests.fakellm import BODIES, raw, reply
-from tests.integration.test_llm_search import answer, setup, variant  # noqa: F401  (setup is a fixture)
+from tests.integration.test_llm_search import answer, variant
+from tests.integration.test_llm_search import setup as _setup  # noqa: F401  (the fixture "setup")
 
 PY_EXAMPLE = "```python\nimport torch\n# calls forge_launch(x, y, rows, cols) { through ctypes }\nprint('x')\n```\n"
 
@@ -22,7 +23,12 @@ def test_reasoning_is_stored_apart_and_the_request_parameters_too(setup, fake_ll
     assert p.failure is None and "#define ACC 4" in p.source
     ex = store.llm_exchanges(run_id=ctx.run.id)[0]
     assert ex.reasoning == "first I look at the loads" and "first I look" not in ex.reply
-    assert ex.request == {"max_tokens": 4096, "temperature": 0.7, "stream": True, "stream_options": {"include_usage": True}}
+    assert ex.request == {
+        "max_tokens": 4096,
+        "temperature": 0.7,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     assert ex.finish_reason == "stop" and ex.prompt_tokens and ex.completion_tokens
 
 
@@ -111,8 +117,16 @@ def test_context_length_asks_again_once_without_siblings_and_best(setup, fake_ll
     fake_llm.script = [reply(answer(variant(4), "ACC 4"))]
     child = prop.propose(ctx, root)
     node = store.add_node(
-        run_id=ctx.run.id, parent_id=root.id, depth=1, kind="proposal", status="ok", source=child.source,
-        source_hash="c", description="ACC 4 sibling", speedup=1.1, median_ms=0.6,
+        run_id=ctx.run.id,
+        parent_id=root.id,
+        depth=1,
+        kind="proposal",
+        status="ok",
+        source=child.source,
+        source_hash="c",
+        description="ACC 4 sibling",
+        speedup=1.1,
+        median_ms=0.6,
     )
     ctx.tree.add(node.id, root.id)
     ctx.tree.record(node.id, "ok", 1.1)

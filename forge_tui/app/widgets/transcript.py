@@ -11,8 +11,8 @@ from typing import Optional
 
 from rich.markdown import Markdown
 from textual.binding import Binding
-from textual.message import Message
 from textual.containers import VerticalScroll
+from textual.message import Message
 from textual.widgets import Static
 
 from forge_tui.app.format import cap

@@ -275,7 +275,8 @@ def _from_reasoning(result: ChatResult, parsed: ParsedReply) -> ParsedReply:
         return ParsedReply(chosen.code.strip("\n") + "\n", "kernel taken from the model's reasoning field")
     if result.finish_reason == "length":
         return ParsedReply(
-            "", "reply cut", "the reply was cut (finish_reason length) while the model was still reasoning: "
-            "raise max_tokens"
+            "",
+            "reply cut",
+            "the reply was cut (finish_reason length) while the model was still reasoning: raise max_tokens",
         )
     return ParsedReply("", "empty reply", "the model answered only in its reasoning field, with no kernel in it")
