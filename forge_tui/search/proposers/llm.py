@@ -75,6 +75,8 @@ class LLMProposer:
         self._lock = threading.Lock()
         #: The class of the last failed request's 400 (two alike in a row pause the run).
         self._last_400 = ""
+        for ex in store.live_llm_exchanges(run_id, limit=1000):  # left by a search that was stopped
+            store.update_llm_exchange(ex.id, finish_reason="", error="the search stopped while this reply streamed")
 
     @classmethod
     def from_run(cls, run, store) -> "LLMProposer":
@@ -244,6 +246,9 @@ class LLMProposer:
             msg = str(exc)
             self._record(messages, None, msg, exchange_id=ex_id)
             raise ProposerUnavailable(f"LLM endpoint unavailable: {msg}") from None
+        except BaseException as exc:  # the live row must not stay "streaming"
+            self._record(messages, None, f"{type(exc).__name__}: {exc}".splitlines()[0], exchange_id=ex_id)
+            raise
         with self._lock:
             self._last_400 = ""
         thought, answer = split_reasoning(result.text)
