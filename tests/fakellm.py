@@ -3,7 +3,7 @@
 Each entry of ``server.script`` answers one POST /v1/chat/completions, in order; when the
 script is empty, ``server.fallback`` (a callable taking the request body) answers. Entries:
 ``reply(text, finish_reason='stop', reasoning=None, reasoning_key='reasoning_content', stall_s=0)``
-(streamed as SSE chunks when the request asks ``stream: true``, the reasoning first, with a
+(streamed as SSE chunks when the request asks ``stream: true`` unless ``ignore_stream``, the reasoning first, with a
 usage chunk when ``stream_options.include_usage`` is set; ``stall_s``: silence three quarters in),
 ``status(code, message, headers=None)`` (extra response headers such as ``Retry-After``),
 ``raw(code, body)`` (a JSON body in a server's exact shape: see :data:`BODIES`),
@@ -37,8 +37,10 @@ def reply(
     reasoning: Optional[str] = None,
     reasoning_key: str = "reasoning_content",
     stall_s: float = 0.0,
+    ignore_stream: bool = False,
 ) -> dict:
     return {
+        "ignore_stream": ignore_stream,
         "kind": "reply",
         "text": text,
         "finish_reason": finish_reason,
@@ -258,7 +260,7 @@ class FakeLLM:
                     )
                     return
                 text = entry["text"]
-                if body.get("stream"):
+                if body.get("stream") and not entry.get("ignore_stream"):
                     self._stream(body, entry)
                     return
                 message = {"role": "assistant", "content": text}

@@ -57,7 +57,7 @@ class LLMConfig:
 
     base_url: str = ""
     model: str = ""
-    timeout_s: float = 600.0
+    timeout_s: float = 300.0
     idle_timeout_s: float = 120.0
     stream: bool = True
     max_retries: int = 4

@@ -143,3 +143,9 @@ def test_llm_check_sends_a_search_sized_request_and_reports_what_it_learned(llm_
     llm_env.fallback = lambda b: raw(400, BODIES["vllm_context"])
     ok, line = check()
     assert not ok and "maximum context length" in line
+
+
+def test_server_ignoring_stream_and_sending_json_is_read(fake_llm):
+    fake_llm.script = [reply("whole reply at once", reasoning="r", ignore_stream=True)]
+    res = client(fake_llm).chat(HI)
+    assert res.text == "whole reply at once" and res.reasoning == "r" and res.prompt_tokens
