@@ -126,7 +126,10 @@ def bad_request(url: str, code: int, message: str) -> BadRequest:
     if reason == "cannot_chat":
         return CannotChat(f"{url}: the model cannot chat ({code}): {message}; pick a chat model with --model")
     if reason == "context_length":
-        return ContextTooLong(f"{url} rejected the request as too long for the model ({code}): {message}")
+        return ContextTooLong(
+            f"{url} rejected the request as too long for the model ({code}): {message}; give the server a longer "
+            f"context (vLLM --max-model-len, llama.cpp -c, Ollama num_ctx) or lower max_tokens in [llm]"
+        )
     err = BadRequest(f"{url} rejected the request ({code}): {message}")
     err.reason = reason
     return err
