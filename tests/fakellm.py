@@ -2,8 +2,12 @@
 
 Each entry of ``server.script`` answers one POST /v1/chat/completions, in order; when the
 script is empty, ``server.fallback`` (a callable taking the request body) answers. Entries:
-``reply(text, finish_reason='stop')``, ``status(code, message, headers=None)`` (extra response
-headers such as ``Retry-After``), ``slow(seconds, text)``. Every request's headers and JSON
+``reply(text, finish_reason='stop', reasoning=None, reasoning_key='reasoning_content', stall_s=0)``
+(streamed as SSE chunks when the request asks ``stream: true`` unless ``ignore_stream``, the reasoning first, with a
+usage chunk when ``stream_options.include_usage`` is set; ``stall_s``: silence three quarters in),
+``status(code, message, headers=None)`` (extra response headers such as ``Retry-After``),
+``raw(code, body)`` (a JSON body in a server's exact shape: see :data:`BODIES`),
+``slow(seconds, text)``. Every request's headers and JSON
 body are kept in ``server.requests``, with ``t_recv`` and ``t_sent`` (``time.perf_counter``
 when the request arrived and when its answer was written). ``server.in_flight`` counts the
 chat requests being answered (from arrival until just before the answer is written) and
@@ -26,8 +30,94 @@ API_KEY = "sk-test-SECRET123"
 MODEL = "fake-coder-7b"
 
 
-def reply(text: str, finish_reason: str = "stop") -> dict:
-    return {"kind": "reply", "text": text, "finish_reason": finish_reason}
+def reply(
+    text: str,
+    finish_reason: str = "stop",
+    *,
+    reasoning: Optional[str] = None,
+    reasoning_key: str = "reasoning_content",
+    stall_s: float = 0.0,
+    ignore_stream: bool = False,
+) -> dict:
+    return {
+        "ignore_stream": ignore_stream,
+        "kind": "reply",
+        "text": text,
+        "finish_reason": finish_reason,
+        "reasoning": reasoning,
+        "reasoning_key": reasoning_key,
+        "stall_s": stall_s,
+    }
+
+
+def raw(code: int, body: dict, headers: Optional[dict] = None) -> dict:
+    return {"kind": "raw", "code": code, "body": body, "headers": dict(headers or {})}
+
+
+#: Error bodies in the exact shapes the servers send (from their issue threads and sources).
+BODIES = {
+    "openai_max_tokens": {
+        "error": {
+            "message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+            "Use 'max_completion_tokens' instead.",
+            "type": "invalid_request_error",
+            "param": "max_tokens",
+            "code": "unsupported_parameter",
+        }
+    },
+    "openai_temperature": {
+        "error": {
+            "message": "Unsupported value: 'temperature' does not support 0.7 with this model. "
+            "Only the default (1) value is supported.",
+            "type": "invalid_request_error",
+            "param": "temperature",
+            "code": "unsupported_value",
+        }
+    },
+    "openai_context": {
+        "error": {
+            "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in "
+            "130532 tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    },
+    "vllm_context": {
+        "object": "error",
+        "message": "This model's maximum context length is 32768 tokens. However, you requested 40960 tokens "
+        "(24576 in the messages, 16384 in the completion). Please reduce the length of the messages or completion.",
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+    },
+    "llamacpp_context": {
+        "error": {
+            "code": 400,
+            "message": "the request exceeds the available context size, try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 40000,
+            "n_ctx": 32768,
+        }
+    },
+    "llamacpp_loading": {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}},
+    "ollama_embedding": {
+        "error": {
+            "message": '"nomic-embed-text" does not support chat',
+            "type": "api_error",
+            "param": None,
+            "code": None,
+        }
+    },
+    "stream_refused": {
+        "error": {
+            "message": "stream is not supported by this endpoint",
+            "type": "invalid_request_error",
+            "param": "stream",
+            "code": None,
+        }
+    },
+}
 
 
 def status(code: int, message: str = "error", headers: Optional[dict] = None) -> dict:
@@ -38,6 +128,20 @@ def slow(seconds: float, text: str = "late") -> dict:
     return {"kind": "slow", "seconds": seconds, "text": text}
 
 
+def split(text: str, n: int = 6) -> list[str]:
+    """``text`` in about ``n`` pieces (streamed deltas)."""
+    if not text:
+        return []
+    step = max(1, -(-len(text) // n))
+    return [text[i : i + step] for i in range(0, len(text), step)]
+
+
+def usage(body: dict, text: str) -> dict:
+    p = 100 + len(json.dumps(body.get("messages", []))) // 4
+    c = len(text) // 4 + 1
+    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+
+
 class FakeLLM:
     def __init__(self):
         self.script: list[dict] = []
@@ -46,6 +150,10 @@ class FakeLLM:
         self.lock = threading.Lock()
         self.flight = threading.Condition()
         self.in_flight = self.max_in_flight = 0
+        #: Set it to end every stall_s silence at once.
+        self.release = threading.Event()
+        #: True: GET /v1/models answers 404 (a server without the list).
+        self.models_404 = False
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -97,7 +205,7 @@ class FakeLLM:
                 fake.requests.append(
                     {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": None}
                 )
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path.rstrip("/").endswith("/models") and not fake.models_404:
                     self._send(
                         200,
                         {
@@ -141,6 +249,9 @@ class FakeLLM:
                     with fake.flight:
                         fake.in_flight -= 1
                         fake.flight.notify_all()
+                if entry["kind"] == "raw":
+                    self._send(entry["code"], entry["body"], entry.get("headers"))
+                    return
                 if entry["kind"] == "status":
                     self._send(
                         entry["code"],
@@ -149,6 +260,12 @@ class FakeLLM:
                     )
                     return
                 text = entry["text"]
+                if body.get("stream") and not entry.get("ignore_stream"):
+                    self._stream(body, entry)
+                    return
+                message = {"role": "assistant", "content": text}
+                if entry.get("reasoning") is not None:
+                    message[entry.get("reasoning_key") or "reasoning_content"] = entry["reasoning"]
                 self._send(
                     200,
                     {
@@ -157,19 +274,44 @@ class FakeLLM:
                         "created": int(time.time()),
                         "model": body.get("model", MODEL),
                         "choices": [
-                            {
-                                "index": 0,
-                                "message": {"role": "assistant", "content": text},
-                                "finish_reason": entry.get("finish_reason", "stop"),
-                            }
+                            {"index": 0, "message": message, "finish_reason": entry.get("finish_reason", "stop")}
                         ],
-                        "usage": {
-                            "prompt_tokens": 100 + len(json.dumps(body.get("messages", []))) // 4,
-                            "completion_tokens": len(text) // 4 + 1,
-                            "total_tokens": 0,
-                        },
+                        "usage": usage(body, text),
                     },
                 )
+
+            def _stream(self, body: dict, entry: dict) -> None:
+                """The reply as SSE chunks (``data: {...}`` lines, ``data: [DONE]`` at the end)."""
+                text, thought = entry["text"], entry.get("reasoning") or ""
+                base = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": int(time.time())}
+                base["model"] = body.get("model", MODEL)
+                pieces = [(entry.get("reasoning_key") or "reasoning_content", p) for p in split(thought)]
+                pieces += [("content", p) for p in split(text)]
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Cache-Control", "no-cache")
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.close_connection = True
+                    first = dict(base, choices=[{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}])
+                    self._event(first)
+                    for i, (key, piece) in enumerate(pieces):
+                        if entry.get("stall_s") and i == len(pieces) * 3 // 4:
+                            fake.release.wait(entry["stall_s"])  # a server gone silent mid-reply
+                        self._event(dict(base, choices=[{"index": 0, "delta": {key: piece}, "finish_reason": None}]))
+                    last = {"index": 0, "delta": {}, "finish_reason": entry.get("finish_reason", "stop")}
+                    self._event(dict(base, choices=[last]))
+                    if (body.get("stream_options") or {}).get("include_usage"):
+                        self._event(dict(base, choices=[], usage=usage(body, text + thought)))
+                    self.wfile.write(b"data: [DONE]\n\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def _event(self, payload: dict) -> None:
+                self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+                self.wfile.flush()
 
         return Handler
 

@@ -246,17 +246,22 @@ def cmd_show(args, store: Store) -> int:
     if not args.json:
         print(render.show_text(run, nodes))
         return 0
+    from forge_tui.llm.usage import tally
+
+    exchanges = store.llm_exchanges(run_id=run.id)
     llm = {
         ex.node_id: {
             "model": ex.model,
             "prompt_tokens": ex.prompt_tokens,
             "completion_tokens": ex.completion_tokens,
             "latency_s": ex.latency_s,
+            "finish_reason": ex.finish_reason,
         }
-        for ex in store.llm_exchanges(run_id=run.id)
+        for ex in exchanges
         if ex.node_id is not None
     }
-    print(render.show_json(run, nodes, llm))
+    prices = run.config.get("prices") if isinstance(run.config.get("prices"), dict) else {}
+    print(render.show_json(run, nodes, llm, tally(exchanges, prices) if exchanges else None))
     return 0
 
 

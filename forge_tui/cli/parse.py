@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     lc = lm_sub.add_parser("check", help="send one small request to the configured endpoint")
     lc.add_argument("--base-url", default=None)
     lc.add_argument("--model", default=None)
-    lc.add_argument("--timeout", type=float, default=30.0, help="seconds for the request (default 30)")
+    lc.add_argument("--timeout", type=float, default=30.0, help="seconds until the server answers (default 30)")
     return p
 
 

@@ -7,7 +7,7 @@ and their marks as the app shows them (``forge_tui.core.present``).
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 from forge_tui.core.present import (
     CONFIRMATION_JSON,
@@ -98,11 +98,14 @@ def node_dicts(nodes: list, llm: dict) -> list[dict]:
     ]
 
 
-def show_json(run, nodes: list, llm: dict) -> str:
+def show_json(run, nodes: list, llm: dict, llm_usage: Optional[dict] = None) -> str:
+    """``show --json``; ``llm_usage``: the run's tokens per run and model (forge_tui.llm.usage.tally)."""
     best = next((n for n in nodes if n.id == run.best_node_id), None)
     summary = run_summary(run, best)
     summary["baseline"] = run.baseline
     summary["device_facts"] = run.device
+    if llm_usage is not None:
+        summary["llm_usage"] = llm_usage
     return to_json({"run": summary, "nodes": node_dicts(nodes, llm)})
 
 

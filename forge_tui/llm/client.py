@@ -1,83 +1,67 @@
-"""A small wrapper around ``openai.OpenAI`` for chat completions.
+"""A wrapper around ``openai.OpenAI`` for chat completions as endpoints really behave.
 
-Timeouts per request; retries through tenacity (exponential backoff with full jitter) on
-rate limits (429), timeouts, connection errors and 5xx, bounded by an attempt count and a
-total time; no retry on 400/401/403/404. A ``Retry-After`` (or ``retry-after-ms``) header on
-a 429 or 503 replaces the backoff with the wait the server asked for, within the retry
-budget: a wait that would end past the budget gives up at once instead of sleeping in
-vain. The openai client's own retries are off. Every failure becomes a one-line
-:class:`LLMError` subclass naming the endpoint and what to do; the API key is scrubbed from
-every message.
+Replies stream (SSE, ``stream: true`` with ``stream_options.include_usage``) with two limits
+instead of one total timeout: ``timeout_s`` for the server to start answering (queue, model
+load) and ``idle_timeout_s`` for a silence inside the reply; the text and any reasoning
+(``reasoning_content`` / ``reasoning`` deltas) go live to an ``on_token`` callback. A server
+that refuses ``stream`` (or ``stream_options``) is asked again without it, and so is one that
+refuses ``max_tokens`` (then ``max_completion_tokens``) or a non-default ``temperature``
+(then none): what was learned holds for the client's life (the run).
+
+Retries go through tenacity (exponential backoff with full jitter) on rate limits (429),
+timeouts, connection errors and 5xx, bounded by an attempt count and a total time; a 503
+"loading" (a server loading the model) is waited for within the time budget whatever the
+attempt count, with a status line. No retry on 400/401/403/404. A ``Retry-After`` (or
+``retry-after-ms``) header on a 429 or 503 replaces the backoff with the wait the server asked
+for, within the retry budget. The openai client's own retries are off. Every failure becomes a
+one-line :class:`LLMError` subclass (see :mod:`forge_tui.llm.errors`) naming the endpoint and
+what to do; the API key is scrubbed from every message; lone surrogates in a reply are replaced.
 """
 
 from __future__ import annotations
 
 import email.utils
+import json
 import math
+import threading
 import time
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
-from typing import Callable, Mapping, Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
 
 import openai
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 from tenacity.stop import stop_base
 
-from forge_tui.core.errors import ForgeError
 from forge_tui.llm.config import LLMConfig
 from forge_tui.llm.config import api_key as env_api_key
-
-
-class LLMError(ForgeError, RuntimeError):
-    """The endpoint could not answer; the message is one line for a person.
-
-    retry_after_s: the wait the server asked for (``Retry-After``), in seconds, if it did.
-    """
-
-    transient = False
-    kind = "error"
-    retry_after_s: Optional[float] = None
-
-
-class Unreachable(LLMError):
-    transient = True
-    kind = "unreachable"
-
-
-class LLMTimeout(LLMError):
-    transient = True
-    kind = "timeout"
-
-
-class RateLimited(LLMError):
-    transient = True
-    kind = "rate_limited"
-
-
-class ServerError(LLMError):
-    transient = True
-    kind = "server_error"
-
-
-class AuthError(LLMError):
-    kind = "auth"
-
-
-class UnknownModel(LLMError):
-    kind = "unknown_model"
-
-
-class BadRequest(LLMError):
-    kind = "bad_request"
-
-
-class BadReply(LLMError):
-    kind = "bad_reply"
+from forge_tui.llm.errors import (  # noqa: F401  (re-exported: callers import them from here)
+    ADAPTABLE,
+    AuthError,
+    BadReply,
+    BadRequest,
+    CannotChat,
+    ContextTooLong,
+    LLMError,
+    LLMTimeout,
+    Loading,
+    RateLimited,
+    ServerError,
+    UnknownModel,
+    Unreachable,
+    bad_request,
+)
+from forge_tui.llm.wire import Reply, TokenSink, clean_text, dump, named, server_message  # noqa: F401
 
 
 @dataclass(frozen=True)
 class ChatResult:
-    """One completed exchange. latency_s covers all attempts, backoff included."""
+    """One completed exchange. latency_s covers all attempts, backoff included.
+
+    text: the reply's content; reasoning: the reasoning fields' text (may be '');
+    request: the parameters sent on the attempt that answered (max_tokens or
+    max_completion_tokens, temperature, stream).
+    """
 
     text: str
     model: str
@@ -86,6 +70,8 @@ class ChatResult:
     latency_s: float
     finish_reason: str
     attempts: int = 1
+    reasoning: str = ""
+    request: dict = field(default_factory=dict)
 
 
 def retry_after_s(headers: Optional[Mapping[str, str]], now: Optional[float] = None) -> Optional[float]:
@@ -143,16 +129,32 @@ def _first_line(text: str, limit: int = 300) -> str:
     return (text.splitlines()[0] if text else "")[:limit]
 
 
+class _StopAfterAttempts(stop_base):
+    """tenacity stop: after ``n`` attempts, not counting those a loading server answered."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.loading = 0
+
+    def __call__(self, state) -> bool:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(exc, Loading):
+            self.loading += 1
+            return False
+        return state.attempt_number - self.loading >= self.n
+
+
 class LLMClient:
     """Chat completions against one OpenAI-compatible endpoint.
 
     Args:
-        config: endpoint, model, timeouts and retry bounds.
+        config: endpoint, model, timeouts, retry bounds, streaming.
         key: the API key (default: ``OPENAI_API_KEY``); held in memory only.
         sleep: how tenacity waits between attempts (tests may record it).
         gate: called around every request attempt (not the waits between them) and
             returning a context manager; the search sets it to
             :meth:`forge_tui.search.gate.TimingGate.generation` for a local endpoint.
+        on_status: called with a one-line status (a loading server being waited for).
     """
 
     def __init__(
@@ -162,17 +164,27 @@ class LLMClient:
         key: Optional[str] = None,
         sleep: Callable[[float], None] = time.sleep,
         gate: Optional[Callable[[], AbstractContextManager]] = None,
+        on_status: Optional[Callable[[str], None]] = None,
     ):
         self.config = config
         self._key = key if key is not None else env_api_key()
         self._sleep = sleep
         self.gate = gate
+        self.on_status = on_status
         kwargs = {"api_key": self._key, "timeout": config.timeout_s, "max_retries": 0}
         if config.base_url:
             kwargs["base_url"] = config.base_url
         self._client = openai.OpenAI(**kwargs)
         self.base_url = str(self._client.base_url).rstrip("/")
         self._model = config.model
+        self._lock = threading.Lock()
+        #: What the endpoint accepts, learned from its 400s (for the client's life).
+        self.max_param = "max_tokens"
+        self.send_temperature = True
+        self.stream = bool(config.stream)
+        self.stream_options = True
+        #: One line per thing learned ("max_completion_tokens instead of max_tokens", ...).
+        self.learned: list[str] = []
 
     @property
     def model(self) -> str:
@@ -186,20 +198,22 @@ class LLMClient:
             return text.replace(self._key, "***")
         return text
 
-    def _translate(self, exc: Exception) -> LLMError:
+    def _translate(self, exc: Exception, what: str = "chat completions") -> LLMError:
         url = self.base_url
-        if isinstance(exc, openai.APITimeoutError):
+        if isinstance(exc, LLMError):
+            return exc
+        if isinstance(exc, openai.APITimeoutError) or named(exc, "TimeoutException"):
             return LLMTimeout(f"no reply from {url} within {self.config.timeout_s:g} s (timeout_s)")
-        if isinstance(exc, openai.APIConnectionError):
+        if isinstance(exc, openai.APIConnectionError) or named(exc, "TransportError"):
             cause = exc.__cause__ or exc.__context__
             why = _first_line(str(cause) if cause else str(exc)) or "connection failed"
             return Unreachable(f"cannot reach {url}: {why}; is the server running? (OPENAI_BASE_URL / --base-url)")
         if isinstance(exc, openai.APIStatusError):
             code = exc.status_code
-            msg = _first_line(getattr(exc, "message", "") or str(exc), 200)
+            msg = _first_line(server_message(exc), 200)
             asked = retry_after_s(getattr(getattr(exc, "response", None), "headers", None))
             if code == 429:
-                err = RateLimited(
+                err: LLMError = RateLimited(
                     f"{url} is rate limiting requests (429): {msg}"
                     + (f"; it asked to wait {asked:g} s" if asked is not None else "")
                 )
@@ -208,41 +222,91 @@ class LLMClient:
             if code in (401, 403):
                 return AuthError(f"{url} refused the API key ({code}): set OPENAI_API_KEY to a valid key")
             if code == 404:
+                if what != "chat completions":
+                    return UnknownModel(
+                        f"{url}/models answered 404: the server lists no models there; pass --model NAME "
+                        f"(or check --base-url, usually ending in /v1)"
+                    )
                 if "model" in msg.lower():
                     return UnknownModel(f"{url} does not serve model {self._model!r} (404): pick one with --model")
                 return UnknownModel(
                     f"{url} answered 404 for chat completions: check --base-url "
                     f"(usually ends in /v1) and --model {self._model!r}"
                 )
+            if code == 503 and "loading" in msg.lower():
+                err = Loading(f"{url} is still loading the model (503): {msg}")
+                err.retry_after_s = asked
+                return err
             if code >= 500:
+                if "exceed_context" in msg.lower() or "context size" in msg.lower():
+                    return bad_request(url, code, msg)  # older llama.cpp says "too long" with a 500
                 err = ServerError(
                     f"{url} failed with {code}: {msg}"
                     + (f"; it asked to wait {asked:g} s" if asked is not None and code == 503 else "")
                 )
                 err.retry_after_s = asked if code == 503 else None
                 return err
-            return BadRequest(f"{url} rejected the request ({code}): {msg}")
-        if isinstance(exc, LLMError):
-            return exc
+            return bad_request(url, code, msg)
+        if isinstance(exc, openai.APIError):  # an error event inside a stream
+            body = getattr(exc, "body", None)
+            msg = _first_line(server_message(exc) if isinstance(body, dict) else str(exc), 200)
+            return ServerError(f"{url} sent an error inside the reply: {msg}")
         return LLMError(f"{url}: {type(exc).__name__}: {_first_line(str(exc))}")
 
     def _safe(self, err: LLMError) -> LLMError:
         err.args = (self.scrub(str(err)),)
         return err
 
-    def _retrying(self) -> Retrying:
+    def _status(self, retry_state, sink: Optional[Callable[[str], None]]) -> None:
+        exc = retry_state.outcome.exception() if retry_state.outcome is not None else None
+        if isinstance(exc, Loading) and sink is not None:
+            wait = retry_state.next_action.sleep if retry_state.next_action is not None else 0.0
+            sink(
+                f"{self.base_url} is loading the model (503): waiting {wait:.0f} s, "
+                f"{retry_state.seconds_since_start:.0f} of {self.config.retry_budget_s:g} s (retry_budget_s) used"
+            )
+
+    def _retrying(self, status: Optional[Callable[[str], None]] = None) -> Retrying:
         cfg = self.config
         return Retrying(
             retry=retry_if_exception(lambda e: isinstance(e, LLMError) and e.transient),
             stop=(
-                stop_after_attempt(cfg.max_retries + 1)
+                _StopAfterAttempts(cfg.max_retries + 1)
                 | stop_after_delay(cfg.retry_budget_s)
                 | _StopIfServerWaitPastBudget(cfg.retry_budget_s)
             ),
             wait=_WaitServerOrBackoff(wait_random_exponential(multiplier=cfg.retry_wait_s, max=cfg.retry_max_wait_s)),
             sleep=self._sleep,
+            before_sleep=lambda state: self._status(state, status or self.on_status),
             reraise=True,
         )
+
+    def params(self, max_tokens: Optional[int] = None) -> dict:
+        """The sampling parameters the next request sends (what the endpoint was learned to accept)."""
+        out: dict[str, Any] = {self.max_param: max_tokens or self.config.max_tokens}
+        if self.send_temperature:
+            out["temperature"] = self.config.temperature
+        return out
+
+    def _adapt(self, err: BadRequest) -> bool:
+        """Change the request after a 400 the client can fix; True when something changed."""
+        reason = getattr(err, "reason", "")
+        with self._lock:
+            if reason == "max_tokens_unsupported" and self.max_param == "max_tokens":
+                self.max_param = "max_completion_tokens"
+                self.learned.append("max_completion_tokens instead of max_tokens")
+            elif reason == "temperature_unsupported" and self.send_temperature:
+                self.send_temperature = False
+                self.learned.append("no temperature (the model refuses one)")
+            elif reason == "stream_options_unsupported" and self.stream and self.stream_options:
+                self.stream_options = False
+                self.learned.append("no stream_options")
+            elif reason == "stream_unsupported" and self.stream:
+                self.stream = False
+                self.learned.append("no streaming (the server refuses stream)")
+            else:
+                return False
+        return True
 
     # ------------------------------------------------------------------ API
     def resolve_model(self) -> str:
@@ -252,55 +316,115 @@ class LLMClient:
         try:
             models = [m.id for m in self._client.models.list()]
         except Exception as exc:  # noqa: BLE001 - translated below
-            raise self._safe(self._translate(exc)) from None
+            raise self._safe(self._translate(exc, "models")) from None
         if not models:
             raise UnknownModel(f"{self.base_url} lists no models: pass --model or set FORGE_LLM_MODEL")
         self._model = models[0]
         return self._model
 
-    def chat(self, messages: list[dict], *, max_tokens: Optional[int] = None) -> ChatResult:
-        """One chat completion with retries. Raises LLMError (one line) when it cannot get one."""
+    def _once(self, model: str, messages: list[dict], max_tokens: Optional[int], on_token) -> tuple[Reply, dict]:
+        """One request; the reply and the parameters sent. Raises LLMError."""
+        cfg = self.config
+        params = self.params(max_tokens)
+        stream = self.stream
+        sent = dict(params, stream=stream)
+        reply = Reply(on_token)
+        try:
+            with self.gate() if self.gate is not None else nullcontext():
+                if not stream:
+                    resp = self._client.chat.completions.create(
+                        model=model, messages=messages, timeout=cfg.timeout_s, **params
+                    )
+                    reply.add(dump(resp))
+                    return reply, sent
+                extra: dict[str, Any] = {}
+                if self.stream_options:
+                    extra["stream_options"] = {"include_usage": True}
+                    sent["stream_options"] = extra["stream_options"]
+                chunks = self._client.chat.completions.create(
+                    model=model, messages=messages, stream=True, timeout=cfg.timeout_s, **params, **extra
+                )
+                self._read_stream(chunks, reply)
+        except LLMError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure becomes an LLMError
+            raise self._translate(exc) from None
+        return reply, sent
+
+    def _read_stream(self, chunks, reply: Reply) -> None:
+        """Read SSE chunks into ``reply``; the silence between two reads is bounded by idle_timeout_s."""
+        response = getattr(chunks, "response", None)
+        try:
+            ctype = response.headers.get("content-type", "") if response is not None else ""
+            if response is not None and "json" in ctype:  # the server ignored stream: true
+                reply.add(json.loads(response.read() or b"{}"))
+                return
+            timeouts = response.request.extensions.get("timeout") if response is not None else None
+            if isinstance(timeouts, dict):
+                timeouts["read"] = self.config.idle_timeout_s  # read when the body starts
+            try:
+                for chunk in chunks:
+                    reply.add(dump(chunk))
+            except Exception as exc:  # noqa: BLE001
+                if named(exc, "TimeoutException", "APITimeoutError"):
+                    got = sum(map(len, reply.content)) + sum(map(len, reply.reasoning))
+                    raise LLMTimeout(
+                        f"{self.base_url} went silent for {self.config.idle_timeout_s:g} s in the middle of a "
+                        f"streamed reply, after {got} characters (idle_timeout_s)"
+                    ) from None
+                raise
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+
+    def chat(
+        self, messages: list[dict], *, max_tokens: Optional[int] = None, on_token: Optional[TokenSink] = None
+    ) -> ChatResult:
+        """One chat completion with retries, adapting the request to what the endpoint accepts.
+
+        on_token(kind, text) gets the reply as it streams ("content" / "reasoning") and status
+        lines ("status"); a retried attempt starts again from its first token.
+        Raises LLMError (one line) when it cannot get one.
+        """
         model = self.resolve_model()
         t0 = time.monotonic()
         attempts = 0
+        status = (lambda line: on_token("status", line)) if on_token is not None else None
 
         def once():
             nonlocal attempts
             attempts += 1
-            try:
-                with self.gate() if self.gate is not None else nullcontext():
-                    resp = self._client.chat.completions.create(
-                        model=model,
-                        messages=messages,
-                        temperature=self.config.temperature,
-                        max_tokens=max_tokens or self.config.max_tokens,
-                    )
-            except Exception as exc:  # noqa: BLE001 - every failure becomes an LLMError
-                raise self._translate(exc) from None
-            return resp
+            return self._once(model, messages, max_tokens, on_token)
 
-        try:
-            resp = self._retrying()(once)
-        except LLMError as err:
-            spent = time.monotonic() - t0
-            if err.retry_after_s is not None and spent + err.retry_after_s > self.config.retry_budget_s:
-                err.args = (f"{err}, past the retry budget of {self.config.retry_budget_s:g} s (retry_budget_s)",)
-            if err.transient and attempts > 1:
-                err.args = (f"{err} (gave up after {attempts} attempts in {spent:.1f} s)",)
-            raise self._safe(err) from None
+        for _ in range(len(ADAPTABLE) + 1):
+            try:
+                reply, sent = self._retrying(status)(once)
+                break
+            except BadRequest as err:
+                if self._adapt(err):
+                    continue
+                raise self._safe(err) from None
+            except LLMError as err:
+                spent = time.monotonic() - t0
+                if err.retry_after_s is not None and spent + err.retry_after_s > self.config.retry_budget_s:
+                    err.args = (f"{err}, past the retry budget of {self.config.retry_budget_s:g} s (retry_budget_s)",)
+                if err.transient and attempts > 1:
+                    err.args = (f"{err} (gave up after {attempts} attempts in {spent:.1f} s)",)
+                raise self._safe(err) from None
+        else:  # pragma: no cover - each adaptation happens once
+            raise self._safe(BadRequest(f"{self.base_url} kept rejecting the request"))
         latency = time.monotonic() - t0
-        choices = getattr(resp, "choices", None) or []
-        if not choices:
+        if not reply.choices:
             raise self._safe(BadReply(f"{self.base_url} returned no choices"))
-        choice = choices[0]
-        text = (choice.message.content if choice.message is not None else None) or ""
-        usage = getattr(resp, "usage", None)
         return ChatResult(
-            text=text,
-            model=getattr(resp, "model", None) or model,
-            prompt_tokens=getattr(usage, "prompt_tokens", None) if usage else None,
-            completion_tokens=getattr(usage, "completion_tokens", None) if usage else None,
+            text="".join(reply.content),
+            model=reply.model or model,
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
             latency_s=latency,
-            finish_reason=choice.finish_reason or "",
+            finish_reason=reply.finish,
             attempts=attempts,
+            reasoning="".join(reply.reasoning),
+            request=sent,
         )

@@ -15,7 +15,7 @@ import os
 import socket
 import sys
 import threading
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Optional
 from urllib.parse import urlparse, urlsplit
@@ -42,23 +42,31 @@ class LLMConfig:
 
     base_url: OpenAI-compatible endpoint (``.../v1``); empty means the openai client's default.
     model: model name; empty means "the first model the endpoint lists".
-    timeout_s: limit for one request (seconds).
+    timeout_s: the longest wait for the server to start answering a request (seconds): queue,
+        model load, and (without streaming) the whole reply.
+    idle_timeout_s: the longest silence inside a streamed reply (seconds).
+    stream: ask for streamed replies (SSE); a server that refuses is asked without.
     max_retries: retries after the first attempt on rate limits, timeouts, connection errors, 5xx.
     retry_wait_s: first backoff (seconds); doubles per retry, with full jitter.
     retry_max_wait_s: the longest single backoff (seconds).
     retry_budget_s: total time across attempts before giving up (seconds).
     temperature / max_tokens: sampling settings sent with every request.
+    prices: ``{model: {"input": $, "output": $}}`` per 1M tokens, from ``[llm.prices]``; the
+        cost shown is computed from these only (none are built in).
     """
 
     base_url: str = ""
     model: str = ""
     timeout_s: float = 300.0
+    idle_timeout_s: float = 120.0
+    stream: bool = True
     max_retries: int = 4
     retry_wait_s: float = 1.0
     retry_max_wait_s: float = 30.0
     retry_budget_s: float = 900.0
     temperature: float = 0.7
     max_tokens: int = 16384
+    prices: dict = field(default_factory=dict)
 
     def run_config(self) -> dict:
         """What is stored in a run's ``config_json`` (no API key: there is none in here)."""
@@ -80,8 +88,8 @@ class LLMConfig:
         return cfg
 
     def validate(self, where: str = "config") -> None:
-        if self.timeout_s <= 0:
-            raise ConfigError(f"timeout_s must be above 0 (in {where})")
+        if self.timeout_s <= 0 or self.idle_timeout_s <= 0:
+            raise ConfigError(f"timeout_s and idle_timeout_s must be above 0 (in {where})")
         if self.max_retries < 0:
             raise ConfigError(f"max_retries must be 0 or more (in {where})")
         if self.max_tokens <= 0:
@@ -90,9 +98,34 @@ class LLMConfig:
             raise ConfigError(f"retry times must be positive (in {where})")
 
 
+def _prices(val: Any, where: str) -> dict:
+    """``[llm.prices]``: ``{model: {"input": float, "output": float}}`` (dollars per 1M tokens)."""
+    if not isinstance(val, dict):
+        raise ConfigError(f"prices in {where} must be a table ([llm.prices]) keyed by model")
+    out: dict[str, dict[str, float]] = {}
+    for model, p in val.items():
+        if not isinstance(p, dict) or set(p) - {"input", "output"} or not p:
+            raise ConfigError(
+                f"prices.{model} in {where} must be a table with input and output (dollars per 1M tokens)"
+            )
+        try:
+            out[str(model)] = {k: float(v) for k, v in p.items() if not isinstance(v, bool)}
+        except (TypeError, ValueError):
+            raise ConfigError(f"prices.{model} in {where}: input and output must be numbers") from None
+        if any(v < 0 for v in out[str(model)].values()) or len(out[str(model)]) != len(p):
+            raise ConfigError(f"prices.{model} in {where}: input and output must be numbers of 0 or more")
+    return out
+
+
 def _coerce(key: str, val: Any, typ: Any, where: str) -> Any:
     name = typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
+    if key == "prices":
+        return _prices(val, where)
     try:
+        if name == "bool":
+            if not isinstance(val, bool):
+                raise TypeError
+            return val
         if name == "str":
             if not isinstance(val, str):
                 raise TypeError

@@ -1,6 +1,11 @@
 """Reply parsing that survives real models.
 
-:func:`parse_reply` never raises: it returns a :class:`ParsedReply` whose ``error`` is set
+The kernel is the LAST closed fenced block in a C/C++/CUDA language (or untagged) that
+*defines* ``forge_launch`` (a body, not a restated signature), never a Python block, never one
+holding ``int main(`` (a test driver). Reasoning is not the answer: ``<think>...</think>``
+blocks are dropped, and a bare ``</think>`` (the chat template put the opening tag in the
+prompt: DeepSeek-R1, QwQ) means only the text after it counts; :func:`split_reasoning` returns
+both parts. :func:`parse_reply` never raises: it returns a :class:`ParsedReply` whose ``error`` is set
 (one clear line) when the reply holds no usable code - empty, far too large, truncated, no
 fenced block, or an unclosed block.
 """
@@ -16,6 +21,9 @@ MAX_REPLY_BYTES = 1_000_000
 CODE_LANGS = {"", "cuda", "cu", "cpp", "c++", "cxx", "c", "cc", "h", "hpp"}
 
 _FENCE = re.compile(r"^[ \t]*(```+|~~~+)[ \t]*([A-Za-z0-9_+.-]*)[^\n]*$", re.M)
+_DEFINES_LAUNCH = re.compile(r"\bforge_launch\s*\([^;{}]*\)\s*(?:noexcept\s*)?\{")
+_MAIN = re.compile(r"\bint\s+main\s*\(")
+_THINK = re.compile(r"<think>.*?</think>", re.S)
 _DESC = re.compile(r"^[ \t>*_#-]*(?:description|change|summary)[ \t*_]*:[ \t*_]*(.+)$", re.I | re.M)
 
 
@@ -72,14 +80,30 @@ def _description(prose: str) -> str:
     return line[:300]
 
 
+def defines_launch(code: str) -> bool:
+    """True when ``code`` defines ``forge_launch`` with a body (not only declares it)."""
+    return _DEFINES_LAUNCH.search(code) is not None
+
+
 def choose_block(blocks: list[CodeBlock]) -> CodeBlock | None:
-    """The block with ``forge_launch`` (the last such, models restate), else the longest code block."""
-    closed = [b for b in blocks if b.closed]
-    with_launch = [b for b in closed if "forge_launch" in b.code]
-    if with_launch:
-        return max(with_launch, key=lambda b: len(b.code))
-    code = [b for b in closed if b.lang in CODE_LANGS and b.code.strip()]
+    """The last closed C/C++/CUDA (or untagged) block that defines ``forge_launch`` and has no
+    ``main``; when none defines it, the longest such block (the compile will say what is missing)."""
+    code = [b for b in blocks if b.closed and b.lang in CODE_LANGS and b.code.strip() and not _MAIN.search(b.code)]
+    defining = [b for b in code if defines_launch(b.code)]
+    if defining:
+        return defining[-1]
     return max(code, key=lambda b: len(b.code)) if code else None
+
+
+def split_reasoning(text: str) -> tuple[str, str]:
+    """(reasoning, answer) of a reply: ``<think>`` blocks are reasoning; with a bare ``</think>``
+    (its opening tag was in the prompt) everything up to the last one is reasoning."""
+    thoughts = [m.group(0)[len("<think>") : -len("</think>")] for m in _THINK.finditer(text)]
+    answer = _THINK.sub("", text)
+    if "</think>" in answer:
+        head, _, answer = answer.rpartition("</think>")
+        thoughts.insert(0, head.replace("<think>", ""))
+    return "\n".join(t.strip("\n") for t in thoughts if t.strip()), answer
 
 
 def parse_reply(text: str | None, finish_reason: str = "") -> ParsedReply:
@@ -96,8 +120,8 @@ def parse_reply(text: str | None, finish_reason: str = "") -> ParsedReply:
         why = " (finish_reason length: max_tokens used up, perhaps by reasoning)" if finish_reason == "length" else ""
         return ParsedReply("", "empty reply", f"the model returned an empty reply{why}")
     # reasoning models may put their thinking in <think> tags before the answer
-    visible = re.sub(r"<think>.*?</think>", "", text, flags=re.S)
-    if "<think>" in visible and "</think>" not in visible:
+    _, visible = split_reasoning(text)
+    if "<think>" in visible:
         return ParsedReply(
             "",
             "truncated reply",
@@ -106,6 +130,13 @@ def parse_reply(text: str | None, finish_reason: str = "") -> ParsedReply:
         )
     blocks, prose = code_blocks(visible)
     desc = _description(prose) or "LLM proposal"
+    last = blocks[-1] if blocks else None
+    if last is not None and not last.closed and "forge_launch" in last.code and finish_reason == "length":
+        return ParsedReply(
+            "",
+            desc,
+            "the reply was cut (truncated at finish_reason length) inside its kernel's code block: raise max_tokens",
+        )
     chosen = choose_block(blocks)
     if chosen is None:
         if blocks and not blocks[-1].closed:
@@ -117,6 +148,9 @@ def parse_reply(text: str | None, finish_reason: str = "") -> ParsedReply:
         if finish_reason == "length":
             return ParsedReply("", desc, "reply truncated (finish_reason length) before any code block")
         if blocks:
-            return ParsedReply("", desc, "the reply's code blocks hold no C++/CUDA source")
+            langs = sorted({b.lang or "untagged" for b in blocks})
+            if any(b.closed and b.lang in CODE_LANGS and _MAIN.search(b.code) for b in blocks):
+                return ParsedReply("", desc, "the reply's only C++ block is a test program (int main): no kernel")
+            return ParsedReply("", desc, f"the reply's code blocks hold no C++/CUDA source (only {', '.join(langs)})")
         return ParsedReply("", desc, "the reply has no fenced code block (```cuda ... ```)")
     return ParsedReply(chosen.code.strip("\n") + "\n", desc)

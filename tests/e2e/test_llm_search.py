@@ -118,7 +118,7 @@ def test_endpoint_down_pauses_then_resume_finishes(tmp_path, fake_llm, monkeypat
         store, softmax_task, backend="host", proposer="llm", iterations=3, model=MODEL, config={"repairs": 2, **cfg}
     )
     fake_llm.script = [reply(answer(variant(4), "ACC 4"))]
-    fake_llm.fallback = lambda body: status(503, "model is loading")
+    fake_llm.fallback = lambda body: status(503, "service unavailable")
     lines: list[str] = []
     final = Search(store, run.id, log=lines.append).execute()
     assert final.status == "paused", lines

@@ -37,7 +37,7 @@ from forge_tui.app.widgets.code_view import CodeView
 from forge_tui.app.widgets.footer import ForgeFooter
 from forge_tui.app.widgets.measurements import MeasurementsPane, best_curve
 from forge_tui.app.widgets.node_tree import NodeTree
-from forge_tui.app.widgets.transcript import TranscriptPane
+from forge_tui.app.widgets.transcript import LiveLLM, TranscriptPane, live_llm
 from forge_tui.core.status import BackendName
 from store import StoreError
 from store.models import RunRead
@@ -274,6 +274,9 @@ class RunScreen(Screen):
                     if changed:
                         self.post_message(NodesChanged(changed))
                     self.post_message(RunChanged(run))
+            live = live_llm(store, self.run_id, self.run)  # the replies streaming now, once per poll
+            if live is not None:
+                self.post_message(live)
         except StoreError as exc:
             self.post_message(PollFailed(str(exc)))
         finally:
@@ -326,6 +329,9 @@ class RunScreen(Screen):
             self.refresh_bindings()
         if old is not None and old.best_node_id != message.run.best_node_id and self.selected_id is not None:
             self.load_detail(self.selected_id)
+
+    def on_live_llm(self, message: LiveLLM) -> None:
+        self.query_one(TranscriptPane).show_live(message.live, message.head)
 
     def on_nodes_added(self, message: NodesAdded) -> None:
         tree = self.query_one(NodeTree)

@@ -1,28 +1,40 @@
 """The ``llm`` proposer: asks an OpenAI-compatible model for children and repairs.
 
 Every exchange (messages, reply, model, tokens, latency, finish reason, error) is stored
-with :meth:`Store.add_llm_exchange` and attached to the node it produced. A reply without
-usable code becomes a ``rejected`` node carrying the reason. An endpoint that cannot answer
-(down, timing out or failing past the retry budget, refusing the key, unknown model) raises
-:class:`~forge_tui.search.proposers.base.ProposerUnavailable`: the run pauses with that reason
-and resumes later. The API key is held by the client only; it is scrubbed from everything stored.
+with :meth:`Store.add_llm_exchange` and attached to the node it produced; while a reply
+streams, its row holds the text so far (``finish_reason`` ``streaming``, written at most every
+:data:`LIVE_EVERY_S` seconds) for the app's transcript pane. A reply without usable code becomes
+a ``rejected`` node carrying the reason. An endpoint that cannot answer (down, timing out or
+failing past the retry budget, refusing the key, unknown model, a model that cannot chat) or
+that rejects requests the same way twice in a row (a 400 every request will get) raises
+:class:`~forge_tui.search.proposers.base.ProposerUnavailable`: the run pauses with the
+server's message and resumes later. A prompt too long for the model's context is asked again
+once without the sibling and best kernels. The API key is held by the client only; it is
+scrubbed from everything stored, and so are lone surrogates.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Optional
+import threading
+import time
+from typing import Callable, Optional
 
 from forge_tui import hardware
 from forge_tui.core.status import NodeKind, NodeStatus, ProposerName
 from forge_tui.llm import prompts
-from forge_tui.llm.client import BadReply, BadRequest, ChatResult, LLMClient, LLMError
+from forge_tui.llm.client import BadReply, BadRequest, CannotChat, ChatResult, ContextTooLong, LLMClient, LLMError
+from forge_tui.llm.client import clean_text as clean
 from forge_tui.llm.config import ConfigError, LLMConfig
-from forge_tui.llm.parse import parse_reply
+from forge_tui.llm.parse import ParsedReply, choose_block, code_blocks, defines_launch, parse_reply, split_reasoning
 from forge_tui.search.proposers.base import Proposal, ProposerError, ProposerUnavailable, SearchContext, source_hash
 
 #: Longest reply kept in the store (a 10 MB reply is kept as its head and a note).
 MAX_STORED_REPLY = 200_000
+#: The shortest interval between two writes of a streaming reply to the store (seconds).
+LIVE_EVERY_S = 0.5
+#: The finish_reason of an exchange whose reply is still streaming.
+STREAMING = "streaming"
 
 
 def _flags(backend: str) -> str:
@@ -60,6 +72,11 @@ class LLMProposer:
 
     def __init__(self, client: LLMClient, store, run_id: int):
         self.client, self.store, self.run_id = client, store, run_id
+        self._lock = threading.Lock()
+        #: The class of the last failed request's 400 (two alike in a row pause the run).
+        self._last_400 = ""
+        for ex in store.live_llm_exchanges(run_id, limit=1000):  # left by a search that was stopped
+            store.update_llm_exchange(ex.id, finish_reason="", error="the search stopped while this reply streamed")
 
     @classmethod
     def from_run(cls, run, store) -> "LLMProposer":
@@ -88,7 +105,12 @@ class LLMProposer:
         messages = prompts.expansion_messages(
             task, ctx.backend, facts, _flags(ctx.backend), _kernel(parent), siblings, best
         )
-        return self._ask(ctx, messages, NodeKind.PROPOSAL)
+        shorter = None
+        if siblings or best is not None:
+            shorter = prompts.expansion_messages(
+                task, ctx.backend, facts, _flags(ctx.backend), _kernel(parent), [], None
+            )
+        return self._ask(ctx, messages, NodeKind.PROPOSAL, shorter=shorter)
 
     def repair(self, ctx: SearchContext, failed) -> Optional[Proposal]:
         if not failed.source:
@@ -125,43 +147,119 @@ class LLMProposer:
                 facts.setdefault("bandwidth_gbs", peak.bandwidth_gbs)
         return facts
 
-    def _record(self, messages: list[dict], result: Optional[ChatResult], error: str) -> int:
+    def _record(
+        self,
+        messages: list[dict],
+        result: Optional[ChatResult],
+        error: str,
+        *,
+        exchange_id: Optional[int] = None,
+        reply: Optional[str] = None,
+        reasoning: str = "",
+    ) -> int:
+        """Store (or complete, when ``exchange_id`` names the live row) one exchange; its id."""
         scrub = self.client.scrub
-        reply = result.text if result is not None else ""
+        reply = (result.text if result is not None else "") if reply is None else reply
         if len(reply) > MAX_STORED_REPLY:
             reply = reply[:MAX_STORED_REPLY] + f"\n[... reply cut: {len(reply)} characters in all ...]"
-        row = self.store.add_llm_exchange(
-            run_id=self.run_id,
-            messages_json=scrub(json.dumps(messages)),
-            reply=scrub(reply),
+        if len(reasoning) > MAX_STORED_REPLY:
+            reasoning = reasoning[:MAX_STORED_REPLY] + f"\n[... reasoning cut: {len(reasoning)} characters ...]"
+        request = result.request if result is not None else self.client.params()
+        fields = dict(
+            messages_json=clean(scrub(json.dumps(messages))),
+            reply=clean(scrub(reply)),
+            reasoning=clean(scrub(reasoning)),
+            request_json=json.dumps(request),
             model=result.model if result is not None else self.client.model,
             prompt_tokens=result.prompt_tokens if result is not None else None,
             completion_tokens=result.completion_tokens if result is not None else None,
             latency_s=result.latency_s if result is not None else None,
             finish_reason=result.finish_reason if result is not None else "",
-            error=scrub(error),
+            error=clean(scrub(error)),
         )
-        return row.id
+        if exchange_id is not None:
+            self.store.update_llm_exchange(exchange_id, **fields)
+            return exchange_id
+        return self.store.add_llm_exchange(run_id=self.run_id, **fields).id
 
-    def _ask(self, ctx: SearchContext, messages: list[dict], kind: NodeKind) -> Proposal:
+    def _live(self, messages: list[dict]) -> tuple[int, Callable[[str, str], None]]:
+        """A row for the reply being streamed, and the token sink that fills it (batched)."""
+        row = self.store.add_llm_exchange(
+            run_id=self.run_id,
+            messages_json=clean(self.client.scrub(json.dumps(messages))),
+            model=self.client.model,
+            finish_reason=STREAMING,
+            request_json=json.dumps(self.client.params()),
+        )
+        parts: dict[str, list[str]] = {"content": [], "reasoning": [], "status": []}
+        last = [time.monotonic()]
+
+        def sink(kind: str, text: str) -> None:
+            if kind == "status":
+                parts["status"] = [text]
+            else:
+                parts[kind].append(text)
+            now = time.monotonic()
+            if now - last[0] < LIVE_EVERY_S and kind != "status":
+                return
+            last[0] = now
+            self.store.update_llm_exchange(
+                row.id,
+                reply=clean(self.client.scrub("".join(parts["content"])))[:MAX_STORED_REPLY],
+                reasoning=clean(self.client.scrub("".join(parts["reasoning"])))[:MAX_STORED_REPLY],
+                error=clean(self.client.scrub(parts["status"][-1])) if parts["status"] else "",
+            )
+
+        return row.id, sink
+
+    def _failed_request(self, exc: BadRequest) -> None:
+        """Pause the run when this 400 will repeat: a model that cannot chat, or a class seen
+        on the request before this one too."""
+        reason = getattr(exc, "reason", "bad_request")
+        with self._lock:
+            repeated, self._last_400 = self._last_400 == reason, reason
+        if isinstance(exc, CannotChat) or repeated:
+            raise ProposerUnavailable(f"LLM endpoint refuses every request: {exc}") from None
+
+    def _ask(
+        self, ctx: SearchContext, messages: list[dict], kind: NodeKind, *, shorter: Optional[list[dict]] = None
+    ) -> Proposal:
+        ex_id, sink = self._live(messages)
         try:
-            result = self.client.chat(messages)
+            try:
+                result = self.client.chat(messages, on_token=sink)
+            except ContextTooLong:
+                if shorter is None:
+                    raise
+                messages = shorter  # without the sibling and best kernels: asked again once
+                result = self.client.chat(messages, on_token=sink)
         except (BadRequest, BadReply) as exc:
             # this request failed, the endpoint works: record a failed node and go on
             msg = str(exc)
-            ex_id = self._record(messages, None, msg)
+            self._record(messages, None, msg, exchange_id=ex_id)
+            if isinstance(exc, BadRequest):
+                self._failed_request(exc)
             return Proposal(
                 "", f"LLM request failed ({exc.kind})", kind=kind, exchange_id=ex_id, failure=(NodeStatus.REJECTED, msg)
             )
         except LLMError as exc:
             msg = str(exc)
-            self._record(messages, None, msg)
+            self._record(messages, None, msg, exchange_id=ex_id)
             raise ProposerUnavailable(f"LLM endpoint unavailable: {msg}") from None
+        except BaseException as exc:  # the live row must not stay "streaming"
+            self._record(messages, None, f"{type(exc).__name__}: {exc}".splitlines()[0], exchange_id=ex_id)
+            raise
+        with self._lock:
+            self._last_400 = ""
+        thought, answer = split_reasoning(result.text)
+        reasoning = "\n".join(t for t in (result.reasoning, thought) if t)
         parsed = parse_reply(result.text, result.finish_reason)
+        if not parsed.ok and not answer.strip() and result.reasoning:
+            parsed = _from_reasoning(result, parsed)
         error = parsed.error
         if not error and source_hash(parsed.source) in ctx.tried:
             error = "the model returned a source identical to one already tried"
-        ex_id = self._record(messages, result, error)
+        self._record(messages, result, error, exchange_id=ex_id, reply=answer, reasoning=reasoning)
         if error:
             return Proposal(
                 "",
@@ -171,3 +269,19 @@ class LLMProposer:
                 failure=(NodeStatus.REJECTED, error),
             )
         return Proposal(parsed.source, parsed.description, kind=kind, exchange_id=ex_id)
+
+
+def _from_reasoning(result: ChatResult, parsed: ParsedReply) -> ParsedReply:
+    """A reply whose answer is only in its reasoning field (Ollama does this with some models):
+    the reasoning's last kernel block when there is one, else why there is no answer."""
+    blocks, _ = code_blocks(result.reasoning)
+    chosen = choose_block(blocks)
+    if chosen is not None and defines_launch(chosen.code):
+        return ParsedReply(chosen.code.strip("\n") + "\n", "kernel taken from the model's reasoning field")
+    if result.finish_reason == "length":
+        return ParsedReply(
+            "",
+            "reply cut",
+            "the reply was cut (finish_reason length) while the model was still reasoning: raise max_tokens",
+        )
+    return ParsedReply("", "empty reply", "the model answered only in its reasoning field, with no kernel in it")
