@@ -186,7 +186,10 @@ def _glu(v: _View) -> Optional[dict]:
 
 
 def _norm_act(v: _View) -> Optional[dict]:
-    for norm, act, name in (("native_layer_norm", "gelu", "layer_norm_gelu"), ("native_group_norm", "silu", "group_norm_silu")):
+    for norm, act, name in (
+        ("native_layer_norm", "gelu", "layer_norm_gelu"),
+        ("native_group_norm", "silu", "group_norm_silu"),
+    ):
         if v.only({norm, act}, {norm, act}) and v.bag[norm] == 1 and v.bag[act] == 1:
             n = v.first(norm)
             assert n is not None

@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 import torch
 
 from forge_tui.model.capture.describe import dtype_name, functional_name
-from forge_tui.model.capture.regions import Region, RegionSet, region_nodes
+from forge_tui.model.capture.regions import Region, RegionSet
 from forge_tui.model.errors import CaptureError
 from forge_tui.model.loader import one_line as _first_line
 

@@ -235,7 +235,9 @@ def find_regions(cap: Capture, graph: Optional[Graph] = None) -> RegionSet:
     if cap.model is None:
         raise CaptureError(f"the capture of {cap.model_file.path.name} holds no model to trace")
     if graph is None:
-        graph = record_graph(cap.model, cap.inputs, lambda mode: run_forward(cap.model_file, cap.model, cap.inputs, mode))
+        graph = record_graph(
+            cap.model, cap.inputs, lambda mode: run_forward(cap.model_file, cap.model, cap.inputs, mode)
+        )
     by_sig: dict[str, list[Instance]] = {}
     singles = 0
     for inst in partition(graph):
@@ -243,28 +245,38 @@ def find_regions(cap: Capture, graph: Optional[Graph] = None) -> RegionSet:
             singles += 1
             continue
         by_sig.setdefault(signature(graph, inst), []).append(inst)
-    from forge_tui.model.capture.describe import call_key
-
-    median = {call_key(g.op, g.args, g.kwargs): g.median_ms for g in cap.groups}
-    timed = all(g.median_ms is not None for g in cap.groups)
-    total = sum(g.total_ms or 0.0 for g in cap.groups) if timed else None
     regions = []
     for k, insts in enumerate(by_sig.values(), start=1):
         first = insts[0]
         nodes = [graph.nodes[i] for i in first.nodes]
         r = Region(f"R{k}", insts, graph, ops=[n.op for n in nodes], kernels=kernels_of(graph, first))
         r.module = module_of(nodes)
-        if total is not None:
-            times = [median.get(n.key) for n in nodes if n.role == "fusible"]
-            if all(t is not None for t in times):
-                r.per_call_ms = sum(times)  # type: ignore[arg-type]
-                r.share = r.total_ms / total if total else None  # type: ignore[operator]
         regions.append(r)
     _link(graph, regions)
     for r in regions:
         r.pattern = match(graph, r.first)
         r.refusal = refusal(r)
-    return RegionSet(cap, graph, regions, singles)
+    rs = RegionSet(cap, graph, regions, singles)
+    set_times(rs)
+    return rs
+
+
+def set_times(rs: RegionSet) -> None:
+    """Each region's ``per_call_ms`` (its kernel calls' per-op medians summed) and ``share``
+    (its total over the sum of all op groups' totals), from the capture's op timing; left
+    None while the capture is untimed (call again after :func:`measure`)."""
+    from forge_tui.model.capture.describe import call_key
+
+    cap = rs.capture
+    if any(g.median_ms is None for g in cap.groups):
+        return
+    median = {call_key(g.op, g.args, g.kwargs): g.median_ms for g in cap.groups}
+    total = sum(g.total_ms or 0.0 for g in cap.groups)
+    for r in rs.regions:
+        times = [median.get(n.key) for n in region_nodes(r) if n.role == "fusible"]
+        if all(t is not None for t in times):
+            r.per_call_ms = sum(t for t in times if t is not None)
+            r.share = (r.per_call_ms * r.count) / total if total else None
 
 
 def _link(graph: Graph, regions: list[Region]) -> None:
