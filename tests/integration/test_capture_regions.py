@@ -154,6 +154,8 @@ class Model(nn.Module):
         self.fc2 = nn.Linear(d, d)
 
     def forward(self, x, mask):
+        if bool((x.abs() > 1e6).any()):                  # a bool region read by the host: refused
+            x = x.clamp(-1e6, 1e6)
         h = self.fc2(self.norm(x))                       # gemma_rms_norm
         h = self.fc2(F.gelu(self.ln(h)))                 # layer_norm_gelu
         h = self.fc2(F.gelu(h @ self.w + self.b))        # bias_gelu
@@ -182,7 +184,9 @@ def test_other_patterns_and_a_region_with_two_live_outputs(tmp_path):
     two = next(r for r in rs.regions if "var_mean" in _kernels(r))
     assert two.first.output is None and len(two.first.live) == 2
     assert "2 live outputs" in two.refusal and "skipped" in two.refusal
-    assert all(r.refusal is None for r in rs.regions if r is not two)
+    host = next(r for r in rs.regions if "any" in _kernels(r))  # item() reads it: a live output
+    assert _kernels(host) == ["abs", "gt", "any"] and "bool" in host.refusal
+    assert all(r.refusal is None for r in rs.regions if r not in (two, host))
 
 
 def test_cli_regions_json_and_select(tmp_path, capsys):

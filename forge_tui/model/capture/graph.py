@@ -205,8 +205,11 @@ class GraphRecorder(TorchDispatchMode):
         out = func(*args, **kwargs)
         multi = isinstance(out, (tuple, list))
         outs = list(out) if multi else [out]
-        if not any(isinstance(o, torch.Tensor) for o in outs):
+        scalar = not any(isinstance(o, torch.Tensor) for o in outs)
+        if scalar and not reads:
             return out
+        if scalar:  # item(), is_nonzero(), equal(): a read of a tensor, no tensor made
+            outs = []
         args_desc = describe(list(args))
         kwargs_desc = {k: describe(v) for k, v in kwargs.items()}
         kind = op_kind(func)
@@ -225,8 +228,8 @@ class GraphRecorder(TorchDispatchMode):
             inplace=inplace,
             module=self._module_stack[-1] if self._module_stack else "",
         )
-        if not all(isinstance(o, torch.Tensor) or o is None for o in outs):
-            node.role = "barrier"  # a nested list among the results: not written as code
+        if scalar or not all(isinstance(o, torch.Tensor) or o is None for o in outs):
+            node.role = "barrier"  # a host value, or a nested list among the results: not written as code
         self.nodes.append(node)
         for i, o in enumerate(outs):
             if isinstance(o, torch.Tensor):

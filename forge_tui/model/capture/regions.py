@@ -281,12 +281,6 @@ def set_times(rs: RegionSet) -> None:
 
 def _link(graph: Graph, regions: list[Region]) -> None:
     """Set each region's ``feeds``: the regions whose instances read one of its outputs."""
-    owner = {}
-    for r in regions:
-        for inst in r.instances:
-            for nid in inst.nodes:
-                if graph.nodes[nid].role != "view":
-                    owner[nid] = r.id
     for r in regions:
         outs = {ref for inst in r.instances for ref in inst.live}
         fed = []
