@@ -209,3 +209,11 @@ def test_cli_regions_json_and_select(tmp_path, capsys):
     assert "1 fusion region(s)" in out and "group_norm_silu" in out and "--select R1" in out
     rc, out, err = _main(capsys, "capture", UNET, "--no-time", "--db", db, "--select", "R7")
     _one_line_error(rc, out, err, "no region R7", "R1..R1")
+    # op groups and regions in one --select, without --regions: the op table, then both tasks
+    rc, out, err = _main(
+        capsys, "capture", UNET, "--no-time", "--db", db, "-o", tmp_path / "t2", "--select", "r1,aten.silu"
+    )
+    assert rc == 0, err
+    assert "distinct" in out.splitlines()[0]
+    assert "(region R1," in out and "aten.silu.default" in out
+    assert sorted(p.name for p in (tmp_path / "t2").iterdir()) == ["region_R1_group_norm_silu.py", "silu_default_2.py"]

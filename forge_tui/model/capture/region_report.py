@@ -73,7 +73,7 @@ def format_regions(rs: RegionSet, width: int = 64) -> str:
     if not rs.regions:
         return "\n".join(lines)
     lines.append(
-        f"{'id':>4} {'share':>6} {'total us':>9} {'calls':>5} {'kernels':>7}  {'pattern':18} {'module':26} ops"
+        f"{'id':>4} {'share':>6} {'total us':>9} {'calls':>5} {'kernels':>7}  {'pattern':18} {'module':32} ops"
     )
     for r in rs.ranked():
         share = f"{100 * r.share:5.1f}%" if r.share is not None else f"{'-':>6}"
@@ -81,8 +81,8 @@ def format_regions(rs: RegionSet, width: int = 64) -> str:
         ops = " ".join(op.split(".")[1] for op in r.ops if not _is_view(r, op))
         if len(ops) > width:
             ops = ops[: width - 3] + "..."
-        mod = (r.module or "-")[:26]
-        lines.append(f"{r.id:>4} {share} {tot} {r.count:>5} {r.kernels:>7}  {r.pattern_name or '-':18} {mod:26} {ops}")
+        mod = (r.module or "-")[:32]
+        lines.append(f"{r.id:>4} {share} {tot} {r.count:>5} {r.kernels:>7}  {r.pattern_name or '-':18} {mod:32} {ops}")
         if r.refusal:
             lines.append(f"{'':>4} cannot be a task: {r.refusal}")
     ok = [r for r in rs.ranked() if not r.refusal]

@@ -250,7 +250,7 @@ def find_regions(cap: Capture, graph: Optional[Graph] = None) -> RegionSet:
         first = insts[0]
         nodes = [graph.nodes[i] for i in first.nodes]
         r = Region(f"R{k}", insts, graph, ops=[n.op for n in nodes], kernels=kernels_of(graph, first))
-        r.module = module_of(nodes)
+        r.module = _modules(graph, insts)
         regions.append(r)
     _link(graph, regions)
     for r in regions:
@@ -259,6 +259,23 @@ def find_regions(cap: Capture, graph: Optional[Graph] = None) -> RegionSet:
     rs = RegionSet(cap, graph, regions, singles)
     set_times(rs)
     return rs
+
+
+def _modules(graph: Graph, insts: list[Instance]) -> Optional[str]:
+    """Where the instances ran, layer numbers folded: ``layers.*.input_layernorm``, with
+    ``(+N)`` when they ran in N more kinds of module (``post_attention_layernorm``)."""
+    import re
+
+    seen: list[str] = []
+    for inst in insts:
+        m = module_of([graph.nodes[i] for i in inst.nodes])
+        if m is not None:
+            m = re.sub(r"(?<=\.)\d+(?=\.|$)|^\d+(?=\.)", "*", m) if len(insts) > 1 else m
+            if m not in seen:
+                seen.append(m)
+    if not seen:
+        return None
+    return seen[0] + (f" (+{len(seen) - 1})" if len(seen) > 1 else "")
 
 
 def set_times(rs: RegionSet) -> None:
