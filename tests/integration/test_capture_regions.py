@@ -34,6 +34,45 @@ def unet():
     return _regions(UNET)
 
 
+_BASIC = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    \"\"\"torchvision's BasicBlock: conv-bn-relu(inplace)-conv-bn, out += identity, relu(inplace).\"\"\"
+
+    def __init__(self, c=16):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+        for bn in (self.bn1, self.bn2):
+            bn.running_mean.uniform_(-1, 1)
+            bn.running_var.uniform_(0.5, 2)
+
+    def forward(self, x):
+        identity = x
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        out += identity
+        return self.relu(out)
+
+
+def get_inputs():
+    return [torch.randn(2, 16, 8, 8)]
+"""
+
+
+@pytest.fixture(scope="module")
+def basic(tmp_path_factory):
+    path = tmp_path_factory.mktemp("basic") / "basic_block.py"
+    path.write_text(_BASIC)
+    return _regions(path)
+
+
 def _by_pattern(rs) -> dict:
     return {r.pattern_name: r for r in rs.regions}
 
@@ -101,7 +140,18 @@ def test_unet_group_norm_silu(unet):
     assert all(_readers(rs, i.output) == {"convolution"} for i in r.instances)
 
 
-@pytest.mark.parametrize("which", ["llama", "unet"])
+def test_basic_block_in_place_calls(basic):
+    """ResNet's in-place ReLU and residual ``+=`` are regions too (written out of place)."""
+    rs = basic
+    assert [r.pattern_name for r in rs.regions] == ["batch_norm_relu", "batch_norm_add_relu"] and rs.singles == 0
+    first, second = rs.regions
+    assert _kernels(first) == ["native_batch_norm", "relu_"] and _kernels(second)[1:] == ["add_", "relu_"]
+    assert [r[1] for r in first.first.params] == ["bn1.weight", "bn1.bias", "bn1.running_mean", "bn1.running_var"]
+    assert second.pattern["roles"]["residual"] == "x1" and _producer(rs, second.first.inputs[1]) == "in"
+    assert _readers(rs, second.first.output) == {"<forward output>"}
+
+
+@pytest.mark.parametrize("which", ["llama", "unet", "basic"])
 def test_region_task_files_load_and_reproduce_the_forward(which, request, tmp_path):
     """Each region's task file loads with the task-file loader, and its reference on the
     forward's own inputs and parameters gives the forward's own value there."""

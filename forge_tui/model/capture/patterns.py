@@ -17,6 +17,8 @@ rather than named wrongly. The names, as issue 15 lists them:
 ``softmax_scale`` /    ``softmax(x * scale [+ mask])`` (``scale`` a multiply or a divide by a
 ``softmax_scale_mask`` number; a mask added or written with ``masked_fill``/``where``)
 ``bias_gelu``          ``gelu(x + b)`` with ``b`` a parameter
+``batch_norm_relu``    BatchNorm (eval) then ReLU; ``batch_norm_add_relu`` with a residual
+                       add between them (ResNet's blocks)
 =====================  ===============================================================
 
 ``roles`` names the task-file argument each part of the pattern reads (``x0``, ``weight``),
@@ -113,7 +115,7 @@ def _number(n: Node) -> Optional[float]:
 def match(graph: Graph, inst: Instance) -> Optional[dict]:
     """The named pattern of one region instance: ``{"name", "roles", ...details}`` or None."""
     v = _View(graph, inst)
-    for fn in (_rms, _rotary, _glu, _norm_act, _softmax, _bias_gelu):
+    for fn in (_rms, _rotary, _glu, _norm_act, _batch_norm, _softmax, _bias_gelu):
         got = fn(v)
         if got:
             return got
@@ -227,3 +229,23 @@ def _bias_gelu(v: _View) -> Optional[dict]:
     if len(bias) != 1 or len(xs) != 1:
         return None
     return {"name": "bias_gelu", "roles": {"x": v.slot(v.root(xs[0])), "bias": v.slot(v.root(bias[0]))}}
+
+
+_BATCH_NORMS = {"native_batch_norm", "_native_batch_norm_legit_no_training", "cudnn_batch_norm", "miopen_batch_norm"}
+
+
+def _batch_norm(v: _View) -> Optional[dict]:
+    bns = [n for n in v.calls if n.name in _BATCH_NORMS]
+    relu = {"relu"} if "relu" in v.bag else {"relu_"}
+    if len(bns) != 1 or not v.only(_BATCH_NORMS | {"relu", "relu_", "add", "add_"}, relu):
+        return None
+    if v.bag["relu"] + v.bag["relu_"] != 1 or v.bag["add"] + v.bag["add_"] > 1:
+        return None
+    slots = [v.slot(v.root(r)) for r in bns[0].reads]
+    roles = dict(zip(("x", "weight", "bias", "running_mean", "running_var"), slots))
+    adds = [n for n in v.calls if n.name in ("add", "add_")]
+    if adds:
+        other = [r for r in adds[0].reads if v.source(r) is not bns[0]]
+        if other:
+            roles["residual"] = v.slot(v.root(other[0]))
+    return {"name": "batch_norm_add_relu" if adds else "batch_norm_relu", "roles": roles}

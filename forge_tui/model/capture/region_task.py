@@ -7,8 +7,9 @@ first-read order), the parameters, buffers and constant tensors it reads are the
 own parameters/buffers (named by their shortest unique dotted suffix: ``weight``, ``cos``),
 and it returns the region's one live output. ``get_inputs()`` draws random tensors of the
 recorded shapes and dtypes (value ranges as recorded, every input contiguous);
-``FORGE_CAPTURE`` holds ``kind: "region"``, the region id, its calls, pattern, instance
-count, eager kernels and share, and the model it came from.
+``FORGE_CAPTURE`` holds ``kind: "region"``, the region id, its calls, pattern (and the roles
+of the task's arguments), instance count, eager kernels and share, the model it came from,
+each instance's parameter names and the region's signature (what apply will match).
 
 :func:`refusal` replays the rendered forward on the values the model really had (inputs made
 contiguous) and compares with the value the forward computed there; a region whose replay
@@ -27,7 +28,7 @@ from typing import Optional, Sequence
 import torch
 
 from forge_tui.model.capture.describe import dtype_name, functional_name
-from forge_tui.model.capture.regions import Region, RegionSet
+from forge_tui.model.capture.regions import Region, RegionSet, signature
 from forge_tui.model.errors import CaptureError
 from forge_tui.model.loader import one_line as _first_line
 
@@ -170,6 +171,10 @@ def task_capture(rs: RegionSet, region: Region) -> dict:
         ],
         "outputs": [_spec(graph.value(inst.output))],
         "device": cap.device_name,
+        # for apply of regions: each instance's parameters (dotted names, in the task's order)
+        # and the calls' identities with their data flow (regions.signature)
+        "instances": [{"params": [r[1] if r[0] == "p" else None for r in i.params]} for i in region.instances],
+        "signature": signature(graph, inst),
     }
 
 
