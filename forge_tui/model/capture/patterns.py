@@ -31,7 +31,7 @@ from collections import Counter
 from typing import Optional
 
 from forge_tui.model.capture.graph import Graph, Node
-from forge_tui.model.capture.regions import Instance
+from forge_tui.model.capture.regions import Instance, slot_names
 
 _CASTS = {"_to_copy", "to", "clone"}
 _RMS_CORE = {"pow", "mean", "add", "rsqrt", "mul"}
@@ -44,10 +44,7 @@ class _View:
         self.graph, self.inst = graph, inst
         self.calls = [graph.nodes[i] for i in inst.nodes if graph.nodes[i].role == "fusible"]
         self.bag = Counter(n.name for n in self.calls)
-        from forge_tui.model.capture.region_task import param_names
-
-        self._pnames: Optional[dict] = None
-        self._param_names = param_names
+        self.names = slot_names(inst.params)
 
     def only(self, allowed: set, required: set) -> bool:
         names = set(self.bag)
@@ -57,11 +54,7 @@ class _View:
         """The task-file name of an external Ref (``x0``, ``weight``), or ``""`` for an internal one."""
         if ref in self.inst.inputs:
             return f"x{self.inst.inputs.index(ref)}"
-        if ref in self.inst.params:
-            if self._pnames is None:
-                self._pnames = _names_for(self.graph, self.inst, self._param_names)
-            return self._pnames.get(ref, "")
-        return ""
+        return self.names.get(ref, "")
 
     def internal(self, ref) -> bool:
         """Whether ``ref`` is computed inside the instance."""
@@ -97,12 +90,6 @@ class _View:
     def with_scalar(self, name: str) -> list[Node]:
         """Calls named ``name`` with one tensor argument and a number."""
         return [n for n in self.calls if n.name == name and len(n.reads) == 1 and _number(n) is not None]
-
-
-def _names_for(graph, inst, param_names) -> dict:
-    from types import SimpleNamespace
-
-    return param_names(SimpleNamespace(first=inst, graph=graph))
 
 
 def _number(n: Node) -> Optional[float]:

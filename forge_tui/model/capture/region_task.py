@@ -28,7 +28,7 @@ from typing import Optional, Sequence
 import torch
 
 from forge_tui.model.capture.describe import dtype_name, functional_name
-from forge_tui.model.capture.regions import Region, RegionSet, signature
+from forge_tui.model.capture.regions import Region, RegionSet, signature, slot_names
 from forge_tui.model.errors import CaptureError
 from forge_tui.model.loader import one_line as _first_line
 
@@ -37,28 +37,9 @@ _INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "
 
 # --------------------------------------------------------------------------- names
 def param_names(region: Region) -> dict:
-    """``Ref -> attribute name`` for the region's parameters, buffers and constants."""
-    refs = region.first.params
-    dotted = {r: (r[1] if r[0] == "p" else f"const{r[1]}") for r in refs}
-    out: dict = {}
-    for r, name in dotted.items():
-        parts = name.split(".")
-        for k in range(1, len(parts) + 1):
-            cand = "_".join(parts[-k:])
-            clash = [o for o, n in dotted.items() if o != r and "_".join(n.split(".")[-k:]) == cand]
-            if not clash:
-                break
-        out[r] = _ident(cand)
-    return out
-
-
-def _ident(name: str) -> str:
-    from forge_tui.model.taskfile import RESERVED, sanitise
-
-    s = sanitise(name)
-    if s in RESERVED or re.fullmatch(r"[xv]\d+", s):
-        s += "_"
-    return s
+    """``Ref -> attribute name`` for the region's parameters, buffers and constants
+    (:func:`forge_tui.model.capture.regions.slot_names` of its first instance)."""
+    return slot_names(region.first.params)
 
 
 # --------------------------------------------------------------------------- rendering

@@ -20,6 +20,7 @@ mode (views launch none): what one fused kernel replaces.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -212,6 +213,27 @@ def signature(graph: Graph, inst: Instance) -> str:
     return json.dumps([body, [rel(r) for r in inst.live]])
 
 
+def slot_names(params: list) -> dict:
+    """``Ref -> attribute name`` of a region's parameters, buffers and constants in its task:
+    the shortest unique dotted suffix of each name, as an identifier (``layers.0.norm.weight``
+    -> ``weight``; two weights -> ``norm_weight``, ``mlp_weight``); constants ``const<k>``."""
+    from forge_tui.model.taskfile import RESERVED, sanitise
+
+    dotted = {r: (r[1] if r[0] == "p" else f"const{r[1]}") for r in params}
+    out: dict = {}
+    for r, name in dotted.items():
+        parts = name.split(".")
+        for k in range(1, len(parts) + 1):
+            cand = "_".join(parts[-k:])
+            if not any(o != r and "_".join(n.split(".")[-k:]) == cand for o, n in dotted.items()):
+                break
+        ident = sanitise(cand)
+        if ident in RESERVED or re.fullmatch(r"[xv]\d+", ident):
+            ident += "_"  # x0 / v3 name the forward's arguments and values
+        out[r] = ident
+    return out
+
+
 def kernels_of(graph: Graph, inst: Instance) -> int:
     """Eager kernels one instance launches: its calls that are not views."""
     return sum(1 for nid in inst.nodes if graph.nodes[nid].role == "fusible")
@@ -264,7 +286,6 @@ def find_regions(cap: Capture, graph: Optional[Graph] = None) -> RegionSet:
 def _modules(graph: Graph, insts: list[Instance]) -> Optional[str]:
     """Where the instances ran, layer numbers folded: ``layers.*.input_layernorm``, with
     ``(+N)`` when they ran in N more kinds of module (``post_attention_layernorm``)."""
-    import re
 
     seen: list[str] = []
     for inst in insts:
@@ -305,17 +326,10 @@ def _link(graph: Graph, regions: list[Region]) -> None:
             if other is r:
                 continue
             for inst in other.instances:
-                reads = set(inst.inputs)
-                if any(_through_views(graph, ref, reads, inst) for ref in outs) and other.id not in fed:
+                read = any(ref in graph.nodes[n].reads for n in inst.nodes for ref in outs)
+                if read and other.id not in fed:
                     fed.append(other.id)
         r.feeds = fed
-
-
-def _through_views(graph: Graph, ref, reads: set, inst: Instance) -> bool:
-    if ref in reads:
-        return True
-    ms = set(inst.nodes)
-    return any(ref in graph.nodes[n].reads for n in ms)
 
 
 def region_nodes(region: Region) -> list[Node]:
