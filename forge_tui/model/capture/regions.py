@@ -61,7 +61,8 @@ class Region:
     calls' per-op medians (None untimed); ``share`` the fraction of the summed operator time
     all instances take; ``pattern`` a named pattern (:mod:`.patterns`) or None; ``refusal``
     why it cannot become a task (None when it can); ``feeds`` the regions that read its
-    output; ``module`` the deepest module path its first instance ran in.
+    output; ``module`` the deepest module path its instances ran in (layer numbers as ``*``,
+    ``(+N)`` for N more kinds of module).
     """
 
     id: str
@@ -286,7 +287,6 @@ def find_regions(cap: Capture, graph: Optional[Graph] = None) -> RegionSet:
 def _modules(graph: Graph, insts: list[Instance]) -> Optional[str]:
     """Where the instances ran, layer numbers folded: ``layers.*.input_layernorm``, with
     ``(+N)`` when they ran in N more kinds of module (``post_attention_layernorm``)."""
-
     seen: list[str] = []
     for inst in insts:
         m = module_of([graph.nodes[i] for i in inst.nodes])
