@@ -267,3 +267,27 @@ def test_cli_regions_json_and_select(tmp_path, capsys):
     assert "distinct" in out.splitlines()[0]
     assert "(region R1," in out and "aten.silu.default" in out
     assert sorted(p.name for p in (tmp_path / "t2").iterdir()) == ["region_R1_group_norm_silu.py", "silu_default_2.py"]
+
+
+@pytest.mark.parametrize("which", ["llama", "unet", "basic"])
+def test_partition_invariants(which, request):
+    """Every memory-bound call is in exactly one instance (one-kernel chains included); no
+    instance holds a compute-bound call; only its sink's value is read from outside it."""
+    from forge_tui.model.capture.regions import partition
+
+    rs = request.getfixturevalue(which)
+    graph = rs.graph
+    cons = graph.consumers()
+    owner: dict = {}
+    for k, inst in enumerate(partition(graph)):
+        members = set(inst.nodes)
+        for nid in inst.nodes:
+            n = graph.nodes[nid]
+            assert n.role in ("fusible", "view"), n.op
+            if n.role == "fusible":
+                assert nid not in owner
+                owner[nid] = k
+                if nid != inst.sink:
+                    assert all(c in members for c in cons.get(("n", nid, 0), ())), n.op
+        assert [r[1] for r in inst.live] == [inst.sink]
+    assert set(owner) == {n.id for n in graph.nodes if n.role == "fusible"}
