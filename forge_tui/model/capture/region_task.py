@@ -19,6 +19,7 @@ have a dtype a launch cannot take, or which has several live outputs cannot beco
 
 from __future__ import annotations
 
+import json
 import math
 import pprint
 import re
@@ -155,7 +156,7 @@ def task_capture(rs: RegionSet, region: Region) -> dict:
         # for apply of regions: each instance's parameters (dotted names, in the task's order)
         # and the calls' identities with their data flow (regions.signature)
         "instances": [{"params": [r[1] if r[0] == "p" else None for r in i.params]} for i in region.instances],
-        "signature": signature(graph, inst),
+        "signature": json.loads(signature(graph, inst)),
     }
 
 
