@@ -311,7 +311,17 @@ def cmd_capture(args, store: Store) -> int:
     if args.samples is not None and args.samples < 1:
         return fail("--samples must be 1 or more")
     cap = cp.record(args.file, backend=args.backend)
-    chosen = cp.select(cap, args.select.split(",")) if args.select else []
+    from forge_tui.model.capture import region_task as rt
+
+    sels = [s for s in (args.select or "").split(",") if s.strip()]
+    op_sels = [s for s in sels if not rt.is_region_selector(s)]
+    chosen = cp.select(cap, op_sels) if op_sels else []
+    rs, chosen_regions = None, []
+    if args.regions or len(op_sels) < len(sels):
+        from forge_tui.model.capture.regions import find_regions
+
+        rs = find_regions(cap)
+        chosen_regions = rt.select_regions(rs, [s for s in sels if rt.is_region_selector(s)])
     if not args.no_time:
         tty = sys.stderr.isatty()
 
@@ -321,12 +331,34 @@ def cmd_capture(args, store: Store) -> int:
 
         cp.measure(cap, samples=args.samples, progress=progress)
     made = cp.write_tasks(store, cap, chosen, args.output) if chosen else []
+    if rs is not None:
+        return _capture_regions(args, store, cap, rs, chosen_regions, made)
     if args.json:
         print(render.to_json(cp.rows(cap, made)))
         return 0
     print(cp.format_table(cap))
     if made:
         print(cp.format_tasks(made))
+    return 0
+
+
+def _capture_regions(args, store: Store, cap, rs, chosen_regions, made) -> int:
+    """``capture --regions`` (or a region in --select): the regions table, or ``--json``'s
+    ``{"regions": [...], "ops": [...]}``, and the tasks made."""
+    from forge_tui.model import capture as cp
+    from forge_tui.model.capture import region_report as rr
+    from forge_tui.model.capture.region_task import write_region_tasks
+    from forge_tui.model.capture.regions import set_times
+
+    set_times(rs)
+    made_regions = write_region_tasks(store, rs, chosen_regions, args.output) if chosen_regions else []
+    if args.json:
+        print(render.to_json({"regions": rr.region_rows(rs, made_regions), "ops": cp.rows(cap, made)}))
+        return 0
+    print(rr.format_regions(rs) if args.regions else cp.format_table(cap))
+    for text in (cp.format_tasks(made) if made else "", rr.format_region_tasks(made_regions)):
+        if text:
+            print(text)
     return 0
 
 

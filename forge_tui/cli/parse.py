@@ -167,7 +167,13 @@ def _model_parsers(sub) -> None:
         "--select",
         default=None,
         metavar="OP[,OP...]",
-        help="make tasks of these operators: # from the table or an op name (aten._softmax.default)",
+        help="make tasks of these operators or regions: # from the table, an op name (aten._softmax.default) "
+        "or a region id (R3)",
+    )
+    cp.add_argument(
+        "--regions",
+        action="store_true",
+        help="list fusion regions (chains of memory-bound ops between matmul/conv/attention/embedding) instead of ops",
     )
     cp.add_argument(
         "-o", "--output", default=None, metavar="DIR", help="where task files go (default forge-tasks/<model>/)"

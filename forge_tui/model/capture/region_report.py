@@ -1,0 +1,106 @@
+"""Text and ``--json`` rows of a capture's fusion regions (``forge-tui capture FILE --regions``)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from forge_tui.model.capture.graph import Graph
+from forge_tui.model.capture.region_task import param_names
+from forge_tui.model.capture.regions import Region, RegionSet
+
+
+def _spec(graph: Graph, ref) -> dict:
+    from forge_tui.model.capture.describe import dtype_name
+
+    t = graph.value(ref)
+    return {"shape": list(t.shape), "dtype": dtype_name(t.dtype)}
+
+
+def region_row(rs: RegionSet, r: Region) -> dict:
+    """One region as JSON: ``id``, ``pattern`` (name or null) and ``pattern_detail`` (roles and
+    variant flags), ``ops`` (every call of one instance, views included), ``kernels`` (eager
+    kernels one instance launches), ``count`` (instances per forward),
+    ``eager_kernels_replaced`` (kernels x count), ``time_us`` (one instance, summed per-op
+    medians), ``total_us``, ``share`` (of the summed operator time), ``module``, ``inputs``,
+    ``params`` (``{"name", "source", "shape", "dtype"}``), ``output``, ``feeds`` (regions
+    reading its output), ``refusal`` (why it cannot become a task, or null) and ``task``
+    (set by ``--select``)."""
+    inst, graph = r.first, r.graph
+    names = param_names(r)
+    return {
+        "id": r.id,
+        "pattern": r.pattern_name,
+        "pattern_detail": {k: v for k, v in (r.pattern or {}).items() if k != "name"},
+        "ops": r.ops,
+        "kernels": r.kernels,
+        "count": r.count,
+        "eager_kernels_replaced": r.kernels * r.count,
+        "time_us": None if r.per_call_ms is None else r.per_call_ms * 1e3,
+        "total_us": None if r.total_ms is None else r.total_ms * 1e3,
+        "share": r.share,
+        "module": r.module,
+        "inputs": [_spec(graph, ref) for ref in inst.inputs],
+        "params": [
+            {"name": names[ref], "source": ref[1] if ref[0] == "p" else None, **_spec(graph, ref)}
+            for ref in inst.params
+        ],
+        "output": _spec(graph, inst.output) if inst.output is not None else None,
+        "feeds": r.feeds,
+        "refusal": r.refusal,
+        "task": None,
+    }
+
+
+def region_rows(rs: RegionSet, tasks: Sequence[dict] = ()) -> list[dict]:
+    """The ``regions`` list of ``--json``, by time share (first appearance when untimed), with
+    ``task`` set for the regions that became tasks (``{"path", "name", "task_id", "run_command"}``)."""
+    made = {t["region"]: {k: v for k, v in t.items() if k != "region"} for t in tasks}
+    out = []
+    for r in rs.ranked():
+        row = region_row(rs, r)
+        row["task"] = made.get(r.id)
+        out.append(row)
+    return out
+
+
+def format_regions(rs: RegionSet, width: int = 64) -> str:
+    """The text table: one line per region, by time share, then how to make tasks of them."""
+    cap = rs.capture
+    lines = [
+        f"{cap.model_file.path.name}: {len(rs.regions)} fusion region(s) of 2+ eager kernels between "
+        f"matmul/conv/attention/embedding calls; {rs.singles} one-kernel chain(s) left to the op table"
+    ]
+    if not rs.regions:
+        return "\n".join(lines)
+    lines.append(
+        f"{'id':>4} {'share':>6} {'total us':>9} {'calls':>5} {'kernels':>7}  {'pattern':18} {'module':32} ops"
+    )
+    for r in rs.ranked():
+        share = f"{100 * r.share:5.1f}%" if r.share is not None else f"{'-':>6}"
+        tot = f"{r.total_ms * 1e3:9.1f}" if r.total_ms is not None else f"{'-':>9}"
+        ops = " ".join(op.split(".")[1] for op in r.ops if not _is_view(r, op))
+        if len(ops) > width:
+            ops = ops[: width - 3] + "..."
+        mod = (r.module or "-")[:32]
+        lines.append(f"{r.id:>4} {share} {tot} {r.count:>5} {r.kernels:>7}  {r.pattern_name or '-':18} {mod:32} {ops}")
+        if r.refusal:
+            lines.append(f"{'':>4} cannot be a task: {r.refusal}")
+    ok = [r for r in rs.ranked() if not r.refusal]
+    if ok:
+        lines.append(
+            f"make tasks of regions: forge-tui capture FILE --regions --select {ok[0].id} (ids, comma-separated)"
+        )
+    return "\n".join(lines)
+
+
+def _is_view(r: Region, op: str) -> bool:
+    return any(n.op == op and n.role == "view" for n in (r.graph.nodes[i] for i in r.first.nodes))
+
+
+def format_region_tasks(tasks: Sequence[dict]) -> str:
+    """Text lines for the region tasks :func:`write_region_tasks` made."""
+    lines = []
+    for t in tasks:
+        lines.append(f"task {t['name']} (region {t['region']}, id {t['task_id']}): {t['path']}")
+        lines.append(f"  search it: {t['run_command']}")
+    return "\n".join(lines)
