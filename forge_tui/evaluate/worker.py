@@ -180,9 +180,10 @@ class Worker:
         for shape_name, dims in task.shapes_for(be.name).items():
             self.progress("baseline", shape=shape_name)
             before = self.telemetry.read()
+            mode = msg.get("mode") or task.timing_mode
             with trials.gpu_lock(self.facts.get("uuid") or "cpu"):
                 r = trials.time_shape(
-                    self.timer, None, task, dims, self.device, msg["seed"], eager=eager, progress=self.progress
+                    self.timer, None, task, dims, self.device, msg["seed"], eager=eager, progress=self.progress, mode=mode
                 )
                 compile_stats = None
                 if compiled is not None:
@@ -196,6 +197,7 @@ class Worker:
                             msg["seed"],
                             eager=compiled,
                             progress=self.progress,
+                            mode=mode,
                         )
                         compile_stats = rc["eager"].timing_stats()
                     except Exception as exc:
@@ -206,6 +208,9 @@ class Worker:
                 r["eager_host"].timing_stats(),
                 compile_stats,
                 {"before": before, "after": self.telemetry.read()},
+                r["mode"],
+                r["launches"],
+                r["graphed"],
             )
         return BaselineResult(out, compile_error).to_dict()
 
@@ -238,6 +243,7 @@ class Worker:
                         msg["seed"] + 7919,
                         eager=task.reference,
                         progress=self.progress,
+                        mode=msg.get("mode") or task.timing_mode,
                     )
                 except RuntimeError as exc:
                     if isinstance(exc, trials.CandidateFault):
@@ -247,18 +253,20 @@ class Worker:
             # verify the output of the last timed call (check 5)
             import torch
 
-            refs = trials._as_tuple(task.reference(*[x.to(torch.float64) for x in r["last_inputs"]]))
-            eagers = trials._as_tuple(task.reference(*r["last_inputs"]))
-            for i, (o, ref) in enumerate(zip(r["last_outputs"], refs)):
-                ok, max_abs, max_rel, tol, note = trials.compare(
-                    o, ref, task.outputs(dims)[i][1], eagers[i] if i < len(eagers) else None
-                )
-                if not ok:
-                    return {
-                        "status": NodeStatus.INCORRECT,
-                        "correctness": rows,
-                        "error": f"output of the last timed call on {shape_name} is wrong: {note}",
-                    }
+            for w_in, w_out in r.get("window_sets") or [(r["last_inputs"], r["last_outputs"])]:
+                # every launch of the last timed window (check 5)
+                refs = trials._as_tuple(task.reference(*[x.to(torch.float64) for x in w_in]))
+                eagers = trials._as_tuple(task.reference(*w_in))
+                for i, (o, ref) in enumerate(zip(w_out, refs)):
+                    ok, max_abs, max_rel, tol, note = trials.compare(
+                        o, ref, task.outputs(dims)[i][1], eagers[i] if i < len(eagers) else None
+                    )
+                    if not ok:
+                        return {
+                            "status": NodeStatus.INCORRECT,
+                            "correctness": rows,
+                            "error": f"output of a timed launch on {shape_name} is wrong: {note}",
+                        }
             shapes[shape_name] = ShapeTiming(
                 r["candidate"].timing_stats(),
                 r["candidate_host"].timing_stats(),
@@ -266,6 +274,9 @@ class Worker:
                 r["eager_host"].timing_stats(),
                 r["rounds"],
                 {"before": before, "after": after},
+                r["mode"],
+                r["launches"],
+                r["graphed"],
             ).to_dict()
         return {"status": NodeStatus.OK, "correctness": rows, "shapes": shapes}
 
