@@ -50,9 +50,15 @@ def load_task(ref: dict) -> TaskSpec:
     """Rebuild a TaskSpec in this process from a ref of :func:`forge_tui.search.runner.task_ref`.
 
     ``{"module", "name"}`` is a catalog task; ``{"file", "text", "name", "origin"}`` a task file
-    (the stored ``text`` wins over the file on disk). Raises TaskError (task files) or
+    (the stored ``text`` wins over the file on disk); a ``shapes`` key replaces the timed
+    shapes (``export --shapes``). Raises TaskError (task files) or
     ValueError (a catalog task that no longer exists).
     """
+    if ref.get("shapes"):  # `forge-tui export --shapes`: the task timed on other shapes
+        import dataclasses
+
+        spec = load_task({k: v for k, v in ref.items() if k != "shapes"})
+        return dataclasses.replace(spec, shapes=ref["shapes"], host_shapes=ref["shapes"])
     if ref.get("file") or ref.get("text"):
         from forge_tui.model.taskfile import load_task_file
 
