@@ -122,3 +122,30 @@ def test_parse_shapes(softmax_task):
     for bad, words in (("8192", "has 1 dims"), ("8x1x2", "rows"), ("axb", "not a shape"), (",", "no shape")):
         with pytest.raises(ExportError, match=words):
             parse_shapes(bad, softmax_task, "host")
+
+
+@pytest.mark.slow  # one evaluation of the node on the extra shape (worker, g++, timing)
+def test_export_shapes_times_the_node_on_more_shapes(tmp_path, softmax_task, host_seed, capsys):
+    from forge_tui import cli
+    from store import Store
+
+    res = _export(tmp_path, softmax_task)
+    s = Store(tmp_path / "g.db")
+    good = s.add_node(run_id=res.manifest["run_id"], status="ok", source=host_seed, speedup=1.0, shapes_json="{}")
+    s.close()
+    out = tmp_path / "more"
+    argv = ["--db", str(tmp_path / "g.db"), "export", str(res.manifest["run_id"]), "--node", str(good.id)]
+    assert cli.main([*argv, "-o", str(out), "--shapes", "8x100", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    (entry,) = got["coverage"]
+    assert entry["shape"] == "8x100" and entry["source"] == "export --shapes" and entry["inputs"] == [[8, 100]]
+    assert entry["speedup"] > 0 and entry["mode"] == "cold" and entry["used"] == (entry["speedup"] > 1)
+    assert "COVERAGE = [{'shape': '8x100'" in (out / "forge_kernel.py").read_text()
+    # the wrong kernel is not exported as covering a shape it is wrong on
+    bad = _err(capsys, cli.main([*argv[:-1], str(res.manifest["node_id"]), "-o", str(out), "--shapes", "8x100"]))
+    assert "--shapes" in bad and "incorrect" in bad
+
+
+def _err(capsys, rc: int) -> str:
+    assert rc != 0
+    return capsys.readouterr().err
