@@ -45,7 +45,10 @@ def main() -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default="")
+    ap.add_argument("--graph-check", action="store_true", help="run only the graph-window and repeat checks")
     a = ap.parse_args()
+    if a.graph_check:
+        return graph_check(a)
     be = "cuda" if a.device.startswith("cuda") else "host"
     task = get_task("softmax")
     if be == "host":
@@ -66,7 +69,9 @@ def main() -> int:
     if be == "cuda":
         from triton.testing import do_bench
     # 1. agreement (cold)
-    print("\n| shape | n/window | cand us (ours) | cand us (do_bench) | diff | eager us (ours) | eager us (do_bench) | diff |")
+    print(
+        "\n| shape | n/window | cand us (ours) | cand us (do_bench) | diff | eager us (ours) | eager us (do_bench) | diff |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for rows, cols in shapes:
         dims = {"rows": rows, "cols": cols}
@@ -182,6 +187,73 @@ def evaluator_section(a, be, task, report) -> int:
         Path(a.out).mkdir(parents=True, exist_ok=True)
         Path(a.out, "timing_window.json").write_text(json.dumps(report, indent=1, default=str))
     return 0 if res.status == "ok" else 1
+
+
+def graph_check(a) -> int:
+    """do_bench on the very graph window time_shape timed (per launch), beside do_bench's one
+    launch per rep; torch.compile the same way; then 10 evaluations of the seed (speedup CV)."""
+    from triton.testing import do_bench
+
+    from forge_tui import hardware
+
+    task = get_task("softmax")
+    arch = hardware.arch_flag(torch.cuda.get_device_capability())
+    lib = compile_source(task.seed_source("cuda"), "cuda", arch=arch)
+    launcher = trials.Launcher(str(lib.library), task, "cuda")
+    report: dict = {"graph": [], "evaluations": []}
+    print("| shape | n | subject | ours us | do_bench(our graph)/n us | diff | do_bench one launch us |")
+    print("|---|---|---|---|---|---|---|")
+    for rows, cols in SHAPES_CUDA:
+        dims = {"rows": rows, "cols": cols}
+        for subject in ("candidate", "eager", "compile"):
+            if subject == "compile" and rows * cols > 4096 * 1024:
+                continue
+            timer = trials.make_timer("cuda", "cuda")
+            fn = torch.compile(task.reference) if subject == "compile" else task.reference
+            lau = launcher if subject == "candidate" else None
+            r = trials.time_shape(timer, lau, task, dims, "cuda", seed=5, eager=None if lau else fn, mode="cold")
+            st = r["candidate" if lau else "eager"]
+            n = r["launches"]
+            g = timer.graphs[0] if timer.graphs else None
+            db_graph = do_bench(g.replay, return_mode="median") * 1e3 / n if g is not None else float("nan")
+            x = task.make_inputs(dims, trials.input_generator(9, "cuda"), "cuda", "normal")
+            if lau:
+                y = trials.alloc_outputs(task, dims, "cuda")
+                args = launcher.args(x, y, dims)
+                one = do_bench(lambda: launcher(args), return_mode="median") * 1e3
+            else:
+                one = do_bench(lambda: fn(*x), return_mode="median") * 1e3
+            ours = st.median * 1e3
+            row = {"shape": f"{rows}x{cols}", "n": n, "subject": subject, "ours_us": ours, "db_graph_us": db_graph,
+                   "db_one_us": one, "graphed": r["graphed"]}  # fmt: skip
+            report["graph"].append(row)
+            del timer, r, g  # the graphs and their sets go before the next shape
+            print(
+                f"| {rows}x{cols} | {n} | {subject} | {ours:.2f} | {db_graph:.2f} | {100 * (ours / db_graph - 1):+.1f}% "
+                f"| {one:.2f} |",
+                flush=True,
+            )
+    from forge_tui.evaluate.evaluator import Evaluator
+
+    ev = Evaluator(task, "cuda")
+    ev.start()
+    comp = ev.compile(task.seed_source("cuda"))
+    sps: dict = {}
+    for i in range(10):
+        res = ev.evaluate(task.seed_source("cuda"), seed=50 + i, compiled=comp)
+        for s_, v in res.shapes.items():
+            sps.setdefault(s_, []).append((v["speedup"], v["median_ms"] * 1e3, v["baseline_ms"] * 1e3))
+    ev.close()
+    print("\n| shape (10 evaluations) | median speedup | CV speedup | CV cand | CV eager |")
+    print("|---|---|---|---|---|")
+    for s_, xs in sps.items():
+        sp, c, e = ([x[i] for x in xs] for i in range(3))
+        report["evaluations"].append({"shape": s_, "speedups": sp, "cand_us": c, "eager_us": e})
+        print(f"| {s_} | {statistics.median(sp):.3f} | {cv_pct(sp):.2f}% | {cv_pct(c):.2f}% | {cv_pct(e):.2f}% |")
+    if a.out:
+        Path(a.out).mkdir(parents=True, exist_ok=True)
+        Path(a.out, "graph_check.json").write_text(json.dumps(report, indent=1, default=str))
+    return 0
 
 
 if __name__ == "__main__":
