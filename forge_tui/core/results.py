@@ -14,7 +14,6 @@ from typing import Any, ClassVar, Mapping, Optional
 
 from forge_tui.core.status import NodeStatus
 
-
 #: Timing modes (issue 14): ``cold`` = the cache is flushed before each timed window, so
 #: every launch reads its inputs from memory (catalog shapes); ``warm`` = the window's
 #: inputs were just read into the cache, as inside a forward where the producer just wrote

@@ -189,7 +189,15 @@ class Worker:
             mode = msg.get("mode") or task.timing_mode
             with trials.gpu_lock(self.facts.get("uuid") or "cpu"):
                 r = trials.time_shape(
-                    self.timer, None, task, dims, self.device, msg["seed"], eager=eager, progress=self.progress, mode=mode
+                    self.timer,
+                    None,
+                    task,
+                    dims,
+                    self.device,
+                    msg["seed"],
+                    eager=eager,
+                    progress=self.progress,
+                    mode=mode,
                 )
                 compile_stats = None
                 if compiled is not None:

@@ -13,7 +13,11 @@
   of input shapes is checked against the embedded PyTorch reference in fp64 with the
   search's tolerances (``ForgeKernelMismatch`` on a mismatch; ``FORGE_VERIFY=0`` skips it);
 * ``manifest.json``: ``{"task", "origin", "backend", "signature", "run_id", "node_id",
-  "speedup", "capture", "module": "forge_kernel.py", "function": "forward", ...}``;
+  "speedup", "capture", "module": "forge_kernel.py", "function": "forward", "coverage", ...}``;
+
+The module dispatches guardedly (:mod:`forge_tui.model.coverage`): the kernel runs only on
+the input shapes and dtypes it was timed on and won on (``COVERAGE``), the reference
+elsewhere, unless ``FORGE_DISPATCH=always``; ``stats()`` counts both sides by shape.
 * ``README.md``: a short usage note.
 
 Catalog tasks embed the reference function and the task's ``sizes_of`` (their source text,
