@@ -216,7 +216,7 @@ def time_shape(
                 d, h, ret = timer.window(eager_runs[w], n, mode)
                 e_dev.append(d)
                 e_host.append(h)
-                for r in ret:
+                for r in cast(list, ret):  # eager_window's list of the window's outputs
                     poison(r)
             if launcher:
                 for k in ks:  # poisoned before every timed window (check 4): skipped work shows
