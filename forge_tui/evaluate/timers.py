@@ -150,6 +150,9 @@ class Timer:
         """
         return plain or body, False
 
+    def release(self) -> None:
+        """Drop the graphs captured by earlier :meth:`compile_window` calls (their memory pools)."""
+
     def window(self, run: Callable[[], object], n: int, mode: str) -> tuple[float, float, object]:
         """One timed window of ``n`` launches: ``(device_ms, host_ms)`` per launch, and ``run()``'s value.
 
@@ -179,7 +182,7 @@ class CudaEventTimer(Timer):
         self.end = torch.cuda.Event(enable_timing=True)
         clock_khz = getattr(props, "clock_rate", 0) or 1_980_000
         self.spin_cycles = int(self.WARM_SPIN_US * clock_khz / 1e3)
-        self.graphs: list = []  # kept alive: a replayed graph's memory pool must not be freed
+        self.graphs: list = []  # the last time_shape's graphs (benchmarks replay them); see release()
 
     def flush(self) -> None:
         self.flush_buf.zero_()
@@ -237,6 +240,9 @@ class CudaEventTimer(Timer):
             return ret
 
         return replay, True
+
+    def release(self) -> None:
+        self.graphs.clear()
 
     def window(self, run: Callable[[], object], n: int, mode: str) -> tuple[float, float, object]:
         # As in sample(): the GPU is busy (flush, or a spin kernel that touches no memory)

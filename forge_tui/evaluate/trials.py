@@ -184,6 +184,7 @@ def time_shape(
     def eager_window(ks: list):
         return lambda: [eag(k) for k in ks]
 
+    timer.release()  # the previous shape's graphs: the worker's timer lives across evaluations
     graphed: dict = {}
     cand_runs, eager_runs = [], []
     for ks in windows:

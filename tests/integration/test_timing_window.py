@@ -82,3 +82,10 @@ def test_many_calls_per_window_on_the_host(softmax_task, host_seed, mode):
 def test_a_kernel_that_caches_by_pointer_is_caught(softmax_task):
     with pytest.raises(RuntimeError, match="skipped work"):
         _time(softmax_task, POINTER_CACHE, "cold", eager=False)
+
+
+def test_a_task_declares_its_mode(softmax_task):
+    import dataclasses
+
+    assert softmax_task.timing_mode == "cold"  # catalog shapes: cold
+    assert dataclasses.replace(softmax_task, origin="captured").timing_mode == "warm"  # from a model's forward
