@@ -335,6 +335,8 @@ class EvalResult:
     median_ms: sum over shapes of the candidate's median times.
     compile / correctness / measurements: rows for the store (dicts of column values).
     worker_stages_s: wall seconds per worker stage (load, correctness, determinism, timing).
+    flags: verdict flags beside the status, stored in ``node.flags_json`` (e.g.
+        ``{"nondeterministic": {"max_abs_diff": 1.8e-7, "tolerance_frac": 0.002}}``).
     """
 
     status: NodeStatus
@@ -347,6 +349,7 @@ class EvalResult:
     median_ms: Optional[float] = None
     output_tail: str = ""
     worker_stages_s: dict = field(default_factory=dict)
+    flags: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.status = NodeStatus(self.status)  # a bare string from an older caller becomes the member

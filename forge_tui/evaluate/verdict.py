@@ -84,6 +84,10 @@ def shape_verdict(res: EvalResult, shapes: dict, be: Backend, task: TaskSpec, fa
                     "mode": m.mode,
                 }
             )
+    wide = sorted(k for k, v in res.shapes.items() if v.get("straddles_1"))
+    if wide:  # the speedup's p10-p90 interval holds 1.0 on these shapes (node.flags_json)
+        res.flags["straddles_1"] = True
+        res.flags["straddles_1_shapes"] = wide
     res.speedup = math.exp(sum(math.log(max(s, 1e-12)) for s in speedups) / len(speedups)) if speedups else None
     res.median_ms = total
     if suspect:

@@ -89,3 +89,24 @@ def test_a_task_declares_its_mode(softmax_task):
 
     assert softmax_task.timing_mode == "cold"  # catalog shapes: cold
     assert dataclasses.replace(softmax_task, origin="captured").timing_mode == "warm"  # from a model's forward
+
+
+def test_a_straddling_speedup_is_flagged(softmax_task):
+    from forge_tui.core.results import EvalResult, ShapeTiming
+    from forge_tui.evaluate.backends import get_backend
+    from forge_tui.evaluate.verdict import shape_verdict
+
+    def timing(eager: list, cand: list) -> dict:
+        e, c = TimingStats.of(eager), TimingStats.of(cand)
+        return ShapeTiming(c, c, e, e, 1, {}, "cold", 4, {}).to_dict()
+
+    shapes = {
+        "attn_scores_256x1024": timing([1.0, 1.1, 1.2, 1.3], [1.05, 1.1, 1.15, 1.2]),  # 1.0x give or take
+        "lm_head_4x32768": timing([1.0, 1.01, 1.02], [0.5, 0.51, 0.52]),  # 2x, tight
+    }
+    res = shape_verdict(EvalResult("ok"), shapes, get_backend("host"), softmax_task, {})
+    assert res.shapes["attn_scores_256x1024"]["straddles_1"] and not res.shapes["lm_head_4x32768"]["straddles_1"]
+    assert res.flags == {"straddles_1": True, "straddles_1_shapes": ["attn_scores_256x1024"]}
+    assert {m["mode"] for m in res.measurements} == {"cold"} and "4 launch(es) per window" in res.measurements[0][
+        "method"
+    ]
