@@ -449,6 +449,11 @@ def _readme(task, backend: str, manifest: dict) -> str:
         "The first call on each new set of input shapes is checked against the PyTorch reference",
         "(`ForgeKernelMismatch` if it disagrees; `FORGE_VERIFY=0` skips the check). The operator has a",
         "fake (meta) implementation, so `torch.compile` traces through it.",
+        "",
+        "Guarded dispatch: the kernel runs only on the input shapes and dtypes it was timed on and",
+        "beat eager on (`coverage` in manifest.json, `COVERAGE` in the module); other calls run the",
+        "PyTorch reference. `FORGE_DISPATCH=always` uses the kernel everywhere, `FORGE_DISPATCH=never`",
+        "nowhere; `forge_kernel.stats()` counts the calls sent to each, by shape.",
     ]
     if task.origin != "catalog":
         lines += [
