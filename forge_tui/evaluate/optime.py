@@ -78,7 +78,11 @@ def time_each(
             est = min(timer.sample(fn)[0] for _ in range(3))
             n = launches_per_window(est, 0, "warm", timer.cache_bytes, timer.budget_bytes)
             timer.release()
-            run, _ = timer.compile_window(lambda fn=fn, n=n: [fn() for _ in range(n)])
+
+            def body(fn: Callable[[], object] = fn, n: int = n) -> list:
+                return [fn() for _ in range(n)]
+
+            run, _ = timer.compile_window(body)
             out.append(Stats.of([timer.window(run, n, "warm")[0] for _ in range(max(samples, 1))]))
             timer.release()
     return out
