@@ -162,6 +162,12 @@ class TaskSpec:
             parts.append("cudaStream_t stream")
         return f'extern "C" int forge_launch({", ".join(parts)})'
 
+    @property
+    def timing_mode(self) -> str:
+        """The timing mode this task represents (issue 14): ``warm`` for a task captured from
+        a model (its inputs were just written by the producer op), ``cold`` otherwise."""
+        return "warm" if self.origin == "captured" else "cold"
+
     def shapes_for(self, backend: str) -> Mapping[str, Mapping[str, int]]:
         """Timed shapes on ``backend``."""
         return self.shapes if backend == BackendName.CUDA else self.host_shapes

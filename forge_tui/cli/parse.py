@@ -198,6 +198,12 @@ def _model_parsers(sub) -> None:
     ex.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="directory to write into")
     ex.add_argument("--build", action="store_true", help="also compile kernel.so now (for machines without a compiler)")
     ex.add_argument(
+        "--shapes",
+        default=None,
+        metavar="AxB,...",
+        help="time the node on these shapes too before deciding where the kernel is used (e.g. 8192x1024,4x32768)",
+    )
+    ex.add_argument(
         "--force", action="store_true", help="write into a non-empty directory that holds no previous export"
     )
     ex.add_argument("--json", action="store_true")

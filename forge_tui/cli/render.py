@@ -195,7 +195,12 @@ def tasks_text(tasks: Iterable) -> str:
 
 
 def export_dict(res) -> dict:
-    return {"directory": str(res.directory), "files": res.files, "manifest": res.manifest}
+    return {
+        "directory": str(res.directory),
+        "files": res.files,
+        "manifest": res.manifest,
+        "coverage": res.manifest.get("coverage", []),
+    }
 
 
 def export_text(res) -> str:
@@ -205,6 +210,10 @@ def export_text(res) -> str:
         f"exported node {m['node_id']} of run {m['run_id']} ({m['task']}, {m['backend']}{speed}) to {res.directory}"
     ]
     lines += [f"  {f}" for f in res.files]
+    from forge_tui.model.coverage import coverage_table
+
+    lines.append("coverage (guarded dispatch):")
+    lines += coverage_table(m.get("coverage", []))
     args_ = ", ".join(i["name"] for i in m["inputs"])
     lines.append(f"use: import forge_kernel; y = forge_kernel.forward({args_})  (see {res.directory / 'README.md'})")
     return "\n".join(lines)

@@ -14,6 +14,27 @@ from typing import Any, ClassVar, Mapping, Optional
 
 from forge_tui.core.status import NodeStatus
 
+#: Timing modes (issue 14): ``cold`` = the cache is flushed before each timed window, so
+#: every launch reads its inputs from memory (catalog shapes); ``warm`` = the window's
+#: inputs were just read into the cache, as inside a forward where the producer just wrote
+#: them (tasks captured from a model).
+TIMING_MODES = ("cold", "warm")
+
+
+def speedup_interval(eager: "TimingStats", candidate: "TimingStats") -> tuple[float, float]:
+    """The speedup's spread ``(eager p10 / candidate p90, eager p90 / candidate p10)``.
+
+    A speedup whose interval holds 1.0 is not distinguishable from eager at this spread.
+    """
+    lo = eager.p10_ms / candidate.p90_ms if candidate.p90_ms > 0 else math.inf
+    hi = eager.p90_ms / candidate.p10_ms if candidate.p10_ms > 0 else math.inf
+    return lo, hi
+
+
+def straddles_one(lo: float, hi: float) -> bool:
+    """The interval ``[lo, hi]`` holds 1.0 (the speedup may be a loss or a win)."""
+    return lo < 1.0 < hi
+
 
 def _json_text(d: Any) -> str:
     return json.dumps(d)
@@ -86,14 +107,19 @@ class TimingStats:
 class ShapeBaseline:
     """The baselines of one shape: eager (device timer and host clock), torch.compile, NVML clocks.
 
-    JSON: ``{"eager": stats, "eager_host": stats, "compile": stats?, "clocks": {...}}``;
-    ``eager_host``, ``compile`` and ``clocks`` are left out when absent.
+    JSON: ``{"eager": stats, "eager_host": stats, "compile": stats?, "clocks": {...},
+    "mode": "cold"|"warm", "launches": n, "graphed": {...}}``; ``eager_host``, ``compile``
+    and ``clocks`` are left out when absent. ``launches``: launches per timed window;
+    ``graphed``: per subject, whether the window was replayed from a CUDA graph.
     """
 
     eager: TimingStats
     eager_host: Optional[TimingStats] = None
     compile: Optional[TimingStats] = None
     clocks: Optional[Mapping[str, Any]] = None
+    mode: str = "cold"
+    launches: int = 1
+    graphed: Mapping[str, bool] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         d: dict = {"eager": self.eager.to_dict()}
@@ -103,6 +129,7 @@ class ShapeBaseline:
             d["compile"] = self.compile.to_dict()
         if self.clocks is not None:
             d["clocks"] = dict(self.clocks)
+        d.update(mode=self.mode, launches=self.launches, graphed=dict(self.graphed))
         return d
 
     @staticmethod
@@ -113,6 +140,9 @@ class ShapeBaseline:
             opt("eager_host"),
             opt("compile"),
             dict(d["clocks"]) if "clocks" in d else None,
+            str(d.get("mode") or "cold"),
+            int(d.get("launches") or 1),
+            dict(d.get("graphed") or {}),
         )
 
 
@@ -149,7 +179,9 @@ class ShapeTiming:
     """The worker's interleaved timing of a candidate against eager on one shape.
 
     JSON: ``{"candidate", "candidate_host", "eager", "eager_host": stats, "rounds": int,
-    "clocks": {"before": {...}, "after": {...}}}``.
+    "clocks": {"before": {...}, "after": {...}}, "mode": "cold"|"warm", "launches": n,
+    "graphed": {"candidate": bool, "eager": bool}}`` (per-launch times of windows of
+    ``launches`` launches; see :data:`TIMING_MODES`).
     """
 
     candidate: TimingStats
@@ -158,6 +190,9 @@ class ShapeTiming:
     eager_host: TimingStats
     rounds: int = 1
     clocks: Mapping[str, Any] = field(default_factory=dict)
+    mode: str = "cold"
+    launches: int = 1
+    graphed: Mapping[str, bool] = field(default_factory=dict)
 
     @property
     def throttled(self) -> bool:
@@ -172,6 +207,9 @@ class ShapeTiming:
             "eager_host": self.eager_host.to_dict(),
             "rounds": self.rounds,
             "clocks": dict(self.clocks),
+            "mode": self.mode,
+            "launches": self.launches,
+            "graphed": dict(self.graphed),
         }
 
     @staticmethod
@@ -184,6 +222,9 @@ class ShapeTiming:
             st(d["eager_host"]),
             int(d.get("rounds", 1)),
             dict(d.get("clocks") or {}),
+            str(d.get("mode") or "cold"),
+            int(d.get("launches") or 1),
+            dict(d.get("graphed") or {}),
         )
 
     def to_json(self) -> str:
@@ -198,7 +239,12 @@ class ShapeTiming:
 class ShapeResult:
     """One timed shape of an evaluated candidate, as :attr:`EvalResult.shapes` holds it.
 
-    JSON: ``{median_ms, baseline_ms, speedup, gbps, sol_pct, cv, p10_ms, p90_ms, throttled, rounds}``.
+    JSON: ``{median_ms, baseline_ms, speedup, gbps, sol_pct, cv, p10_ms, p90_ms, throttled, rounds,
+    mode, launches, baseline_p10_ms, baseline_p90_ms, baseline_cv, speedup_lo, speedup_hi,
+    straddles_1}``. ``baseline_*`` is the eager time interleaved with this candidate (the one
+    eager figure of this node and shape); ``speedup_lo``/``speedup_hi`` its spread
+    (:func:`speedup_interval`); ``straddles_1``: that interval holds 1.0. Older rows lack the
+    fields added in session 5 (mode ``""``, spread None).
     """
 
     median_ms: float
@@ -211,6 +257,20 @@ class ShapeResult:
     p90_ms: float
     throttled: bool = False
     rounds: int = 1
+    mode: str = ""
+    launches: int = 1
+    baseline_p10_ms: Optional[float] = None
+    baseline_p90_ms: Optional[float] = None
+    baseline_cv: Optional[float] = None
+    speedup_lo: Optional[float] = None
+    speedup_hi: Optional[float] = None
+
+    @property
+    def straddles_1(self) -> bool:
+        """The speedup's p10-p90 interval holds 1.0 (False when no spread was recorded)."""
+        if self.speedup_lo is None or self.speedup_hi is None:
+            return False
+        return straddles_one(self.speedup_lo, self.speedup_hi)
 
     def to_dict(self) -> dict:
         return {
@@ -224,6 +284,14 @@ class ShapeResult:
             "p90_ms": self.p90_ms,
             "throttled": self.throttled,
             "rounds": self.rounds,
+            "mode": self.mode,
+            "launches": self.launches,
+            "baseline_p10_ms": self.baseline_p10_ms,
+            "baseline_p90_ms": self.baseline_p90_ms,
+            "baseline_cv": self.baseline_cv,
+            "speedup_lo": self.speedup_lo,
+            "speedup_hi": self.speedup_hi,
+            "straddles_1": self.straddles_1,
         }
 
     @staticmethod
@@ -239,6 +307,13 @@ class ShapeResult:
             d["p90_ms"],
             bool(d.get("throttled", False)),
             int(d.get("rounds", 1)),
+            str(d.get("mode") or ""),
+            int(d.get("launches") or 1),
+            d.get("baseline_p10_ms"),
+            d.get("baseline_p90_ms"),
+            d.get("baseline_cv"),
+            d.get("speedup_lo"),
+            d.get("speedup_hi"),
         )
 
     def to_json(self) -> str:

@@ -18,7 +18,7 @@ import torch
 
 from forge_tui.core.status import BackendName
 from forge_tui.evaluate.backends import available_backends, backend_for_device
-from forge_tui.evaluate.trials import Stats, make_timer
+from forge_tui.evaluate.trials import Stats, launches_per_window, make_timer
 
 #: Per-operator timing defaults by backend name (each backend's ``op_timing``: capture times
 #: every distinct call of a forward, so fewer samples than a candidate gets; still a median
@@ -44,7 +44,9 @@ def time_each(
     samples: Optional[int] = None,
     progress: Callable[[int, int], None] = lambda i, n: None,
 ) -> list[Stats]:
-    """Time each callable on its own: ``warmup`` calls, then ``samples`` flushed samples.
+    """Time each callable on its own: ``warmup`` calls, then ``samples`` windows of ``n`` calls
+    (:func:`~forge_tui.evaluate.timers.launches_per_window`, warm mode; a CUDA graph on cuda
+    where the calls can be captured), each sample the window's time over ``n``.
 
     Args:
         fns: zero-argument callables (e.g. one aten call on recorded inputs); their results
@@ -70,7 +72,19 @@ def time_each(
             for _ in range(warmup):
                 fn()
             backend.synchronize()
-            out.append(Stats.of([timer.sample(fn)[0] for _ in range(max(samples, 1))]))
+            # windows of n calls (one CUDA graph on cuda), as the search times candidates: a
+            # 5 us op is not timed against its launch latency. The recorded inputs are the
+            # same for every call, so this is the warm mode (a forward's op after its producer).
+            est = min(timer.sample(fn)[0] for _ in range(3))
+            n = launches_per_window(est, 0, "warm", timer.cache_bytes, timer.budget_bytes)
+            timer.release()
+
+            def body(fn: Callable[[], object] = fn, n: int = n) -> list:
+                return [fn() for _ in range(n)]
+
+            run, _ = timer.compile_window(body)
+            out.append(Stats.of([timer.window(run, n, "warm")[0] for _ in range(max(samples, 1))]))
+            timer.release()
     return out
 
 

@@ -2,20 +2,27 @@
 
 One :class:`Timer` subclass per backend's clock: CUDA events with a whole-device
 synchronise and a host-clock cross-check (check 12), or the host clock; an L2 / cache
-flush before every sample (15). :class:`Telemetry` reads clocks, temperature and throttle
+flush before every sample (15). A sample is a *window* of ``n`` launches, each on its own
+input/output set (:meth:`Timer.window`): on cuda the launches are replayed from one CUDA
+graph, so a 5 us kernel is not measured against the host's launch latency, and the
+per-launch time is the window's time over ``n`` (issue 14). ``cold`` mode evicts the cache
+before the window (every set is then touched for the first time inside it); ``warm`` mode
+reads the window's inputs into the cache first (as inside a forward, where the producer
+just wrote them). :class:`Telemetry` reads clocks, temperature and throttle
 reasons around each timing block (19); :func:`gpu_lock` keeps one timing job per GPU (20).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import torch
 
-from forge_tui.core.results import TimingStats
+from forge_tui.core.results import TIMING_MODES, TimingStats
 from forge_tui.evaluate.backends import get_backend
 from forge_tui.evaluate.devlock import device_lock
 from forge_tui.evaluate.launch import BackendLike, _sync
@@ -46,6 +53,44 @@ class Stats:
         return TimingStats(self.median, self.p10, self.p90, self.cv, self.n, kept)
 
 
+#: A window should last at least this long (ms): CUDA event resolution is ~0.5 us and a
+#: graph's launch gaps are < 1 us, so at 100 us both are below 1% of the window (issue 14).
+WINDOW_MS = 0.1
+#: Most launches in one window (graph size and the sets' memory stay small).
+MAX_LAUNCHES = 64
+
+
+def launches_per_window(
+    est_ms: float,
+    set_bytes: int,
+    mode: str,
+    cache_bytes: int,
+    budget_bytes: int,
+    *,
+    target_ms: float = WINDOW_MS,
+    cap: int = MAX_LAUNCHES,
+) -> int:
+    """Launches ``n`` per timed window: enough that ``n * est_ms >= target_ms``, at most ``cap``.
+
+    Args:
+        est_ms: one launch's time (ms), from a single-launch estimate.
+        set_bytes: bytes of one input/output set (each launch of a window has its own set).
+        mode: ``cold`` or ``warm``. Warm windows keep all ``n`` sets within half of
+            ``cache_bytes`` (they must stay cache-resident after the warm-up read); cold
+            windows keep ``n * set_bytes`` within ``budget_bytes`` (memory).
+    Returns:
+        ``n >= 1``.
+    Raises:
+        ValueError: ``mode`` is not one of :data:`~forge_tui.core.results.TIMING_MODES`.
+    """
+    if mode not in TIMING_MODES:
+        raise ValueError(f"timing mode {mode!r} is not one of {', '.join(TIMING_MODES)}")
+    n = max(1, math.ceil(target_ms / est_ms)) if est_ms > 0 else cap
+    room = (cache_bytes // 2) if mode == "warm" else budget_bytes
+    by_memory = max(1, room // max(set_bytes, 1))
+    return int(max(1, min(n, cap, by_memory)))
+
+
 # --------------------------------------------------------------------------- timing
 def gpu_lock(device_id: str, *, exclusive: bool = True, on_wait: Optional[Callable[[str], None]] = None):
     """The per-device lock (check 20), exclusive for a timing block, shared (``exclusive=False``)
@@ -57,8 +102,12 @@ class Timer:
     """Times callables with a cache flush before every sample; one subclass per backend's clock.
 
     Built by :func:`make_timer` (the backend picks the class). ``cfg`` is the backend's
-    :attr:`~forge_tui.evaluate.backends.Backend.timing`.
+    :attr:`~forge_tui.evaluate.backends.Backend.timing`. ``cache_bytes``: the last-level
+    cache a warm window must fit in; ``budget_bytes``: the memory a cold window's sets may take.
     """
+
+    cache_bytes: int = 8 * 2**20
+    budget_bytes: int = 128 * 2**20
 
     def __init__(self, backend: BackendLike, device: str):
         self.backend = get_backend(backend)
@@ -76,18 +125,56 @@ class Timer:
         """Seconds of one unflushed call of ``fn`` (the copy-bandwidth measurement)."""
         raise NotImplementedError
 
+    def touch(self, tensors: Sequence[torch.Tensor]) -> None:
+        """Read every byte of ``tensors`` (a warm window's inputs land in the cache)."""
+        for t in tensors:
+            if t.numel():
+                t.contiguous().reshape(-1).view(torch.uint8).max()
+
+    def compile_window(
+        self, body: Callable[[], object], plain: Optional[Callable[[], object]] = None
+    ) -> tuple[Callable[[], object], bool]:
+        """A replayable form of ``body`` (all launches of one window) and whether it is a graph.
+
+        The host runs ``plain`` (default ``body``) itself; cuda captures ``body`` into a CUDA
+        graph (see :class:`CudaEventTimer`) and runs ``plain`` when that fails. The returned
+        callable returns what ``body``/``plain`` returned.
+        """
+        return plain or body, False
+
+    def release(self) -> None:
+        """Drop the graphs captured by earlier :meth:`compile_window` calls (their memory pools)."""
+
+    def window(self, run: Callable[[], object], n: int, mode: str) -> tuple[float, float, object]:
+        """One timed window of ``n`` launches: ``(device_ms, host_ms)`` per launch, and ``run()``'s value.
+
+        The caller prepared the window (outputs poisoned, a warm window's inputs touched);
+        cold mode flushes the cache here, outside the timed span.
+        """
+        raise NotImplementedError
+
 
 class CudaEventTimer(Timer):
     """CUDA events on the current stream around the call, then a whole-device synchronise;
     the host clock around call + synchronise is kept as a cross-check (check 12)."""
 
+    #: Spin before a warm window's start event (us): the GPU stays busy, without touching
+    #: memory, while the host issues the graph launch (a cold window has the flush for that).
+    WARM_SPIN_US = 40.0
+
     def __init__(self, backend: BackendLike, device: str):
         super().__init__(backend, device)
-        l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 0
+        props = torch.cuda.get_device_properties(0)
+        l2 = getattr(props, "L2_cache_size", 0) or 0
         nbytes = max(self.cfg["flush_bytes"], 4 * l2)
+        self.cache_bytes = l2 or 50 * 2**20
+        self.budget_bytes = 1 << 30
         self.flush_buf = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
         self.start = torch.cuda.Event(enable_timing=True)
         self.end = torch.cuda.Event(enable_timing=True)
+        clock_khz = getattr(props, "clock_rate", 0) or 1_980_000
+        self.spin_cycles = int(self.WARM_SPIN_US * clock_khz / 1e3)
+        self.graphs: list = []  # the last time_shape's graphs (benchmarks replay them); see release()
 
     def flush(self) -> None:
         self.flush_buf.zero_()
@@ -119,6 +206,52 @@ class CudaEventTimer(Timer):
         torch.cuda.synchronize()
         return s.elapsed_time(e) / 1e3
 
+    def compile_window(
+        self, body: Callable[[], object], plain: Optional[Callable[[], object]] = None
+    ) -> tuple[Callable[[], object], bool]:
+        """Capture ``body`` into a CUDA graph; when it cannot be captured (a host
+        synchronise, a launch on another stream, a failed launch) ``plain`` (default
+        ``body``) runs uncaptured, and the host clock cross-check still sees it.
+
+        ``body`` must read the stream at call time (the candidate's launch arguments are
+        built inside it, so they carry the capture stream's handle).
+        """
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                ret = body()
+        except Exception:
+            torch.cuda.synchronize()
+            return plain or body, False
+        torch.cuda.synchronize()
+        self.graphs.append(graph)
+
+        def replay() -> object:
+            graph.replay()
+            return ret
+
+        return replay, True
+
+    def release(self) -> None:
+        self.graphs.clear()
+
+    def window(self, run: Callable[[], object], n: int, mode: str) -> tuple[float, float, object]:
+        # As in sample(): the GPU is busy (flush, or a spin kernel that touches no memory)
+        # while the host issues the replay, so the events hold the launches' GPU work.
+        torch.cuda.synchronize()
+        if mode == "cold":
+            self.flush()
+        else:
+            torch.cuda._sleep(self.spin_cycles)
+        t0 = time.perf_counter()
+        self.start.record()
+        ret = run()
+        self.end.record()
+        _sync(self.backend)
+        host = (time.perf_counter() - t0) * 1e3
+        return self.start.elapsed_time(self.end) / n, host / n, ret
+
 
 class HostClockTimer(Timer):
     """``time.perf_counter`` around the call, after writing a buffer larger than the caches."""
@@ -128,6 +261,7 @@ class HostClockTimer(Timer):
         import numpy as np
 
         self.flush_buf = np.zeros(self.cfg["flush_bytes"] // 8, dtype=np.float64)
+        self.cache_bytes = self.cfg["flush_bytes"] // 4
 
     def flush(self) -> None:
         self.flush_buf += 1.0
@@ -143,6 +277,14 @@ class HostClockTimer(Timer):
         t0 = time.perf_counter()
         fn()
         return time.perf_counter() - t0
+
+    def window(self, run: Callable[[], object], n: int, mode: str) -> tuple[float, float, object]:
+        if mode == "cold":
+            self.flush()
+        t0 = time.perf_counter()
+        ret = run()
+        host = (time.perf_counter() - t0) * 1e3 / n
+        return host, host, ret
 
 
 def make_timer(backend: BackendLike, device: str) -> Timer:

@@ -41,7 +41,16 @@ from forge_tui.evaluate.launch import (
     input_generator,
     poison_,
 )
-from forge_tui.evaluate.timers import CudaEventTimer, HostClockTimer, Stats, Telemetry, Timer, gpu_lock, make_timer
+from forge_tui.evaluate.timers import (
+    CudaEventTimer,
+    HostClockTimer,
+    Stats,
+    Telemetry,
+    Timer,
+    gpu_lock,
+    launches_per_window,
+    make_timer,
+)
 from kernels.base import TaskSpec
 
 #: Timing settings per backend name (each backend's ``timing``). cuda: CUDA events; host: perf_counter.
@@ -65,10 +74,15 @@ __all__ = [
     "compare",
     "gpu_lock",
     "input_generator",
+    "launches_per_window",
     "make_timer",
     "run_correctness",
     "time_shape",
 ]
+
+
+def _nbytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def time_shape(
@@ -80,85 +94,177 @@ def time_shape(
     seed: int,
     eager: Optional[Callable] = None,
     progress: Callable[..., None] = lambda *a, **k: None,
+    mode: str = "cold",
 ) -> dict:
     """Time the candidate (if any) and the eager baseline (if given) interleaved on one shape.
 
-    Inputs: ``sets`` fresh random input sets, rotated sample by sample (check 5), checked
-    unchanged after the last round against a second draw from the same seed (check 3). The eager
-    output is poisoned right after each eager sample, outside the timed window, so it never
-    sits in memory as an answer for the candidate. The candidate's output of its last timed
-    call is returned for verification.
+    A sample is a window of ``n`` launches (:func:`~forge_tui.evaluate.timers.launches_per_window`:
+    ``n`` launches last >= ~100 us), each launch on its own input/output set, replayed from one
+    CUDA graph on cuda (:meth:`Timer.compile_window`); the sample is the window's time over
+    ``n``. ``mode`` ``cold``: the cache is flushed before each window, so every launch reads
+    and writes memory not in L2; ``warm``: the window's inputs are read into the cache first.
+    Candidate and eager windows alternate (check 17) on the same sets.
+
+    Inputs: ``max(n, sets)`` fresh random input sets (a multiple of ``n``), rotated window by
+    window (check 5), checked unchanged after the last round against a second draw from the
+    same seed (check 3). Every candidate output is poisoned with NaN before its window and
+    checked after it for NaNs beyond those of the reference on the same inputs (check 4); the eager outputs are poisoned after each eager
+    window, outside the timed span, so they never sit in memory as an answer for the candidate.
+    The outputs of the last candidate window are returned for verification.
 
     Returns ``{"candidate": Stats, "candidate_host": Stats, "eager": Stats, "eager_host": Stats,
-    "last_inputs": [...], "last_outputs": [...], "rounds": int}`` (keys absent when not timed).
+    "last_inputs": [...], "last_outputs": [...], "window_sets": [(inputs, outputs), ...],
+    "rounds": int, "mode": str, "launches": n, "graphed": {subject: bool}}`` (keys absent when
+    not timed). Raises RuntimeError when the candidate fails, skips work or changes its inputs.
     """
     cfg = timer.cfg
     gen = input_generator(seed, device)
     sets = [task.make_inputs(dims, gen, device, "normal") for _ in range(cfg["sets"])]
     outs = [alloc_outputs(task, dims, device) for _ in range(cfg["sets"])]
-    cand_args = [launcher.args(i, o, dims) for i, o in zip(sets, outs)] if launcher else []
     rc_bad: list = []
-    # cand and eag are only called under `if launcher:` / `if eager:` below
-    run_candidate = cast(Launcher, launcher)
-    run_eager = cast(Callable, eager)
+    run_candidate = cast(Launcher, launcher)  # only called under `if launcher:`
+    run_eager = cast(Callable, eager)  # only called under `if eager:`
+    pre_args: dict = {}
 
-    def cand(k: int):
-        rc = run_candidate(cand_args[k])
+    def cand(k: int, fresh: bool = False) -> None:
+        if fresh or k not in pre_args:  # under graph capture the args carry the capture stream
+            args = run_candidate.args(sets[k], outs[k], dims)
+            if not fresh:
+                pre_args[k] = args
+        else:
+            args = pre_args[k]
+        rc = run_candidate(args)
         if rc != 0:
             rc_bad.append(rc)
 
     def eag(k: int):
         return run_eager(*sets[k])
 
+    def poison(tensors) -> None:
+        for r in _as_tuple(tensors):
+            poison_(r)  # NaN, or poison bytes for integer and bool outputs
+
     for w in range(cfg["warmup"]):
         if launcher:
             cand(w % cfg["sets"])
         if eager:
-            for r in _as_tuple(eag(w % cfg["sets"])):
-                poison_(r)
+            poison(eag(w % cfg["sets"]))
     _sync(timer.backend)
     if rc_bad:
         raise RuntimeError(f"forge_launch returned {rc_bad[0]} during warm-up")
+
+    # one-launch estimate (the faster subject decides n, so both windows reach the target)
+    est: list = []
+    if launcher:
+        est.append(min(timer.sample(lambda: cand(0))[0] for _ in range(3)))
+    for _ in range(3 if eager else 0):
+        d, _h, ret = timer.sample(lambda: eag(0))
+        poison(ret)
+        est.append(d)
+    set_bytes = _nbytes(sets[0]) + _nbytes(outs[0])
+    n = launches_per_window(min(est), set_bytes, mode, timer.cache_bytes, timer.budget_bytes)
+    n_sets = max(n, cfg["sets"])
+    n_sets += (-n_sets) % n
+    while len(sets) < n_sets:
+        sets.append(task.make_inputs(dims, gen, device, "normal"))
+        outs.append(alloc_outputs(task, dims, device))
+    windows = [list(range(w * n, (w + 1) * n)) for w in range(n_sets // n)]
+
+    def cand_window(ks: list, fresh: bool):
+        def body():
+            before = len(rc_bad)
+            for k in ks:
+                cand(k, fresh)
+            if fresh and len(rc_bad) > before:  # a failed launch under capture: run uncaptured
+                del rc_bad[before:]
+                raise RuntimeError("launch failed under capture")
+
+        return body
+
+    def eager_window(ks: list):
+        return lambda: [eag(k) for k in ks]
+
+    timer.release()  # the previous shape's graphs: the worker's timer lives across evaluations
+    graphed: dict = {}
+    cand_runs, eager_runs = [], []
+    for ks in windows:
+        if launcher:
+            run, graphed["candidate"] = timer.compile_window(cand_window(ks, True), cand_window(ks, False))
+            cand_runs.append(run)
+        if eager:
+            run, graphed["eager"] = timer.compile_window(eager_window(ks))
+            eager_runs.append(run)
+    _sync(timer.backend)
+    if rc_bad:
+        raise RuntimeError(f"forge_launch returned {rc_bad[0]} before timing")
+
+    def prepare(ks: list) -> None:
+        if mode == "warm":
+            timer.touch([x for k in ks for x in sets[k]])
+
+    skipped = torch.zeros((), dtype=torch.bool, device=device)
+    # NaNs each output may hold (the reference's own, e.g. log of a negative input): more
+    # after a timed launch means the poison survived, i.e. the launch skipped work
+    legit_nan: dict = {}
+    if launcher:
+        for k in range(n_sets):
+            refs = _as_tuple(task.reference(*sets[k]))
+            legit_nan[k] = [
+                refs[i].isnan().sum() if i < len(refs) and o.is_floating_point() else None
+                for i, o in enumerate(outs[k])
+            ]
     c_dev, c_host, e_dev, e_host = [], [], [], []
-    rounds, last_k = 0, 0
+    rounds, last_w, i = 0, 0, 0
     while True:
         rounds += 1
         progress("timing", round=rounds)
-        for i in range(cfg["samples"]):
-            k = i % cfg["sets"]
+        for _ in range(cfg["samples"]):
+            w = i % len(windows)
+            i += 1
+            ks = windows[w]
             if eager:
-                d, h, ret = timer.sample(lambda: eag(k))
+                prepare(ks)
+                d, h, ret = timer.window(eager_runs[w], n, mode)
                 e_dev.append(d)
                 e_host.append(h)
-                for r in _as_tuple(ret):
-                    poison_(r)
+                for r in cast(list, ret):  # eager_window's list of the window's outputs
+                    poison(r)
             if launcher:
-                for o in outs[k]:  # poisoned before every timed call (check 4): skipped work shows
-                    poison_(o)
-                d, h, _ = timer.sample(lambda: cand(k))
+                for k in ks:  # poisoned before every timed window (check 4): skipped work shows
+                    poison(outs[k])
+                prepare(ks)
+                d, h, _ = timer.window(cand_runs[w], n, mode)
                 c_dev.append(d)
                 c_host.append(h)
-                last_k = k
+                for k in ks:
+                    for o, legit in zip(outs[k], legit_nan[k]):
+                        if legit is not None:
+                            skipped |= o.isnan().sum() > legit
+                last_w = w
         if rc_bad:
             raise RuntimeError(f"forge_launch returned {rc_bad[0]} during timing")
+        if launcher and bool(skipped):
+            raise RuntimeError("a timed launch left NaN in its output: the candidate skipped work")
         cvs = [Stats.of(x).cv for x in (c_dev, e_dev) if x]
         if rounds >= cfg["max_rounds"] or all(cv <= cfg["cv_target"] for cv in cvs):
             break
     if launcher:  # the timed calls left their inputs as drawn (check 3): draw them again and compare
         again = input_generator(seed, device)
         names = [a.name for a in task.args if a.role == "in"]
-        for k in range(cfg["sets"]):
+        for k in range(n_sets):
             pristine = task.make_inputs(dims, again, device, "normal")
-            changed = [n for n, x, p in zip(names, sets[k], pristine) if not torch.equal(_bits(x), _bits(p))]
+            changed = [nm for nm, x, p in zip(names, sets[k], pristine) if not torch.equal(_bits(x), _bits(p))]
             if changed:
                 raise RuntimeError(f"the candidate modified its input(s) {', '.join(changed)} during timing")
-    out: dict = {"rounds": rounds}
+    out: dict = {"rounds": rounds, "mode": mode, "launches": n, "graphed": graphed}
     if launcher:
+        last = windows[last_w]
         out.update(
             candidate=Stats.of(c_dev),
             candidate_host=Stats.of(c_host),
-            last_inputs=sets[last_k],
-            last_outputs=outs[last_k],
+            last_inputs=sets[last[-1]],
+            last_outputs=outs[last[-1]],
+            window_sets=[(sets[k], outs[k]) for k in last],
         )
     if eager:
         out.update(eager=Stats.of(e_dev), eager_host=Stats.of(e_host))

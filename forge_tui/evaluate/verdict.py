@@ -12,7 +12,7 @@ import math
 from typing import Optional
 
 from forge_tui import hardware
-from forge_tui.core.results import EvalResult, ShapeResult, ShapeTiming
+from forge_tui.core.results import EvalResult, ShapeResult, ShapeTiming, speedup_interval
 from forge_tui.core.status import NodeStatus
 from forge_tui.evaluate import compile as compiler
 from forge_tui.evaluate.backends import Backend
@@ -56,9 +56,14 @@ def shape_verdict(res: EvalResult, shapes: dict, be: Backend, task: TaskSpec, fa
                     f"{name}: host clock {m.candidate_host.median_ms * 1e3:.1f} us vs events "
                     f"{c.median_ms * 1e3:.1f} us: work runs outside the timed stream"
                 )
+        lo, hi = speedup_interval(e, c)
         res.shapes[name] = ShapeResult(
-            c.median_ms, e.median_ms, sp, gbps, sol, c.cv, c.p10_ms, c.p90_ms, throttled, m.rounds
-        ).to_dict()
+            c.median_ms, e.median_ms, sp, gbps, sol, c.cv, c.p10_ms, c.p90_ms, throttled, m.rounds,
+            m.mode, m.launches, e.p10_ms, e.p90_ms, e.cv, lo, hi,
+        ).to_dict()  # fmt: skip
+        method = f"{be.timing_method}; {m.mode}, {m.launches} launch(es) per window" + (
+            ", CUDA graph" if m.graphed.get("candidate") else ""
+        )
         for subject, st in (("candidate", c), ("eager", e)):
             g = hardware.achieved_gbs(nbytes, st.median_ms)
             res.measurements.append(
@@ -75,9 +80,14 @@ def shape_verdict(res: EvalResult, shapes: dict, be: Backend, task: TaskSpec, fa
                     "samples_json": json.dumps(list(st.samples)),
                     "clocks_json": json.dumps(dict(m.clocks)),
                     "throttled": throttled,
-                    "method": be.timing_method,
+                    "method": method,
+                    "mode": m.mode,
                 }
             )
+    wide = sorted(k for k, v in res.shapes.items() if v.get("straddles_1"))
+    if wide:  # the speedup's p10-p90 interval holds 1.0 on these shapes (node.flags_json)
+        res.flags["straddles_1"] = True
+        res.flags["straddles_1_shapes"] = wide
     res.speedup = math.exp(sum(math.log(max(s, 1e-12)) for s in speedups) / len(speedups)) if speedups else None
     res.median_ms = total
     if suspect:

@@ -51,9 +51,15 @@ def load_task(ref: dict) -> TaskSpec:
     """Rebuild a TaskSpec in this process from a ref of :func:`forge_tui.search.runner.task_ref`.
 
     ``{"module", "name"}`` is a catalog task; ``{"file", "text", "name", "origin"}`` a task file
-    (the stored ``text`` wins over the file on disk). Raises TaskError (task files) or
+    (the stored ``text`` wins over the file on disk); a ``shapes`` key replaces the timed
+    shapes (``export --shapes``). Raises TaskError (task files) or
     ValueError (a catalog task that no longer exists).
     """
+    if ref.get("shapes"):  # `forge-tui export --shapes`: the task timed on other shapes
+        import dataclasses
+
+        spec = load_task({k: v for k, v in ref.items() if k != "shapes"})
+        return dataclasses.replace(spec, shapes=ref["shapes"], host_shapes=ref["shapes"])
     if ref.get("file") or ref.get("text"):
         from forge_tui.model.taskfile import load_task_file
 
@@ -199,9 +205,18 @@ class Worker:
         for shape_name, dims in task.shapes_for(be.name).items():
             self.progress("baseline", shape=shape_name)
             before = self.telemetry.read()
+            mode = msg.get("mode") or task.timing_mode
             with self.device_work("baseline", exclusive=True, shape=shape_name):
                 r = trials.time_shape(
-                    self.timer, None, task, dims, self.device, msg["seed"], eager=eager, progress=self.progress
+                    self.timer,
+                    None,
+                    task,
+                    dims,
+                    self.device,
+                    msg["seed"],
+                    eager=eager,
+                    progress=self.progress,
+                    mode=mode,
                 )
                 compile_stats = None
                 if compiled is not None:
@@ -215,6 +230,7 @@ class Worker:
                             msg["seed"],
                             eager=compiled,
                             progress=self.progress,
+                            mode=mode,
                         )
                         compile_stats = rc["eager"].timing_stats()
                     except Exception as exc:
@@ -225,6 +241,9 @@ class Worker:
                 r["eager_host"].timing_stats(),
                 compile_stats,
                 {"before": before, "after": self.telemetry.read()},
+                r["mode"],
+                r["launches"],
+                r["graphed"],
             )
         return BaselineResult(out, compile_error).to_dict()
 
@@ -258,6 +277,7 @@ class Worker:
                         msg["seed"] + 7919,
                         eager=task.reference,
                         progress=self.progress,
+                        mode=msg.get("mode") or task.timing_mode,
                     )
                 except RuntimeError as exc:
                     if isinstance(exc, trials.CandidateFault):
@@ -274,18 +294,20 @@ class Worker:
             # verify the output of the last timed call (check 5); integer inputs keep their dtype
             from forge_tui.evaluate.launch import reference_inputs
 
-            refs = trials._as_tuple(task.reference(*reference_inputs(r["last_inputs"])))
-            eagers = trials._as_tuple(task.reference(*r["last_inputs"]))
-            for i, (o, ref) in enumerate(zip(r["last_outputs"], refs)):
-                ok, max_abs, max_rel, tol, note = trials.compare(
-                    o, ref, task.outputs(dims)[i][1], eagers[i] if i < len(eagers) else None
-                )
-                if not ok:
-                    return {
-                        "status": NodeStatus.INCORRECT,
-                        "correctness": rows,
-                        "error": f"output of the last timed call on {shape_name} is wrong: {note}",
-                    }
+            for w_in, w_out in r.get("window_sets") or [(r["last_inputs"], r["last_outputs"])]:
+                # every launch of the last timed window (check 5)
+                refs = trials._as_tuple(task.reference(*reference_inputs(w_in)))
+                eagers = trials._as_tuple(task.reference(*w_in))
+                for i, (o, ref) in enumerate(zip(w_out, refs)):
+                    ok, max_abs, max_rel, tol, note = trials.compare(
+                        o, ref, task.outputs(dims)[i][1], eagers[i] if i < len(eagers) else None
+                    )
+                    if not ok:
+                        return {
+                            "status": NodeStatus.INCORRECT,
+                            "correctness": rows,
+                            "error": f"output of a timed launch on {shape_name} is wrong: {note}",
+                        }
             shapes[shape_name] = ShapeTiming(
                 r["candidate"].timing_stats(),
                 r["candidate_host"].timing_stats(),
@@ -293,6 +315,9 @@ class Worker:
                 r["eager_host"].timing_stats(),
                 r["rounds"],
                 {"before": before, "after": after},
+                r["mode"],
+                r["launches"],
+                r["graphed"],
             ).to_dict()
         return {"status": NodeStatus.OK, "correctness": rows, "shapes": shapes}
 

@@ -61,6 +61,9 @@ class Kernel:
     key: str
     fn: Callable[..., Any] = field(repr=False)
     replaced: int = 0
+    #: The module's ``stats()`` (guarded dispatch: calls sent to the kernel and to the
+    #: reference, by shape), None for a module exported before session 5.
+    stats: Optional[Callable[[], dict]] = field(default=None, repr=False)
 
     @property
     def label(self) -> str:
@@ -119,7 +122,8 @@ def load_kernel_dir(path: str | Path) -> Kernel:
     fn = getattr(mod, manifest.get("function", "forward"), None)
     if not callable(fn):
         raise ApplyError(f"{mod_path} has no function {manifest.get('function', 'forward')}()")
-    return Kernel(d, manifest, op, key, fn)
+    stats = getattr(mod, "stats", None)
+    return Kernel(d, manifest, op, key, fn, stats=stats if callable(stats) else None)
 
 
 class Swap(TorchDispatchMode):
@@ -202,7 +206,7 @@ def apply(
 
     Returns:
         ``{"model", "device", "backend", "kernels": [{"dir", "op", "label", "replaced",
-        "speedup"}], "replacements", "check": {"passed", "max_abs_err", "max_rel_err",
+        "speedup", "dispatch"}], "replacements", "check": {"passed", "max_abs_err", "max_rel_err",
         "tolerance", "note", "outputs"}, "latency": {"method", "samples", "before": stats,
         "after": stats} or None, "speedup": before median / after median or None}``; stats
         are :meth:`Stats.as_dict` (ms). Latency is measured only when the check passed.
@@ -235,6 +239,7 @@ def apply(
             + " - export kernels of tasks captured from this model"
         )
     check = _check(ref, got)
+    dispatch = {id(k): _dispatch_of(k) for k in kernels}  # the checked forward's calls, before timing adds more
     result: dict = {
         "model": str(mf.path),
         "device": _device_name(device),
@@ -246,6 +251,7 @@ def apply(
                 "label": k.label,
                 "replaced": k.replaced,
                 "speedup": k.manifest.get("speedup"),
+                "dispatch": dispatch[id(k)],
             }
             for k in kernels
         ],
@@ -360,12 +366,37 @@ class _Null:
         return False
 
 
+def _dispatch_of(k: Kernel) -> Optional[dict]:
+    """The module's guarded-dispatch counts (``{"kernel": {shape: n}, "reference": {...},
+    "calls": {...}}``), or None when it has no ``stats()`` or it fails."""
+    if k.stats is None:
+        return None
+    try:
+        got = k.stats()
+    except Exception:  # noqa: BLE001 - user-side module: a report line, not a failure
+        return None
+    if not isinstance(got, dict):
+        return None
+    return {k: dict(v) if isinstance(v, dict) else v for k, v in got.items()}  # a copy: timing calls it more
+
+
+def _dispatch_line(d: dict) -> str:
+    def side(name: str) -> str:
+        per = d.get(name) or {}
+        where = ", ".join(f"{s}: {n}" for s, n in sorted(per.items()))
+        return f"{name} {sum(per.values())}" + (f" [{where}]" if where else "")
+
+    return f"    dispatch: {side('kernel')}; {side('reference')}"
+
+
 def format_report(r: dict) -> str:
     """Text report of :func:`apply`'s result."""
     lines = [f"{Path(r['model']).name} on {r['device']} ({r['backend']})"]
     for k in r["kernels"]:
         sp = f", op speedup {k['speedup']:.3f}x in its search" if isinstance(k.get("speedup"), (int, float)) else ""
         lines.append(f"  {k['dir']}: {k['label']}: {k['replaced']} call(s) replaced{sp}")
+        if k.get("dispatch"):
+            lines.append(_dispatch_line(k["dispatch"]))
     c = r["check"]
     if c["passed"]:
         err = f"max abs err {c['max_abs_err']:.3g}" if c["max_abs_err"] is not None else ""

@@ -13,7 +13,11 @@
   of input shapes is checked against the embedded PyTorch reference in fp64 with the
   search's tolerances (``ForgeKernelMismatch`` on a mismatch; ``FORGE_VERIFY=0`` skips it);
 * ``manifest.json``: ``{"task", "origin", "backend", "signature", "run_id", "node_id",
-  "speedup", "capture", "module": "forge_kernel.py", "function": "forward", ...}``;
+  "speedup", "capture", "module": "forge_kernel.py", "function": "forward", "coverage", ...}``;
+
+The module dispatches guardedly (:mod:`forge_tui.model.coverage`): the kernel runs only on
+the input shapes and dtypes it was timed on and won on (``COVERAGE``), the reference
+elsewhere, unless ``FORGE_DISPATCH=always``; ``stats()`` counts both sides by shape.
 * ``README.md``: a short usage note.
 
 Catalog tasks embed the reference function and the task's ``sizes_of`` (their source text,
@@ -44,7 +48,7 @@ from forge_tui.core.errors import one_line
 from forge_tui.core.present import confirmation
 from forge_tui.core.status import NodeStatus
 from forge_tui.evaluate.backends import available_backends, get_backend
-from forge_tui.model import template
+from forge_tui.model import coverage, template
 from forge_tui.model.errors import ExportError
 from store import Store
 
@@ -106,7 +110,15 @@ def pick_node(store: Store, run, node_id: Optional[int] = None):
     return max(nodes, key=lambda n: n.speedup or 0.0)
 
 
-def export_run(store: Store, run_id: int, out_dir, *, node_id: Optional[int] = None, build: bool = False) -> Exported:
+def export_run(
+    store: Store,
+    run_id: int,
+    out_dir,
+    *,
+    node_id: Optional[int] = None,
+    build: bool = False,
+    shapes: Optional[str] = None,
+) -> Exported:
     """Write the export of a run's node into ``out_dir`` (created if needed).
 
     Args:
@@ -117,6 +129,9 @@ def export_run(store: Store, run_id: int, out_dir, *, node_id: Optional[int] = N
         node_id: the node (default: :func:`pick_node`'s choice).
         build: also compile ``kernel.so`` now (with ``kernel.so.key``), for machines that
             run the model without a compiler. cuda builds for the arch the run measured on.
+        shapes: more shapes to time the node on before deciding where it is used
+            (``"8192x1024,..."``, :func:`forge_tui.model.coverage.parse_shapes`); needs the
+            run's device here.
 
     Returns:
         :class:`Exported`.
@@ -141,7 +156,14 @@ def export_run(store: Store, run_id: int, out_dir, *, node_id: Optional[int] = N
         "failed": (node.speedup, "search; its confirmation failed"),
     }.get(confirmation(node), (node.speedup, "search"))
     device = run.device
-    module = render_module(task, backend, run_id=run.id, node_id=node.id, speedup=speedup)
+    n_user = len(_user_inputs(task))
+    cover = coverage.node_coverage(store, node, task, backend, n_user)
+    if shapes:
+        extra = coverage.parse_shapes(shapes, task, backend)
+        timed = coverage.time_shapes(task, ref, backend, node.source, extra, seed=run.seed * 1_000_003 + node.id + 7)
+        more = [coverage.entry(task, k, extra[k], v, n_user, "export --shapes") for k, v in timed.items()]
+        cover = coverage.merge(cover, more)
+    module = render_module(task, backend, run_id=run.id, node_id=node.id, speedup=speedup, coverage=cover)
     manifest = {
         "task": task.name,
         "origin": task.origin,
@@ -159,6 +181,8 @@ def export_run(store: Store, run_id: int, out_dir, *, node_id: Optional[int] = N
         "inputs": [{"name": a.name, "dtype": a.dtype} for a in _user_inputs(task)],
         "device": device.get("gpu") or device.get("cpu") or "",
         "description": node.description,
+        "coverage": cover,
+        "dispatch": "guarded: the kernel on covered shapes it won on, the reference elsewhere (FORGE_DISPATCH=always)",
     }
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -242,9 +266,13 @@ def _function_source(fn, what: str) -> str:
     return src
 
 
-def render_module(task, backend: str, *, run_id: int, node_id: int, speedup: Optional[float]) -> str:
+def render_module(
+    task, backend: str, *, run_id: int, node_id: int, speedup: Optional[float], coverage: Optional[list] = None
+) -> str:
     """The text of ``forge_kernel.py`` for ``task`` on ``backend``: the templates in
     ``templates/`` (see :mod:`forge_tui.model.template`) filled with the task's values.
+    ``coverage``: the guarded-dispatch table (:mod:`forge_tui.model.coverage`; empty: the
+    reference runs on every shape unless ``FORGE_DISPATCH=always``).
 
     Raises:
         ExportError: the task's launch or reference cannot be exported, or the generated
@@ -265,6 +293,8 @@ def render_module(task, backend: str, *, run_id: int, node_id: int, speedup: Opt
             n_user=int(values.pop("N_USER")),
         )
     )
+    keep = ("shape", "inputs", "dtypes", "speedup", "mode", "used")
+    values["COVERAGE"] = repr([{k: c.get(k) for k in keep} for c in coverage or []])
     try:
         text = template.module_text(reference, values)
     except template.TemplateError as exc:  # a bug here, not the user's
@@ -419,6 +449,11 @@ def _readme(task, backend: str, manifest: dict) -> str:
         "The first call on each new set of input shapes is checked against the PyTorch reference",
         "(`ForgeKernelMismatch` if it disagrees; `FORGE_VERIFY=0` skips the check). The operator has a",
         "fake (meta) implementation, so `torch.compile` traces through it.",
+        "",
+        "Guarded dispatch: the kernel runs only on the input shapes and dtypes it was timed on and",
+        "beat eager on (`coverage` in manifest.json, `COVERAGE` in the module); other calls run the",
+        "PyTorch reference. `FORGE_DISPATCH=always` uses the kernel everywhere, `FORGE_DISPATCH=never`",
+        "nowhere; `forge_kernel.stats()` counts the calls sent to each, by shape.",
     ]
     if task.origin != "catalog":
         lines += [

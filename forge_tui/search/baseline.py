@@ -1,7 +1,10 @@
 """The run's baselines: the eager reference (and torch.compile on cuda), timed once per run.
 
-A node's speedup is over the eager baseline; ``speedup_compile`` (over torch.compile) is
-derived from the same figures (:func:`compile_speedup`).
+Both are timed as candidates are (windows of launches replayed from a CUDA graph, in the
+task's mode; :func:`forge_tui.evaluate.trials.time_shape`), so torch.compile's per-call
+Python overhead is out of its figure. A node's speedup is over the eager time interleaved
+with it; ``speedup_compile`` (over torch.compile) is derived from the run's compile figure
+and the node's own time (:func:`compile_speedup`).
 """
 
 from __future__ import annotations
@@ -50,10 +53,16 @@ def measure_baseline(
                     "sol_pct": 100 * gbps / copy if copy else None,
                     "samples_json": json.dumps(st["samples"]),
                     "clocks_json": json.dumps(entry.get("clocks", {})),
-                    "method": "baseline",
+                    "method": f"baseline; {entry.get('mode', 'cold')}, {entry.get('launches', 1)} launch(es) per window"
+                    + (", CUDA graph" if (entry.get("graphed") or {}).get("eager") else ""),
+                    "mode": entry.get("mode", "cold"),
                 }
             )
-            log(f"  {subject:7s} {shape}: {st['median_ms'] * 1e3:.1f} us (CV {100 * st['cv']:.1f}%, {gbps:.0f} GB/s)")
+            log(
+                f"  {subject:7s} {shape}: {st['median_ms'] * 1e3:.1f} us (CV {100 * st['cv']:.1f}%, "
+                f"p10-p90 {st['p10_ms'] * 1e3:.1f}-{st['p90_ms'] * 1e3:.1f} us, {gbps:.0f} GB/s, "
+                f"{entry.get('mode', 'cold')})"
+            )
     return rows, summary
 
 

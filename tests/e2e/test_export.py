@@ -72,8 +72,9 @@ assert not mods, mods
 CHECK_FILE_EXPORT = (
     STANDALONE
     + """
-import importlib, json, sys
+import importlib, json, os, sys
 import torch
+os.environ['FORGE_DISPATCH'] = 'always'  # these checks exercise the kernel on shapes it was not timed on
 sys.path.insert(0, sys.argv[1])
 import forge_kernel as fk
 """
@@ -105,6 +106,7 @@ CHECK_CATALOG_EXPORT = (
     + """
 import importlib.util, os, sys
 import torch
+os.environ['FORGE_DISPATCH'] = 'always'  # these checks exercise the kernel on shapes it was not timed on
 good, bad = sys.argv[1], sys.argv[2]
 
 def load(name, folder):

@@ -53,9 +53,15 @@ def kernel_dir(root: Path, name: str, capture, body: str, backend: str = "host")
 
 SOFTMAX_KERNEL = """import torch
 
+_n = {"kernel": {}, "reference": {}}
+
 def forward(x0):
     assert x0.shape == (2, 4, 64, 64) and x0.is_contiguous()
+    _n["kernel"]["2x4x64x64"] = _n["kernel"].get("2x4x64x64", 0) + 1
     return torch.softmax(x0, dim=-1)
+
+def stats():  # as an export's guarded dispatch counts its calls
+    return {**_n, "calls": {k: sum(v.values()) for k, v in _n.items()}}
 """
 
 
@@ -67,6 +73,7 @@ def test_apply_swaps_softmax_matches_and_reports_latency(tmp_path, capsys):
     assert r["replacements"] == 1 and r["backend"] == "host"
     (k,) = r["kernels"]
     assert k["op"] == "aten._softmax.default" and k["replaced"] == 1 and k["speedup"] == 1.25
+    assert k["dispatch"]["kernel"] == {"2x4x64x64": 1} and k["dispatch"]["calls"]["reference"] == 0
     assert r["check"]["passed"] and r["check"]["max_abs_err"] == 0.0 and "float32" in r["check"]["tolerance"]
     lat = r["latency"]
     assert lat["method"] == "eager" and lat["samples"] == 3
@@ -76,6 +83,7 @@ def test_apply_swaps_softmax_matches_and_reports_latency(tmp_path, capsys):
     rc, out, err = _main(capsys, "apply", BLOCK, d, "--samples", "2")
     assert rc == 0, err
     assert "1 call(s) replaced" in out and "outputs match the original forward" in out
+    assert "dispatch: kernel 1 [2x4x64x64: 1]; reference 0" in out
     assert "before" in out and "after" in out and " ms" in out and "end-to-end speedup" in out
 
 

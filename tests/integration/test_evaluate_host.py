@@ -41,6 +41,8 @@ def test_seed_is_ok(ev, host_seed):
     for v in res.shapes.values():
         assert v["median_ms"] > 0 and v["baseline_ms"] > 0 and v["gbps"] > 0
     assert {m["subject"] for m in res.measurements} == {"candidate", "eager"}
+    assert {m["mode"] for m in res.measurements} == {"cold"} and {v["mode"] for v in res.shapes.values()} == {"cold"}
+    assert all(v["launches"] >= 1 and v["speedup_lo"] <= v["speedup"] <= v["speedup_hi"] for v in res.shapes.values())
     assert len(res.correctness) >= 3 * 4 and all(r["passed"] for r in res.correctness)
     assert res.compile["ok"]
     again = ev.evaluate(host_seed, seed=2)

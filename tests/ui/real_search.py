@@ -140,6 +140,8 @@ class FixedNumbersEvaluator(Evaluator):
             for subject, st in (("candidate", cand), ("eager", eag)):
                 g = nbytes / (st["median_ms"] * 1e-3) / 1e9
                 method = next((m["method"] for m in res.measurements if m.get("method")), "")
+                # the launches per window follow the machine's speed: fixed here, like the times
+                method = re.sub(r"\d+ launch\(es\) per window", "4 launch(es) per window", method)
                 measurements.append(
                     {
                         "subject": subject,
@@ -155,6 +157,7 @@ class FixedNumbersEvaluator(Evaluator):
                         "clocks_json": "{}",
                         "throttled": False,
                         "method": method,
+                        "mode": "cold",
                     }
                 )
         res.shapes, res.measurements, res.median_ms = shapes, measurements, total

@@ -32,16 +32,18 @@ def test_timing_stats_of_matches_trials_stats():
 
 
 def test_baseline_json_shape_is_unchanged():
+    window = {"mode": "cold", "launches": 1, "graphed": {}}  # session 5: the timing window
     raw = {
         "shapes": {
-            "s1": {"eager": STATS, "eager_host": STATS, "compile": STATS, "clocks": {"before": {}, "after": {}}},
-            "s2": {"eager": STATS},
+            "s1": {"eager": STATS, "eager_host": STATS, "compile": STATS, "clocks": {"before": {}, "after": {}}}
+            | window,
+            "s2": {"eager": STATS} | window,
         },  # a baseline without host clock, compile or clocks
         "compile_error": "",
     }
     b = BaselineResult.from_dict(raw)
     assert b.to_dict() == raw and json.loads(b.to_json()) == raw
-    assert list(b.to_dict()["shapes"]["s1"]) == ["eager", "eager_host", "compile", "clocks"]
+    assert list(b.to_dict()["shapes"]["s1"]) == ["eager", "eager_host", "compile", "clocks", *window]
     assert b.shapes["s2"].compile is None and isinstance(b.shapes["s1"], ShapeBaseline)
     assert BaselineResult.from_json(b.to_json()) == BaselineResult.from_dict(raw)
 
@@ -54,6 +56,9 @@ def test_shape_timing_and_result():
         "eager_host": STATS,
         "rounds": 2,
         "clocks": {"before": {"throttled": False}, "after": {"throttled": True}},
+        "mode": "warm",
+        "launches": 20,
+        "graphed": {"candidate": True, "eager": True},
     }
     t = ShapeTiming.from_dict(raw)
     assert t.to_dict() == raw and t.throttled and ShapeTiming.from_json(t.to_json()) == t
@@ -70,6 +75,14 @@ def test_shape_timing_and_result():
         "p90_ms",
         "throttled",
         "rounds",
+        "mode",
+        "launches",
+        "baseline_p10_ms",
+        "baseline_p90_ms",
+        "baseline_cv",
+        "speedup_lo",
+        "speedup_hi",
+        "straddles_1",
     ]
     assert ShapeResult.from_dict(d) == r and ShapeResult.from_json(r.to_json()) == r
 

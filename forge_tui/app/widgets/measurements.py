@@ -1,5 +1,10 @@
 """The measurements pane: baseline vs node vs best per shape (median, p10/p90, CV, GB/s,
-% SOL, samples), best speedup over iterations, GPU telemetry, compile log, correctness."""
+% SOL, samples), best speedup over iterations, GPU telemetry, compile log, correctness.
+
+One eager figure per node and shape: with a node selected, the eager row is the eager time
+interleaved with that node (what its speedup divides), not the run's start-of-run baseline;
+the best node and the re-measurement bring their own interleaved eager rows. A speedup whose
+p10-p90 interval holds 1.0 is marked ``~1``; the mode line says cold or warm."""
 
 from __future__ import annotations
 
@@ -46,6 +51,20 @@ def _num(x: Optional[float], fmt: str = "{:.1f}") -> str:
 def _confirmation(m: MeasurementRead) -> bool:
     """A row of the end-of-run re-measurement (see ``Store.confirm_node``)."""
     return (m.method or "").startswith("confirmation")
+
+
+#: What each timing mode means, for the pane's mode line.
+_MODE_WORDS = {
+    "cold": "cache flushed before each window of launches",
+    "warm": "inputs cache-resident, as inside a forward",
+}
+
+
+def straddles(eager: MeasurementRead, cand: MeasurementRead) -> bool:
+    """The speedup interval (eager p10 / candidate p90, eager p90 / candidate p10) holds 1.0."""
+    if not (cand.p90_ms and cand.p10_ms):
+        return False
+    return eager.p10_ms / cand.p90_ms < 1.0 < eager.p90_ms / cand.p10_ms
 
 
 def best_curve(nodes: list[NodeRead]) -> list[float]:
@@ -119,15 +138,19 @@ class MeasurementsPane(VerticalScroll):
         node_meas = {
             m.shape: m for m in (d.measurements if d else []) if m.subject == "candidate" and not _confirmation(m)
         }
+        # the eager time interleaved with this node: the one eager figure of its rows (issue 14)
+        node_eager = {
+            m.shape: m for m in (d.measurements if d else []) if m.subject == "eager" and not _confirmation(m)
+        }
         confirm = {(m.subject, m.shape): m for m in (d.measurements if d else []) if _confirmation(m)}
         # each node's per-shape JSON decoded once per render, not once per (node, shape) row
         shapes_of = {n.id: n.shapes for n in (node, best) if n is not None}
         shapes = list(dict.fromkeys(list(eager) + list(shapes_of.get(node.id, {}) if node else {})))
         dev = run.device
         device = dev.get("gpu") or dev.get("cpu") or run.backend
-        method = next((m.method for m in self.baseline if m.method and m.method != "baseline"), "")
+        method = next((m.method for m in node_meas.values() if m.method), "")  # the selected node's
         if not method:
-            method = next((m.method for m in node_meas.values() if m.method), "")
+            method = next((m.method for m in self.baseline if m.method and m.method != "baseline"), "")
         parts: list = []
         header = Text()
         if node is not None:
@@ -163,18 +186,29 @@ class MeasurementsPane(VerticalScroll):
             parts.append(Text("no baseline yet", style="dim"))
             self.query_one("#meas-table", Static).update(Group(*parts))
             return
+        modes = sorted({m.mode for m in [*node_meas.values(), *self.baseline] if getattr(m, "mode", "")})
         parts.append(Text(f"on {device}" + (f"; {method}" if method else ""), style="dim"))
+        if modes:
+            parts.append(Text(f"mode: {', '.join(modes)} ({_MODE_WORDS.get(modes[0], '')})", style="dim"))
+        straddle_seen = False
         for shape in shapes:
-            rows = []  # (what, median, p10, p90, cv, gbps, sol, n, speedup, speedup style)
-            m = by_subject.get(("eager", shape))
-            if m is not None:
-                rows.append(("eager", m.median_ms, m.p10_ms, m.p90_ms, m.cv, m.gbps, m.sol_pct, m.n, 1.0))
-            elif shape in eager:
-                rows.append(("eager", eager[shape], None, None, None, None, None, None, 1.0))
+            rows = []  # (what, median, p10, p90, cv, gbps, sol, n, speedup, straddles 1.0)
+            m = node_eager.get(shape)
+            if m is not None:  # interleaved with the node: what its speedup divides
+                rows.append(
+                    (f"eager w/ #{node.id}", m.median_ms, m.p10_ms, m.p90_ms, m.cv, m.gbps, m.sol_pct, m.n, 1.0, False)
+                )
+            else:
+                m = by_subject.get(("eager", shape))
+                if m is not None:
+                    rows.append(("eager", m.median_ms, m.p10_ms, m.p90_ms, m.cv, m.gbps, m.sol_pct, m.n, 1.0, False))
+                elif shape in eager:
+                    rows.append(("eager", eager[shape], None, None, None, None, None, None, 1.0, False))
+            shown_eager = rows[0][1] if rows else None
             mc = by_subject.get(("compile", shape))
             if mc is not None or shape in comp:
                 med = mc.median_ms if mc else comp[shape]
-                sp = eager[shape] / med if shape in eager and med else None
+                sp = shown_eager / med if shown_eager and med else None
                 rows.append(
                     (
                         "compile",
@@ -186,6 +220,7 @@ class MeasurementsPane(VerticalScroll):
                         mc.sol_pct if mc else None,
                         mc.n if mc else None,
                         sp,
+                        False,
                     )
                 )
             for what, n in (("node", node), ("best", best)):
@@ -195,6 +230,21 @@ class MeasurementsPane(VerticalScroll):
                 if not st:
                     continue
                 mm = node_meas.get(shape) if what == "node" else None
+                if what == "best" and st.get("baseline_ms") is not None:  # its own interleaved eager
+                    rows.append(
+                        (
+                            f"eager w/ #{n.id}",
+                            st["baseline_ms"],
+                            st.get("baseline_p10_ms"),
+                            st.get("baseline_p90_ms"),
+                            st.get("baseline_cv"),
+                            None,
+                            None,
+                            None,
+                            1.0,
+                            False,
+                        )
+                    )
                 rows.append(
                     (
                         f"{what} #{n.id}",
@@ -206,6 +256,7 @@ class MeasurementsPane(VerticalScroll):
                         st.get("sol_pct"),
                         mm.n if mm else None,
                         st.get("speedup"),
+                        bool(st.get("straddles_1")),
                     )
                 )
             cm, ce = confirm.get(("candidate", shape)), confirm.get(("eager", shape))
@@ -213,8 +264,35 @@ class MeasurementsPane(VerticalScroll):
                 ref = ce.median_ms if ce is not None else (m.median_ms if m is not None else eager.get(shape))
                 sp = ref / cm.median_ms if ref and cm.median_ms else None
                 mark = failed_mark() if kind == CONFIRM_FAILED else confirmed_mark()  # the re-measurement's row
+                if ce is not None:  # the eager interleaved with the re-measurement
+                    rows.append(
+                        (
+                            f"eager w/ {mark}",
+                            ce.median_ms,
+                            ce.p10_ms,
+                            ce.p90_ms,
+                            ce.cv,
+                            ce.gbps,
+                            ce.sol_pct,
+                            ce.n,
+                            1.0,
+                            False,
+                        )
+                    )
+                lo_hi = straddles(ce, cm) if ce is not None else False
                 rows.append(
-                    (f"{mark} #{node.id}", cm.median_ms, cm.p10_ms, cm.p90_ms, cm.cv, cm.gbps, cm.sol_pct, cm.n, sp)
+                    (
+                        f"{mark} #{node.id}",
+                        cm.median_ms,
+                        cm.p10_ms,
+                        cm.p90_ms,
+                        cm.cv,
+                        cm.gbps,
+                        cm.sol_pct,
+                        cm.n,
+                        sp,
+                        lo_hi,
+                    )
                 )
             meds = [r[1] for r in rows if r[1] is not None]
             unit, scale = ("us", 1e3) if meds and max(meds) < 1.0 else ("ms", 1.0)
@@ -236,19 +314,20 @@ class MeasurementsPane(VerticalScroll):
             )
             for col in ("", f"median {unit}", f"p10-p90 {unit}", "CV", "GB/s", "%SOL", "n", "speedup"):
                 table.add_column(col, justify="left" if not col else "right", no_wrap=True)
-            for what, med, p10, p90, cv, gbps, sol, n, sp in rows:
+            for what, med, p10, p90, cv, gbps, sol, n, sp, wide in rows:
                 spread = f"{t(p10)}-{t(p90)}" if p10 is not None and p90 is not None else "-"
+                cell = Text(speedup_text(sp), style=speedup_style(sp) if not what.startswith("eager") else "dim")
+                if wide:
+                    cell.append(" ~1", style="yellow")
+                    straddle_seen = True
                 table.add_row(
-                    what,
-                    t(med),
-                    spread,
-                    _pct(cv),
-                    _num(gbps, "{:.0f}"),
-                    _num(sol),
-                    str(n) if n else "-",
-                    Text(speedup_text(sp), style=speedup_style(sp) if what != "eager" else "dim"),
+                    what, t(med), spread, _pct(cv), _num(gbps, "{:.0f}"), _num(sol), str(n) if n else "-", cell
                 )
             parts.append(table)
+        if straddle_seen:
+            parts.append(
+                Text("~1: the speedup's p10-p90 interval holds 1.0 (not distinguishable from eager)", style="dim")
+            )
         self.query_one("#meas-table", Static).update(Group(*parts))
 
     def refresh_detail(self) -> None:
