@@ -64,10 +64,20 @@ RUN_STYLE = {
 
 
 def display_status(run: Any) -> str:
-    """The state the app shows for a run (browser row, filter, sort, header, controls): its
-    stored ``run.status`` today. The one place to point at the store's derived state (a run
-    whose driver died reads ``interrupted``) when the store gives one."""
-    return str(run.status)
+    """The state the app shows for a run (browser row, filter, sort, header, controls): the
+    store's derived state (:func:`store.lease.effective_status`): the stored ``run.status``,
+    except that a ``running`` run whose driver died reads ``interrupted``."""
+    from store.lease import effective_status
+
+    return effective_status(run)
+
+
+def display_reason(run: Any) -> str:
+    """The reason shown beside :func:`display_status`: the stored one, or for a run whose driver
+    died, the line naming it and how to resume (:func:`store.lease.effective_state`)."""
+    from store.lease import effective_state
+
+    return effective_state(run)[1]
 
 
 def glyph(status: str) -> str:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -197,6 +200,12 @@ def fill_store(path: Path) -> Store:
         iterations_done=12,
         best_speedup=2.1,
         elapsed_s=300.0,
+        # driven by a live process (this one), so it reads `running`, not `interrupted`; the
+        # heartbeat is far ahead so a slow test never sees it go stale
+        lease_token="ui-test",
+        owner_host=socket.gethostname(),
+        owner_pid=os.getpid(),
+        heartbeat_at=time.time() + 10**6,
         created_at="2026-01-03T10:00:00+00:00",
         device_json=json.dumps({"gpu": "NVIDIA H200"}),
     )

@@ -3,6 +3,10 @@ dialogs at 80x24, the header's state words, the new-search form, reasons in the 
 
 from __future__ import annotations
 
+import os
+import socket
+import time
+
 import pytest
 
 from forge_tui.app.screens.dialogs import ConfirmScreen, NewSearchScreen
@@ -96,7 +100,16 @@ def test_header_says_one_state_word(db):
     for width in (None, 80, 60):
         text = header_text(run, 0.0, width).plain
         assert text.count("paus") == 1, text
-    running = run.model_copy(update={"status": "running", "status_reason": ""})
+    running = run.model_copy(
+        update={
+            "status": "running",
+            "status_reason": "",
+            "lease_token": "t",
+            "owner_host": socket.gethostname(),
+            "owner_pid": os.getpid(),
+            "heartbeat_at": time.time() + 10**6,
+        }
+    )
     assert "(pause requested)" in header_text(running, 0.0).plain
     assert header_text(running, 0.0, 60).plain.count("paus") == 1
 

@@ -13,6 +13,7 @@ from forge_tui.app.format import (
     CONFIRMED,
     MARK_STYLE,
     RUN_STYLE,
+    display_reason,
     display_status,
     fmt_duration,
     run_best,
@@ -90,7 +91,7 @@ def header_text(run: RunRead, now: float, width: Optional[int] = None, best: Opt
     t = Text(no_wrap=True, overflow="ellipsis")
     for k in fields:
         t.append_text(fields[k][form[k]])
-    reason = run.status_reason
+    reason = display_reason(run)
     if reason.split(" ", 1)[0] == state:  # "paused on request": the state word is shown already
         reason = reason[len(state) :].strip()
     if reason:

@@ -15,6 +15,7 @@ from forge_tui.app.format import (
     MARK_STYLE,
     RUN_STYLE,
     device_name,
+    display_reason,
     display_status,
     fmt_created,
     legends,
@@ -232,7 +233,7 @@ class RunsScreen(Screen):
         for r in runs:
             state = display_status(r)
             status = Text(state, style=RUN_STYLE.get(state, ""))
-            why = short(r.status_reason, NARROW_REASON_WIDTH if self.narrow else REASON_WIDTH)
+            why = short(display_reason(r), NARROW_REASON_WIDTH if self.narrow else REASON_WIDTH)
             value, kind = run_best(r, self.best.get(r.id))
             best = Text(speedup_text(value), style=speedup_style(value))
             if speedup_mark(kind):
@@ -286,10 +287,10 @@ class RunsScreen(Screen):
             return
         run = self.selected_run()
         line = Text()
-        if run is not None and run.status_reason:
+        if run is not None and display_reason(run):
             state = display_status(run)
             line.append(f"run {run.id} {state}: ", style=RUN_STYLE.get(state, ""))
-            line.append(run.status_reason)
+            line.append(display_reason(run))
         label = self.query_one("#runs-reason", Static)
         label.update(line)
         label.display = bool(line)
