@@ -29,11 +29,11 @@ def shape_verdict(res: EvalResult, shapes: dict, be: Backend, task: TaskSpec, fa
     copy_gbs = (peak.copy_gbs if peak and peak.copy_gbs else None) or facts.get("copy_gbs") or None
     suspect: list[str] = []
     # speed-of-light gate against the physical (datasheet) ceiling
-    bw, tf = be.sol_ceiling(peak, copy_gbs)
+    bw, _tf = be.sol_ceiling(peak, copy_gbs)
     for name, raw in shapes.items():
         m = ShapeTiming.from_dict(raw)
         dims = task.shapes_for(be.name)[name]
-        nbytes, flops = int(task.bytes_moved(dims)), int(task.flops(dims))
+        nbytes = int(task.bytes_moved(dims))
         c, e = m.candidate, m.eager
         gbps = hardware.achieved_gbs(nbytes, c.median_ms)
         sol = 100.0 * gbps / copy_gbs if copy_gbs else None
@@ -41,7 +41,13 @@ def shape_verdict(res: EvalResult, shapes: dict, be: Backend, task: TaskSpec, fa
         speedups.append(sp)
         total += c.median_ms
         throttled = m.throttled
-        floor = hardware.roofline_floor_ms(nbytes, flops, bw, tf) if bw else 0.0
+        # The gate is the memory floor only: the bytes a kernel must read and write are fixed by
+        # the task, but the reference's FLOP count is not a lower bound on a correct kernel's
+        # work (an algebraic rewrite such as sum_n(x W^T) = x (sum_n W) skips a 137 GFLOP GEMM,
+        # and TF32 tensor cores run far past the FP32 rate), so beating it is no sign of a cheat.
+        # In warm mode the inputs are L2-resident by design, so DRAM bandwidth bounds nothing;
+        # rotating sets and the verified outputs of every timed launch guard that mode.
+        floor = hardware.roofline_floor_ms(nbytes, 0, bw, 0.0) if bw and m.mode != "warm" else 0.0
         if floor and c.median_ms < floor * SOL_MARGIN:
             suspect.append(
                 f"{name}: {c.median_ms * 1e3:.2f} us for {nbytes / 1e6:.1f} MB is {gbps:,.0f} GB/s, "

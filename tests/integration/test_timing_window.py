@@ -110,3 +110,34 @@ def test_a_straddling_speedup_is_flagged(softmax_task):
     assert {m["mode"] for m in res.measurements} == {"cold"} and "4 launch(es) per window" in res.measurements[0][
         "method"
     ]
+
+
+class _GemmSumTask:
+    """A task whose reference FLOP count (a 1024x8192x8192 GEMM) no correct kernel must do."""
+
+    def shapes_for(self, backend):
+        return {"s": {"n": 1}}
+
+    def bytes_moved(self, dims):
+        return 302_000_000  # x, W and the output: what any correct kernel reads and writes
+
+    def flops(self, dims):
+        return 2 * 1024 * 8192 * 8192
+
+
+@pytest.mark.parametrize(
+    "cand_ms, suspect",
+    [
+        (0.0877, False),  # 3,446 GB/s: below the DRAM ceiling, the GEMM skipped by algebra (KernelBench L2 14)
+        (0.0300, True),  # 10,000 GB/s: more than the memory can deliver
+    ],
+)
+def test_the_speed_of_light_gate_is_the_memory_floor_not_the_references_flops(cand_ms, suspect):
+    from forge_tui.core.results import EvalResult, ShapeTiming
+    from forge_tui.evaluate.backends import get_backend
+    from forge_tui.evaluate.verdict import shape_verdict
+
+    c, e = TimingStats.of([cand_ms] * 3), TimingStats.of([2.8] * 3)
+    shapes = {"s": ShapeTiming(c, c, e, e, 1, {}, "cold", 4, {}).to_dict()}
+    res = shape_verdict(EvalResult("ok"), shapes, get_backend("cuda"), _GemmSumTask(), {"gpu": "NVIDIA H200"})
+    assert (res.status == "suspect") is suspect, res.error
