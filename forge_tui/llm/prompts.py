@@ -31,6 +31,8 @@ class KernelInfo:
     median_ms: Optional[float] = None
     shapes: dict = field(default_factory=dict)
     error: str = ""
+    #: A short hardware profile of the kernel (``forge_tui.evaluate.profile.profile_text``), or "".
+    profile: str = ""
 
 
 @dataclass
@@ -42,6 +44,11 @@ class TaskInfo:
     signature: str
     shapes: dict  # {shape: {dim: int}}
     args: list  # [(name, role, dtype)]
+    #: Per timed shape: bytes moved, the floor at copy bandwidth, eager and torch.compile times
+    #: (``forge_tui.evaluate.profile.roofline_lines``); empty before the baseline exists.
+    roofline: list = field(default_factory=list)
+    #: How each shape is timed: "cold" (L2 flushed) or "warm" (inputs L2-resident, as in a model).
+    timing_mode: str = ""
 
 
 def cap(text: str, limit: int, *, keep: str = "head") -> str:
@@ -140,10 +147,19 @@ def task_section(task: TaskInfo, backend: str) -> str:
         f"  - {name}: " + ", ".join(f"{d}={v}" for d, v in dims.items()) for name, dims in task.shapes.items()
     )
     args = ", ".join(f"{n} ({role}, {dt})" for n, role, dt in task.args)
+    mode = {
+        "cold": " (cold: L2 flushed before each timed window)",
+        "warm": " (warm: inputs L2-resident, as inside a model's forward)",
+    }.get(task.timing_mode, "")
+    roof = ""
+    if task.roofline:
+        from forge_tui.evaluate.profile import ROOFLINE_TITLE
+
+        roof = ROOFLINE_TITLE + "\n" + "\n".join(f"  - {line}" for line in task.roofline) + "\n"
     return (
         f"## Task: {task.name} - {task.description}\n"
         f"dtype: {task.dtype}. Arguments: {args}.\n"
-        f"Timed shapes ({backend} backend):\n{shapes}\n\n"
+        f"Timed shapes ({backend} backend){mode}:\n{shapes}\n{roof}\n"
         f"PyTorch reference (the eager baseline to beat):\n```python\n"
         f"{cap(task.reference_source.strip(), 6000)}\n```\n\n"
         f"Launch signature you must export:\n```{_fence_lang(backend)}\n{task.signature};\n```"
@@ -184,8 +200,9 @@ def hardware_section(facts: dict, backend: str, flags: str) -> str:
 
 def kernel_block(k: KernelInfo, backend: str, title: str) -> str:
     desc = f" ({k.description[:200]})" if k.description else ""
+    prof = f"Profile (Nsight Compute, first timed shape):\n{k.profile}\n" if k.profile else ""
     return (
-        f"## {title}: node {k.id}{desc}\n{measurements(k)}\n"
+        f"## {title}: node {k.id}{desc}\n{measurements(k)}\n{prof}"
         f"```{_fence_lang(backend)}\n{cap(k.source.rstrip(), MAX_SOURCE_CHARS)}\n```"
     )
 

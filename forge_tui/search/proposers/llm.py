@@ -22,6 +22,7 @@ from typing import Callable, Optional
 
 from forge_tui import hardware
 from forge_tui.core.status import NodeKind, NodeStatus, ProposerName
+from forge_tui.evaluate.profile import profile_text, roofline_lines
 from forge_tui.llm import prompts
 from forge_tui.llm.client import BadReply, BadRequest, CannotChat, ChatResult, ContextTooLong, LLMClient, LLMError
 from forge_tui.llm.client import clean_text as clean
@@ -54,6 +55,7 @@ def _kernel(node) -> prompts.KernelInfo:
         median_ms=node.median_ms,
         shapes=shapes,
         error=node.error or "",
+        profile=profile_text(getattr(node, "profile", None)),
     )
 
 
@@ -137,7 +139,23 @@ class LLMProposer:
             signature=t.signature(ctx.backend),
             shapes={k: dict(v) for k, v in t.shapes_for(ctx.backend).items()},
             args=[(a.name, a.role, a.dtype) for a in t.args],
+            roofline=self._roofline(ctx),
+            timing_mode=str(getattr(t, "timing_mode", "") or ""),
         )
+
+    def _roofline(self, ctx: SearchContext) -> list[str]:
+        """Per timed shape: bytes, the copy-bandwidth floor, and the run's eager and torch.compile
+        medians (``run.baseline``); [] when the task's byte counts are unknown."""
+        try:
+            shapes = ctx.task.spec_dict().get("shapes") or {}
+        except Exception:  # a task that cannot describe itself still gets a prompt
+            return []
+        if not shapes or not all(isinstance(v, dict) and v.get("bytes") for v in shapes.values()):
+            return []
+        base = getattr(ctx.run, "baseline", None) or {}
+        facts = self._facts(ctx)
+        copy_gbs = facts.get("copy_gbs") or facts.get("bandwidth_gbs")
+        return roofline_lines(shapes, base.get("eager") or {}, base.get("compile") or {}, copy_gbs)
 
     def _facts(self, ctx: SearchContext) -> dict:
         facts = dict(ctx.facts or {})
