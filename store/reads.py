@@ -130,3 +130,31 @@ class StoreReads:
             if run_id is not None:
                 q = q.where(Event.run_id == run_id)
             return int(s.exec(q).one() or 0)
+
+    def live_llm_exchanges(self, run_id: int, limit: int = 4) -> list[LLMExchangeRead]:
+        """The run's exchanges whose reply is still streaming (``finish_reason`` ``streaming``),
+        newest first, at most ``limit``."""
+        with self.session() as s:
+            rows = s.exec(
+                select(LLMExchange)
+                .where(LLMExchange.run_id == run_id, LLMExchange.finish_reason == "streaming")
+                .order_by(col(LLMExchange.id).desc())
+                .limit(limit)
+            ).all()
+            return [LLMExchangeRead.model_validate(r, from_attributes=True) for r in rows]
+
+    def llm_token_totals(self, run_id: int) -> list[tuple[str, int, int, int]]:
+        """``(model, exchanges, prompt tokens, completion tokens)`` per model of a run's exchanges
+        (a missing count adds 0), without loading their texts."""
+        with self.session() as s:
+            rows = s.exec(
+                select(
+                    LLMExchange.model,
+                    func.count(),
+                    func.coalesce(func.sum(LLMExchange.prompt_tokens), 0),
+                    func.coalesce(func.sum(LLMExchange.completion_tokens), 0),
+                )
+                .where(LLMExchange.run_id == run_id)
+                .group_by(LLMExchange.model)
+            ).all()
+            return [(str(m or ""), int(n), int(p), int(c)) for m, n, p, c in rows]
