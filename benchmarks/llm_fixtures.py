@@ -101,9 +101,12 @@ def main() -> int:
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--out", default=".")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--only", default="", help="comma-separated substrings of problem names to judge")
     ap.add_argument("--jobs", type=int, default=4, help="compiles at once before the (serial) evaluations")
     args = ap.parse_args()
     cases = [c for c in sorted(FIXTURES.iterdir()) if (c / "reply.md").exists()]
+    if args.only:
+        cases = [c for c in cases if any(k in c.name for k in args.only.split(","))]
     if args.jobs > 1:  # the compiles in parallel; every timing below runs alone on the device
         from concurrent.futures import ThreadPoolExecutor
 
