@@ -53,6 +53,7 @@ class RunConfig:
         model / base_url: the LLM endpoint (llm only); "" leaves it to the environment and the
             config file.
         seed_kernel: a kernel source file for the root node instead of the task's seed.
+        mode: a task file's model in ``eval`` (default) or ``train`` mode (as constructed).
     """
 
     task: str
@@ -66,6 +67,7 @@ class RunConfig:
     model: str = ""
     base_url: str = ""
     seed_kernel: Optional[str] = None
+    mode: str = "eval"
 
     def problem(self) -> Optional[str]:
         """One line naming a setting out of range, else None."""

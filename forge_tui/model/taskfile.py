@@ -64,7 +64,10 @@ from kernels.registry import TaskError
 #: Seed of the torch RNG while the model is constructed (parameter values are reproducible).
 MODEL_SEED = 0
 #: Element types a launch argument may have.
-SUPPORTED_DTYPES = ("float32", "bfloat16", "float16", "int64", "int32")
+SUPPORTED_DTYPES = ("float32", "bfloat16", "float16", "int64", "int32", "bool")
+#: How the model runs: ``eval`` (``model.eval()``: dropout off, batch norm on running
+#: statistics; the default) or ``train`` (as constructed: what KernelBench's harness does).
+MODES = ("eval", "train")
 #: Name of the one shape of a task file.
 SHAPE_NAME = "get_inputs"
 #: Identifiers a launch argument may not be called (C/C++/CUDA keywords and builtins, ``stream``).
@@ -84,7 +87,9 @@ _CACHE: dict[tuple, TaskSpec] = {}
 _LOCK = threading.Lock()
 
 
-def load_task_file(path, *, origin: str = "file", text: Optional[str] = None) -> TaskSpec:
+def load_task_file(
+    path, *, origin: str = "file", text: Optional[str] = None, mode: str = "eval", isolate: bool = True
+) -> TaskSpec:
     """The task a KernelBench-layout file defines (see the module docstring for the rules).
 
     Args:
@@ -93,33 +98,74 @@ def load_task_file(path, *, origin: str = "file", text: Optional[str] = None) ->
         text: the file's text as stored with a run: when given it is used instead of what is
             on disk now (a resumed run rebuilds exactly the task it started with, even after
             the file was edited, moved or deleted).
+        mode: ``eval`` (default: dropout off, batch norm on running statistics) or ``train``
+            (the module as constructed, as KernelBench's own harness runs it).
+        isolate: derive the task in a child process under a memory cap and a time limit
+            (:mod:`forge_tui.model.taskfile_sandbox`; default). False derives it here: the
+            evaluation worker, already a capped process of its own, does so.
 
     Returns:
-        A :class:`TaskSpec` with ``origin``, ``file``, ``reference_source`` (the file's text)
-        and ``capture`` set; no seed kernel.
+        A :class:`TaskSpec` with ``origin``, ``file``, ``reference_source`` (the file's text),
+        ``capture`` and ``mode`` set; no seed kernel. Its ``reference`` and ``make_inputs``
+        execute the file in this process when first called (an isolated load never runs it here
+        otherwise).
 
     Raises:
-        TaskError: the file is missing, unreadable or does not fit (one line).
+        TaskError: the file is missing, unreadable, does not fit, needs more memory or time
+            than loading allows (one line).
     """
+    if mode not in MODES:
+        raise TaskError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
     p = loader.resolve(path)
     if text is None:
         text = _read(path)
-    key = (hashlib.sha256(text.encode()).hexdigest(), str(p), origin)
+    key = (hashlib.sha256(text.encode()).hexdigest(), str(p), origin, mode)
     with _LOCK:
         if key in _CACHE:
             return _CACHE[key]
-        from forge_tui.model.taskfile_steps import FileTask
-
-        try:
-            spec = FileTask(p, text, origin).spec()
-        except TaskError:
-            raise
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:  # SystemExit, RecursionError...: still one line for the user
-            raise TaskError(f"{p.name}: {_one_line(exc)}") from None
+        spec = _derive(p, text, origin, mode, isolate)
         _CACHE[key] = spec
         return spec
+
+
+def _derive(p: Path, text: str, origin: str, mode: str, isolate: bool) -> TaskSpec:
+    import json
+
+    from forge_tui.model.taskfile_runtime import spec_from_derived
+
+    if isolate:
+        from forge_tui.model.taskfile_sandbox import derive_isolated
+
+        derived = derive_isolated(p, text, origin, mode)
+        lazy: list = []
+        lazy_lock = threading.Lock()
+
+        def runtime():
+            with lazy_lock:
+                if not lazy:
+                    from forge_tui.model.taskfile_steps import FileTask
+
+                    lazy.append(_guard(p, lambda: FileTask(p, text, origin, mode).materialise()))
+                return lazy[0]
+
+        return spec_from_derived(derived, path=p, text=text, runtime=runtime)
+    from forge_tui.model.taskfile_steps import FileTask
+
+    ft = FileTask(p, text, origin, mode)
+    derived = json.loads(json.dumps(_guard(p, ft.derive)))  # the same types as from the child
+    return spec_from_derived(derived, path=p, text=text, runtime=lambda: ft)
+
+
+def _guard(p: Path, fn):
+    """``fn()``; anything but a TaskError (SystemExit, RecursionError...) becomes one line."""
+    try:
+        return fn()
+    except TaskError:
+        raise
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - still one line for the user
+        raise TaskError(f"{p.name}: {_one_line(exc)}") from None
 
 
 def _read(path) -> str:
