@@ -23,7 +23,7 @@ from torch.overrides import TorchFunctionMode
 
 #: Bytes of inputs plus output up to which the value checks run at the file's own shape; a
 #: larger file is checked at a batch that keeps it under this (when its batch can be scaled).
-CHECK_BYTES = 64 * 2**20
+CHECK_BYTES = 16 * 2**20
 
 
 def _factories() -> frozenset:

@@ -66,10 +66,8 @@ class FileTask(Runtime):
         except KeyboardInterrupt:
             raise
         except BaseException as exc:
-            if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc):
-                cap = os.environ.get("FORGE_LOAD_CAP_MB")
-                where = f"the {cap} MB memory cap for loading task files" if cap else "the memory"
-                raise self.fail(f"{what} needs more than {where} (FORGE_LOAD_MEMORY_MB raises the cap)") from None
+            if _out_of_memory(exc):
+                raise self.fail(f"{what} needs more than {_memory_cap()} (FORGE_LOAD_MEMORY_MB raises the cap)") from None
             raise self.fail(f"{what} failed: {_one_line(exc)}") from None
 
     # ------------------------------------------------------------------ the steps
@@ -128,11 +126,13 @@ class FileTask(Runtime):
             return self.fail("get_inputs and get_init_inputs must be functions")
         if exc.stage == "import" and isinstance(exc.cause, TaskError):
             return exc.cause
+        if exc.stage == "import" and exc.cause is not None and _out_of_memory(exc.cause):
+            return self.fail(f"importing it needs more than {_memory_cap()} (FORGE_LOAD_MEMORY_MB raises the cap)")
         return self.fail(str(exc))
 
     def _build_model(self) -> None:
-        """``Model(*get_init_inputs())`` under :data:`MODEL_SEED`, on the CPU, in ``self.mode``
-        (``eval``, or ``train``: as constructed), no autograd."""
+        """``Model(*get_init_inputs())`` under :data:`MODEL_SEED`, on the CPU, no autograd; in
+        eval mode for ``eval``, left as constructed for ``train`` (what KernelBench's harness does)."""
         import torch
 
         def build():
@@ -147,7 +147,8 @@ class FileTask(Runtime):
         if not isinstance(model, torch.nn.Module):
             raise self.fail("Model(*get_init_inputs()) is not an nn.Module")
         model = model.cpu()
-        model.train(self.mode == "train")
+        if self.mode == "eval":
+            model.eval()  # "train": as constructed (train mode unless the file chose otherwise)
         for p in model.parameters():
             p.requires_grad_(False)
         self.model = model
@@ -417,6 +418,16 @@ class FileTask(Runtime):
             raise self.fail(
                 f"{what} has dtype {dt}, which a launch cannot take (supported: {', '.join(SUPPORTED_DTYPES)})"
             )
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """The exception is an allocation that failed (Python's MemoryError, torch's CPU allocator)."""
+    return isinstance(exc, MemoryError) or "can't allocate memory" in str(exc)
+
+
+def _memory_cap() -> str:
+    cap = os.environ.get("FORGE_LOAD_CAP_MB")  # set in the loading child
+    return f"the {cap} MB memory cap for loading task files" if cap else "the memory there is"
 
 
 def _unique(name: str, used: set) -> str:
