@@ -189,3 +189,41 @@ def test_mode_flag_parses():
     assert p.parse_args(["run", "x.py", "--mode", "train"]).mode == "train"
     assert p.parse_args(["tasks", "x.py"]).mode == "eval"
     assert p.parse_args(["capture", "m.py", "--mode", "train"]).mode == "train"
+
+
+SOFTMAX_SIG = (
+    'extern "C" int forge_launch(const float* x, float* out, int64_t x_d0, int64_t x_d1, int64_t out_d0, int64_t out_d1)'
+)
+_SOFTMAX_BODY = (
+    "#include <cmath>\n#include <cstdint>\n" + SOFTMAX_SIG + "{ for (int64_t r = 0; r < x_d0; ++r) {"
+    " const float* in = x + r * x_d1; float* o = out + r * x_d1; float m = MAX; double s = 0;"
+    " for (int64_t j = 0; j < x_d1; ++j) { o[j] = std::exp(in[j] - m); s += o[j]; }"
+    " for (int64_t j = 0; j < x_d1; ++j) o[j] = (float)(o[j] / s); } return 0; }\n"
+)
+SOFTMAX_OK = _SOFTMAX_BODY.replace(
+    "float m = MAX;", "float m = in[0]; for (int64_t j = 1; j < x_d1; ++j) m = in[j] > m ? in[j] : m;"
+)
+SOFTMAX_NO_MAX = _SOFTMAX_BODY.replace("float m = MAX;", "float m = 0.f;")
+# right on the file's batch only: rows past 16 are never written
+SOFTMAX_BATCH16 = SOFTMAX_OK.replace("r < x_d0;", "r < 16;")
+
+
+def test_softmax_without_max_subtraction_fails_on_a_task_file(tmp_path):
+    """The catalog's large-magnitude inputs and a second batch reach task files (host backend)."""
+    from forge_tui.evaluate.evaluator import Evaluator
+    from forge_tui.search.tasks import task_ref
+
+    t = load_task_file(write(tmp_path, "softmax.py", SOFTMAX), isolate=False)
+    assert t.signature("host") == SOFTMAX_SIG and "batch_9" in t.check_shapes
+    ev = Evaluator(t, "host", task_ref=task_ref(t), stage_limits={"correctness": 20, "load": 20, "determinism": 20})
+    ev.start()
+    try:
+        ok = ev.evaluate(SOFTMAX_OK, seed=1)
+        assert ok.status == "ok", ok.error
+        assert {"large", "file"} <= {r["distribution"] for r in ok.correctness}
+        naive = ev.evaluate(SOFTMAX_NO_MAX, seed=1)
+        assert naive.status == "incorrect", naive.error
+        fixed = ev.evaluate(SOFTMAX_BATCH16, seed=1)  # writes past the end at batch 9: crashed or incorrect
+        assert fixed.status in ("incorrect", "crashed") and "batch_9" in fixed.error, fixed.error
+    finally:
+        ev.close()
