@@ -24,6 +24,10 @@ from torch.overrides import TorchFunctionMode
 #: Bytes of inputs plus output up to which the value checks run at the file's own shape; a
 #: larger file is checked at a batch that keeps it under this (when its batch can be scaled).
 CHECK_BYTES = 16 * 2**20
+#: FLOPs of one forward up to which the value checks run at the file's own batch (about a
+#: second of one loaded CPU core); a costlier model is checked at a smaller batch, and where
+#: even batch 1 costs more, only on its own inputs and for determinism (every distribution kept).
+CHECK_FLOPS = 2 * 10**9
 
 
 def _factories() -> frozenset:
@@ -111,15 +115,27 @@ def _cpu(v):
 
 def meta_forward(model, param_names: Sequence[str], params: Sequence, args: Sequence) -> tuple[Any, int]:
     """``model(*args)`` on meta tensors: every tensor of ``args`` and every parameter/buffer
-    moved to meta (no storage). Returns ``(output, flops)`` (FlopCounterMode's total; 0 where
-    it counts none). Raises whatever the forward raises on meta tensors."""
+    swapped for a meta copy (no storage) during the call, then put back. Returns ``(output,
+    flops)`` (FlopCounterMode's total; 0 where it counts none). Raises whatever the forward
+    raises on meta tensors. (``torch.func.functional_call`` would do the swap too, but its
+    first call imports torch._dynamo: seconds per load.)"""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     meta_args = [a.to("meta") if isinstance(a, torch.Tensor) else a for a in args]
-    state = {n: t.to("meta") for n, t in zip(param_names, params)}
-    with torch.no_grad(), FlopCounterMode(display=False) as fc, contextlib.redirect_stdout(sys.stderr):
-        out = torch.func.functional_call(model, state, tuple(meta_args))
+    saved = []
+    try:
+        for name, t in zip(param_names, params):
+            owner, _, leaf = name.rpartition(".")
+            mod = model.get_submodule(owner) if owner else model
+            table = mod._parameters if leaf in mod._parameters else mod._buffers
+            saved.append((table, leaf, table[leaf]))
+            table[leaf] = t.to("meta")
+        with torch.no_grad(), FlopCounterMode(display=False) as fc, contextlib.redirect_stdout(sys.stderr):
+            out = model(*meta_args)
+    finally:
+        for table, leaf, t in reversed(saved):
+            table[leaf] = t
     return out, int(fc.get_total_flops())
 
 

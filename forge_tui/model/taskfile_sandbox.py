@@ -124,26 +124,33 @@ def _echo(log: Path) -> None:
         sys.stderr.flush()
 
 
-def _child(request: str, result: str) -> int:
-    """The child's work: cap the address space, derive, write ``{"ok": dict}`` or ``{"error": line}``."""
+def derive_capped(path: Path, text: str, origin: str, mode: str, cap_mb: int) -> dict:
+    """In this (child) process: cap the address space at ``cap_mb`` MB, derive the task.
+    Returns ``{"ok": derived dict}`` or ``{"error": one line}``; never raises for the file's faults."""
     import resource
 
-    cap = int(os.environ.get("FORGE_LOAD_CAP_MB") or DEFAULT_MEMORY_MB) * 2**20
+    os.environ["FORGE_LOAD_CAP_MB"] = str(cap_mb)
+    cap = cap_mb * 2**20
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    req = json.loads(Path(request).read_text())
-    name = Path(req["path"]).name
     try:
         from forge_tui.model.taskfile_steps import FileTask
 
-        out: dict = {"ok": FileTask(Path(req["path"]), req["text"], req["origin"], req["mode"]).derive()}
+        return {"ok": FileTask(path, text, origin, mode).derive()}
     except TaskError as exc:
-        out = {"error": str(exc)}
+        return {"error": str(exc)}
     except MemoryError:
-        out = {"error": f"{name}: loading it needs more than the {cap >> 20} MB memory cap (FORGE_LOAD_MEMORY_MB)"}
+        return {"error": f"{path.name}: loading it needs more than the {cap_mb} MB memory cap (FORGE_LOAD_MEMORY_MB)"}
     except BaseException as exc:  # noqa: BLE001 - SystemExit, RecursionError: still one line
         from forge_tui.model.loader import one_line
 
-        out = {"error": f"{name}: {one_line(exc, 300)}"}
+        return {"error": f"{path.name}: {one_line(exc, 300)}"}
+
+
+def _child(request: str, result: str) -> int:
+    """The child's work: :func:`derive_capped`, its answer written as JSON to ``result``."""
+    req = json.loads(Path(request).read_text())
+    cap_mb = int(os.environ.get("FORGE_LOAD_CAP_MB") or DEFAULT_MEMORY_MB)
+    out = derive_capped(Path(req["path"]), req["text"], req["origin"], req["mode"], cap_mb)
     Path(result).write_text(json.dumps(out))
     sys.stdout.flush()
     sys.stderr.flush()
