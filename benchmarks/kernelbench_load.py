@@ -6,7 +6,8 @@
 Each file is derived exactly as ``forge-tui tasks FILE`` derives it (``FileTask.derive`` under
 ``taskfile_sandbox.derive_capped``: RLIMIT_AS at ``--cap-mb``, CPU only, eval mode unless
 ``--mode train``), one file at a time in a child forked from a server that imported torch once
-(the product starts a fresh interpreter per file; the work and the cap are the same). A child
+(the product starts a fresh interpreter per file, which imports torch and its meta kernels
+once more: seconds more per file; the work and the cap are the same). A child
 past ``--timeout`` seconds is killed and counted as such. Prints a table of refusal reasons
 (counted) and writes per-file rows to ``--out``. Not part of CI: it takes tens of minutes.
 """
@@ -74,7 +75,7 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="files per level (0: all)")
     args = ap.parse_args(argv)
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "forge_tui.model.taskfile_steps"])
+    ctx.set_forkserver_preload(["torch", "forge_tui.model.taskfile_steps", "__main__"])
     rows = []
     for level in args.levels:
         files = sorted(Path(args.root, f"level{level}").glob("*.py"), key=lambda p: (len(p.name), p.name))
@@ -109,6 +110,20 @@ def main(argv=None) -> int:
             print(f"    {n:3}  {why}")
     return 0
 
+
+def _warm() -> None:
+    """The first meta op and FlopCounterMode import torch's decompositions (sympy, functorch):
+    seconds that every forked child would pay again; the server pays them once."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False):
+        torch.relu(torch.randn(2, 2, device="meta")) @ torch.randn(2, 2, device="meta")
+        torch.softmax(torch.randn(2, 2), 1)
+
+
+if __name__ == "__mp_main__":  # the forkserver, preloading this module
+    _warm()
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -205,9 +205,7 @@ class TaskSpec:
                 for k, v in shapes.items()
             }
 
-        extra = (
-            {} if self.origin == "catalog" else {"origin": self.origin, "capture": self.capture, "mode": self.mode}
-        )
+        extra = {} if self.origin == "catalog" else {"origin": self.origin, "capture": self.capture, "mode": self.mode}
         return {
             "name": self.name,
             "description": self.description,

@@ -9,9 +9,17 @@ A task file defines, at module level::
     def get_init_inputs(): ...       # the constructor's arguments (optional; default [])
     FORGE_CAPTURE = {...}            # optional: written by ``forge-tui capture`` (origin "captured")
 
-Loading one imports torch, executes the file through :mod:`forge_tui.model.loader` (its
-directory on ``sys.path`` meanwhile, its prints sent to stderr) and runs the model a few
-times on the CPU to derive the task (:mod:`forge_tui.model.taskfile_steps`, step by step).
+A task file is Python that runs with the user's rights. Loading one (``tasks``, ``run``,
+``resume``, ``capture --select``) derives the task in a child process under a memory cap and a
+time limit (:mod:`forge_tui.model.taskfile_sandbox`: ``FORGE_LOAD_MEMORY_MB``, default 8192;
+``FORGE_LOAD_TIMEOUT_S``, default 120), which executes the file through
+:mod:`forge_tui.model.loader` (its directory on ``sys.path`` meanwhile, its prints sent to
+stderr) and derives the task on the CPU (:mod:`forge_tui.model.taskfile_steps`, step by step):
+the inputs' shapes from ``get_inputs()`` run on the meta device (no storage: a 6 GB input
+costs nothing), the output's shape and FLOPs from the forward on meta tensors (one real forward
+where meta tensors cannot do), and the value checks below at the file's shape or, for a large
+or costly file, at a smaller batch. The evaluation worker (a capped process itself) derives
+the same task in-process; the search process builds the model only if it calls the reference.
 
 The launch signature, in this order (every pointer row-major and contiguous):
 
@@ -29,18 +37,25 @@ The launch signature, in this order (every pointer row-major and contiguous):
 
 Names that would clash (with each other, ``stream``, C/C++/CUDA or Python keywords) get a
 trailing ``_``. The model is built once with ``torch.manual_seed(MODEL_SEED)``, so its
-parameter values are the same in every process; it runs in eval mode (dropout off, batch
-norm on running statistics) without autograd. Its parameters and buffers are passed to the
-candidate as extra inputs; the reference uses whatever values it is given
-(``torch.func.functional_call``), so an fp64 reference sees fp64 parameters.
+parameter values are the same in every process; it runs without autograd, in the task's
+``mode`` (:data:`MODES`): ``eval`` by default (dropout off, batch norm on running statistics),
+or ``train``, the module left as constructed as KernelBench's harness runs it (batch norm on
+batch statistics; the reference then works on copies of the buffers, so the running statistics
+a candidate reads never change). Its parameters and buffers are passed to the candidate as extra
+inputs; the reference uses whatever values it is given (``torch.func.functional_call``), so an
+fp64 reference sees fp64 parameters. Bool inputs (masks) are ``const bool*``.
 
-Inputs: the task has one shape, the one ``get_inputs()`` makes (``shapes`` and
-``host_shapes`` both hold it; there are no extra check shapes). ``make_inputs`` draws fresh
-values per generator: floating inputs from :func:`kernels.base.random_tensor` with the
-requested distribution, integer inputs from ``get_inputs()`` itself run under a seed taken
-from the generator; the extra distribution ``file`` (always first) takes every input from
-``get_inputs()`` that way. A distribution whose inputs make the reference non-finite where
-the file's own inputs do not (``log`` of negative numbers) is left out.
+Shapes: the timed shape is the one ``get_inputs()`` makes (``shapes`` and ``host_shapes``
+both hold it). Where the inputs share a leading (batch) size B > 1 and the model follows a
+change of it, a check shape ``batch_<b>`` with ``b = B // 2 + 1`` (``B - 1`` for B = 2) is added
+(``get_inputs()`` run with its factory calls' leading size rewritten,
+:class:`forge_tui.model.taskfile_probe.BatchScale`). ``make_inputs`` draws fresh values per
+generator: floating inputs from :func:`kernels.base.random_tensor` with the requested
+distribution, integer and bool inputs from ``get_inputs()`` itself run under a seed taken from
+the generator; the distribution ``file`` (always first) takes every input from ``get_inputs()``
+that way. The others follow in the order ``large``, ``negative``, ``small``, ``normal``,
+``uniform`` (the correctness trials take them in turn per shape); one whose inputs make the
+reference non-finite where the file's own inputs do not (``log`` of negative numbers) is left out.
 
 Every file that does not fit raises :class:`kernels.registry.TaskError` with one line: a
 missing ``Model``/``get_inputs``, a syntax or import error, several or non-tensor outputs,

@@ -34,16 +34,7 @@ def _factories() -> frozenset:
     import torch
 
     return frozenset(
-        {
-            torch.randn,
-            torch.rand,
-            torch.randint,
-            torch.zeros,
-            torch.ones,
-            torch.empty,
-            torch.full,
-            torch.randperm,
-        }
+        {torch.randn, torch.rand, torch.randint, torch.zeros, torch.ones, torch.empty, torch.full, torch.randperm}
     )
 
 

@@ -67,7 +67,9 @@ class FileTask(Runtime):
             raise
         except BaseException as exc:
             if _out_of_memory(exc):
-                raise self.fail(f"{what} needs more than {_memory_cap()} (FORGE_LOAD_MEMORY_MB raises the cap)") from None
+                raise self.fail(
+                    f"{what} needs more than {_memory_cap()} (FORGE_LOAD_MEMORY_MB raises the cap)"
+                ) from None
             raise self.fail(f"{what} failed: {_one_line(exc)}") from None
 
     # ------------------------------------------------------------------ the steps

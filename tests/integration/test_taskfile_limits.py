@@ -191,9 +191,7 @@ def test_mode_flag_parses():
     assert p.parse_args(["capture", "m.py", "--mode", "train"]).mode == "train"
 
 
-SOFTMAX_SIG = (
-    'extern "C" int forge_launch(const float* x, float* out, int64_t x_d0, int64_t x_d1, int64_t out_d0, int64_t out_d1)'
-)
+SOFTMAX_SIG = 'extern "C" int forge_launch(const float* x, float* out, int64_t x_d0, int64_t x_d1, int64_t out_d0, int64_t out_d1)'
 _SOFTMAX_BODY = (
     "#include <cmath>\n#include <cstdint>\n" + SOFTMAX_SIG + "{ for (int64_t r = 0; r < x_d0; ++r) {"
     " const float* in = x + r * x_d1; float* o = out + r * x_d1; float m = MAX; double s = 0;"

@@ -47,7 +47,9 @@ def measure(
             g.median_ms, g.p10_ms, g.p90_ms = s.median, s.p10, s.p90
     if cap.groups and all(g.median_ms is None for g in cap.groups):
         first = next(g for g in cap.groups if g.error)
-        raise CaptureError(f"no recorded call of {cap.model_file.path.name} could be re-run: #{first.index} {first.error}")
+        raise CaptureError(
+            f"no recorded call of {cap.model_file.path.name} could be re-run: #{first.index} {first.error}"
+        )
     total = sum(g.total_ms or 0.0 for g in cap.groups) or 1.0
     for g in cap.groups:
         g.share = None if g.total_ms is None else g.total_ms / total
