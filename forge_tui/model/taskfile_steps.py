@@ -318,7 +318,8 @@ class FileTask(Runtime):
         finite, or where it is not finite on the file's own inputs either), the output's shape
         the same on each. They run at the file's shape, or at a batch that keeps inputs and
         output under :data:`probe.CHECK_BYTES` and one forward under :data:`probe.CHECK_FLOPS`;
-        a model costlier than that at batch 1 keeps every distribution unscreened."""
+        a model costlier than that at batch 1 (or above 4x the bytes) keeps every distribution
+        unscreened."""
         import torch
 
         self.check_shapes: dict = {}
@@ -336,8 +337,9 @@ class FileTask(Runtime):
             b = max(1, min(big * probe.CHECK_BYTES // max(size, 1), big * probe.CHECK_FLOPS // max(flops, 1)))
             small = self._dims_at(b) if b < big else None
             if small is not None:
-                dims, where, flops = small, f"get_inputs() at batch {b}", flops * b // big
-        screen = flops <= probe.CHECK_FLOPS  # run the reference on every distribution
+                dims, where, flops, size = small, f"get_inputs() at batch {b}", flops * b // big, size * b // big
+        # the reference on every distribution, where that stays cheap (pooling counts no FLOPs)
+        screen = flops <= probe.CHECK_FLOPS and size <= 4 * probe.CHECK_BYTES
         want = tuple(dims[n] for n in self.arg_dims[self.out_name])
         gen = torch.Generator().manual_seed(12345)
 
