@@ -73,7 +73,12 @@ def main(argv=None) -> int:
     ap.add_argument("--mode", choices=("eval", "train"), default="eval")
     ap.add_argument("--out", default="benchmarks/kernelbench_load.json")
     ap.add_argument("--limit", type=int, default=0, help="files per level (0: all)")
+    ap.add_argument("--report", nargs="+", default=None, metavar="JSON", help="only summarise earlier --out files")
     args = ap.parse_args(argv)
+    if args.report:
+        rows = [r for f in args.report for r in json.loads(Path(f).read_text())]
+        summarise(rows, sorted({r["level"] for r in rows}))
+        return 0
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(["torch", "forge_tui.model.taskfile_steps", "__main__"])
     rows = []
@@ -102,13 +107,24 @@ def main(argv=None) -> int:
             print(f"L{level} {mark}{f.name:60} {row.get('seconds', '')}s {row.get('error', '')[:100]}", flush=True)
             Path(args.out).write_text(json.dumps(rows, indent=1))
     print()
-    for level in args.levels:
+    summarise(rows, args.levels)
+    return 0
+
+
+def summarise(rows: list, levels) -> None:
+    """Per level: how many load, the refusals by category (counted), and the slowest loads."""
+    for level in levels:
         mine = [r for r in rows if r["level"] == level]
-        ok = sum(r["ok"] for r in mine)
-        print(f"level {level}: {ok} of {len(mine)} load")
+        ok = [r for r in mine if r["ok"]]
+        print(f"level {level}: {len(ok)} of {len(mine)} load")
         for why, n in Counter(category(r["error"]) for r in mine if not r["ok"]).most_common():
             print(f"    {n:3}  {why}")
-    return 0
+        if ok:
+            secs = sorted(r["seconds"] for r in ok)
+            rss = max(r["peak_rss_mb"] for r in ok)
+            print(f"    load time median {secs[len(secs) // 2]:.1f} s, max {secs[-1]:.1f} s; peak RSS max {rss} MB")
+            second = sum(1 for r in ok if r.get("check_shapes"))
+            print(f"    {second} with a second (batch) shape")
 
 
 def _warm() -> None:
