@@ -234,7 +234,7 @@ def cmd_eval(args, store: Optional[Store]) -> int:
     why = flag_problem(seed=args.seed)
     if why:
         return fail(why)
-    task = load_task(args.task)
+    task = load_task(args.task, args.mode)
     path = Path(args.source)
     if not path.exists():
         return fail(f"no such file: {path}")

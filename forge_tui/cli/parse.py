@@ -62,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     _backend_arg(ev)
     ev.add_argument("--seed", type=int, default=DEFAULTS.seed)
     ev.add_argument("--json", action="store_true")
+    _mode_arg(ev)
     _db_arg(ev)
     tk = sub.add_parser("tasks", help="list the task catalog, or show one task (a name or a task file)")
     tk.add_argument(

@@ -189,6 +189,7 @@ def test_mode_flag_parses():
     assert p.parse_args(["run", "x.py", "--mode", "train"]).mode == "train"
     assert p.parse_args(["tasks", "x.py"]).mode == "eval"
     assert p.parse_args(["capture", "m.py", "--mode", "train"]).mode == "train"
+    assert p.parse_args(["eval", "x.py", "k.cpp", "--mode", "train"]).mode == "train"
 
 
 SOFTMAX_SIG = 'extern "C" int forge_launch(const float* x, float* out, int64_t x_d0, int64_t x_d1, int64_t out_d0, int64_t out_d1)'
