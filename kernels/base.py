@@ -29,6 +29,7 @@ _C_TYPES = {
         "float16": "__half",
         "int64": "int64_t",
         "int32": "int",
+        "bool": "bool",
     },
     BackendName.HOST: {
         "float32": "float",
@@ -36,10 +37,11 @@ _C_TYPES = {
         "float16": "uint16_t",
         "int64": "int64_t",
         "int32": "int",
+        "bool": "bool",
     },
 }
 #: Bytes per element.
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8, "int64": 8, "int32": 4}
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8, "int64": 8, "int32": 4, "bool": 1}
 
 #: Correctness tolerances per output dtype against an fp64 reference:
 #: ``|out - ref| <= atol_scale * max|ref| + rtol * |ref|`` elementwise, and
@@ -119,6 +121,8 @@ class TaskSpec:
         file: absolute path of the task file a ``file``/``captured`` task came from.
         capture: the file's ``FORGE_CAPTURE`` dict (the recorded aten op and where it came
             from) for a ``captured`` task, else None.
+        mode: how a task file's model runs: ``eval`` (``model.eval()``) or ``train`` (as
+            constructed, as KernelBench's harness leaves it); catalog tasks have no module (``eval``).
     """
 
     name: str
@@ -145,6 +149,7 @@ class TaskSpec:
     sizes_of: Optional[Callable[..., tuple]] = None
     file: str = ""
     capture: Optional[dict] = None
+    mode: str = "eval"
 
     # ------------------------------------------------------------------ contract
     def signature(self, backend: str) -> str:
@@ -206,7 +211,7 @@ class TaskSpec:
                 for k, v in shapes.items()
             }
 
-        extra = {} if self.origin == "catalog" else {"origin": self.origin, "capture": self.capture}
+        extra = {} if self.origin == "catalog" else {"origin": self.origin, "capture": self.capture, "mode": self.mode}
         return {
             "name": self.name,
             "description": self.description,
@@ -239,7 +244,9 @@ def random_tensor(shape: Sequence[int], generator, distribution: str, dtype: str
     0.9 s per input set on the H200 host), and a CPU generator on the host backend.
 
     Distributions: ``normal`` N(0,1); ``uniform`` U(0,1); ``large`` N(0,1)*50 (exercises
-    max-subtraction in exp-based ops); ``negative`` -|N(0,1)|*4 - 1.
+    max-subtraction in exp-based ops); ``negative`` -|N(0,1)|*4 - 1; ``small`` N(0,1)*1e-3
+    (near zero: division by a norm, relative error on tiny values). A bool ``dtype`` is
+    ``x > 0`` of the draw (about half true for the symmetric ones).
     """
     import torch
 
@@ -252,4 +259,8 @@ def random_tensor(shape: Sequence[int], generator, distribution: str, dtype: str
         x = x * 50.0
     elif distribution == "negative":
         x = -x.abs() * 4.0 - 1.0
+    elif distribution == "small":
+        x = x * 1e-3
+    if dtype == "bool":
+        return x > 0
     return x.to(getattr(torch, dtype))

@@ -111,6 +111,7 @@ def run_config(args) -> RunConfig:
         model=args.model or "",
         base_url=args.base_url or "",
         seed_kernel=str(args.seed_kernel) if args.seed_kernel is not None else None,
+        mode=getattr(args, "mode", "eval"),
     )
 
 
@@ -272,7 +273,7 @@ def cmd_eval(args, store: Optional[Store]) -> int:
     why = flag_problem(seed=args.seed)
     if why:
         return fail(why)
-    task = load_task(args.task)
+    task = load_task(args.task, args.mode)
     path = Path(args.source)
     if not path.exists():
         return fail(f"no such file: {path}")
@@ -299,7 +300,7 @@ def cmd_eval(args, store: Optional[Store]) -> int:
 def cmd_tasks(args, store) -> int:
     from kernels.registry import catalog
 
-    tasks = [load_task(args.task)] if args.task else list(catalog().values())
+    tasks = [load_task(args.task, args.mode)] if args.task else list(catalog().values())
     print(render.to_json([t.spec_dict() for t in tasks]) if args.json else render.tasks_text(tasks))
     return 0
 
@@ -330,7 +331,7 @@ def cmd_capture(args, store: Store) -> int:
                 print(f"\rtiming {i + 1}/{n} ...", end="" if i + 1 < n else "\r\033[K", file=sys.stderr, flush=True)
 
         cp.measure(cap, samples=args.samples, progress=progress)
-    made = cp.write_tasks(store, cap, chosen, args.output) if chosen else []
+    made = cp.write_tasks(store, cap, chosen, args.output, mode=args.mode) if chosen else []
     if rs is not None:
         return _capture_regions(args, store, cap, rs, chosen_regions, made)
     if args.json:

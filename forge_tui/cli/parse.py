@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     _backend_arg(ev)
     ev.add_argument("--seed", type=int, default=DEFAULTS.seed)
     ev.add_argument("--json", action="store_true")
+    _mode_arg(ev)
     _db_arg(ev)
     tk = sub.add_parser("tasks", help="list the task catalog, or show one task (a name or a task file)")
     tk.add_argument(
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a catalog name or a task file: its launch signatures and shapes",
     )
     tk.add_argument("--json", action="store_true")
+    _mode_arg(tk)
     _db_arg(tk)
     _model_parsers(sub)
     lm = sub.add_parser("llm", help="LLM endpoint tools")
@@ -96,9 +98,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _mode_arg(p, what: str = "a task file's model") -> None:
+    p.add_argument(
+        "--mode",
+        choices=("eval", "train"),
+        default="eval",
+        help=f"run {what} in eval mode (default: dropout off, batch norm on running stats) or train "
+        "mode (as constructed, as KernelBench's harness does)",
+    )
+
+
 def _run_parser(sub) -> None:
     r = sub.add_parser("run", help="start a search on a task")
     r.add_argument("task", help="catalog task name (see `forge-tui tasks`) or a task file")
+    _mode_arg(r)
     r.add_argument(
         "--iterations",
         type=int,
@@ -182,6 +195,7 @@ def _model_parsers(sub) -> None:
     cp.add_argument("--samples", type=int, default=None, help="timing samples per operator (default 50 cuda, 15 host)")
     cp.add_argument("--no-time", action="store_true", help="record only; skip timing the operators")
     cp.add_argument("--json", action="store_true")
+    _mode_arg(cp, what="the task files it writes")
     _db_arg(cp)
     ap = sub.add_parser("apply", help="run a model with exported kernels swapped in; check outputs, time it")
     ap.add_argument("model", help="model file (as for capture)")

@@ -189,9 +189,16 @@ def eval_text(res) -> str:
 def tasks_text(tasks: Iterable) -> str:
     return "\n".join(
         f"{t.name:22} {t.description}\n{'':22} shapes: {', '.join(t.shapes)}\n"
+        + (_file_task_line(t) if t.origin != "catalog" else "")
         + "\n".join(f"{'':22} {b}: {t.signature(b)}" for b in BackendName)
         for t in tasks
     )
+
+
+def _file_task_line(t) -> str:
+    """A task file's model mode, check shapes and input distributions (one line)."""
+    checks = ", ".join(t.check_shapes) or "none"
+    return f"{'':22} mode: {t.mode}; check shapes: {checks}; distributions: {', '.join(t.distributions)}\n"
 
 
 def export_dict(res) -> dict:

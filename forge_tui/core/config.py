@@ -57,6 +57,7 @@ class RunConfig:
             config file.
         seed_kernel: a kernel source file for the root node instead of the task's seed.
         profile: ``auto`` or ``off``: a hardware profile (ncu) of each ok node on cuda.
+        mode: a task file's model in ``eval`` (default) or ``train`` mode (as constructed).
     """
 
     task: str
@@ -71,6 +72,7 @@ class RunConfig:
     base_url: str = ""
     seed_kernel: Optional[str] = None
     profile: str = AUTO
+    mode: str = "eval"
 
     def problem(self) -> Optional[str]:
         """One line naming a setting out of range, else None."""

@@ -64,7 +64,11 @@ def load_task(ref: dict) -> TaskSpec:
         from forge_tui.model.taskfile import load_task_file
 
         return load_task_file(
-            ref.get("file") or f"{ref.get('name', 'task')}.py", origin=ref.get("origin", "file"), text=ref.get("text")
+            ref.get("file") or f"{ref.get('name', 'task')}.py",
+            origin=ref.get("origin", "file"),
+            text=ref.get("text"),
+            mode=ref.get("mode", "eval"),
+            isolate=False,  # this worker is the capped process
         )
     mod = importlib.import_module(ref["module"])
     for spec in getattr(mod, "TASKS", []):

@@ -9,9 +9,17 @@ A task file defines, at module level::
     def get_init_inputs(): ...       # the constructor's arguments (optional; default [])
     FORGE_CAPTURE = {...}            # optional: written by ``forge-tui capture`` (origin "captured")
 
-Loading one imports torch, executes the file through :mod:`forge_tui.model.loader` (its
-directory on ``sys.path`` meanwhile, its prints sent to stderr) and runs the model a few
-times on the CPU to derive the task (:mod:`forge_tui.model.taskfile_steps`, step by step).
+A task file is Python that runs with the user's rights. Loading one (``tasks``, ``run``,
+``resume``, ``capture --select``) derives the task in a child process under a memory cap and a
+time limit (:mod:`forge_tui.model.taskfile_sandbox`: ``FORGE_LOAD_MEMORY_MB``, default 8192;
+``FORGE_LOAD_TIMEOUT_S``, default 120), which executes the file through
+:mod:`forge_tui.model.loader` (its directory on ``sys.path`` meanwhile, its prints sent to
+stderr) and derives the task on the CPU (:mod:`forge_tui.model.taskfile_steps`, step by step):
+the inputs' shapes from ``get_inputs()`` run on the meta device (no storage: a 6 GB input
+costs nothing), the output's shape and FLOPs from the forward on meta tensors (one real forward
+where meta tensors cannot do), and the value checks below at the file's shape or, for a large
+or costly file, at a smaller batch. The evaluation worker (a capped process itself) derives
+the same task in-process; the search process builds the model only if it calls the reference.
 
 The launch signature, in this order (every pointer row-major and contiguous):
 
@@ -29,18 +37,25 @@ The launch signature, in this order (every pointer row-major and contiguous):
 
 Names that would clash (with each other, ``stream``, C/C++/CUDA or Python keywords) get a
 trailing ``_``. The model is built once with ``torch.manual_seed(MODEL_SEED)``, so its
-parameter values are the same in every process; it runs in eval mode (dropout off, batch
-norm on running statistics) without autograd. Its parameters and buffers are passed to the
-candidate as extra inputs; the reference uses whatever values it is given
-(``torch.func.functional_call``), so an fp64 reference sees fp64 parameters.
+parameter values are the same in every process; it runs without autograd, in the task's
+``mode`` (:data:`MODES`): ``eval`` by default (dropout off, batch norm on running statistics),
+or ``train``, the module left as constructed as KernelBench's harness runs it (batch norm on
+batch statistics; the reference then works on copies of the buffers, so the running statistics
+a candidate reads never change). Its parameters and buffers are passed to the candidate as extra
+inputs; the reference uses whatever values it is given (``torch.func.functional_call``), so an
+fp64 reference sees fp64 parameters. Bool inputs (masks) are ``const bool*``.
 
-Inputs: the task has one shape, the one ``get_inputs()`` makes (``shapes`` and
-``host_shapes`` both hold it; there are no extra check shapes). ``make_inputs`` draws fresh
-values per generator: floating inputs from :func:`kernels.base.random_tensor` with the
-requested distribution, integer inputs from ``get_inputs()`` itself run under a seed taken
-from the generator; the extra distribution ``file`` (always first) takes every input from
-``get_inputs()`` that way. A distribution whose inputs make the reference non-finite where
-the file's own inputs do not (``log`` of negative numbers) is left out.
+Shapes: the timed shape is the one ``get_inputs()`` makes (``shapes`` and ``host_shapes``
+both hold it). Where the inputs share a leading (batch) size B > 1 and the model follows a
+change of it, a check shape ``batch_<b>`` with ``b = B // 2 + 1`` (``B - 1`` for B = 2) is added
+(``get_inputs()`` run with its factory calls' leading size rewritten,
+:class:`forge_tui.model.taskfile_probe.BatchScale`). ``make_inputs`` draws fresh values per
+generator: floating inputs from :func:`kernels.base.random_tensor` with the requested
+distribution, integer and bool inputs from ``get_inputs()`` itself run under a seed taken from
+the generator; the distribution ``file`` (always first) takes every input from ``get_inputs()``
+that way. The others follow in the order ``large``, ``negative``, ``small``, ``normal``,
+``uniform`` (the correctness trials take them in turn per shape); one whose inputs make the
+reference non-finite where the file's own inputs do not (``log`` of negative numbers) is left out.
 
 Every file that does not fit raises :class:`kernels.registry.TaskError` with one line: a
 missing ``Model``/``get_inputs``, a syntax or import error, several or non-tensor outputs,
@@ -64,7 +79,10 @@ from kernels.registry import TaskError
 #: Seed of the torch RNG while the model is constructed (parameter values are reproducible).
 MODEL_SEED = 0
 #: Element types a launch argument may have.
-SUPPORTED_DTYPES = ("float32", "bfloat16", "float16", "int64", "int32")
+SUPPORTED_DTYPES = ("float32", "bfloat16", "float16", "int64", "int32", "bool")
+#: How the model runs: ``eval`` (``model.eval()``: dropout off, batch norm on running
+#: statistics; the default) or ``train`` (as constructed: what KernelBench's harness does).
+MODES = ("eval", "train")
 #: Name of the one shape of a task file.
 SHAPE_NAME = "get_inputs"
 #: Identifiers a launch argument may not be called (C/C++/CUDA keywords and builtins, ``stream``).
@@ -84,7 +102,9 @@ _CACHE: dict[tuple, TaskSpec] = {}
 _LOCK = threading.Lock()
 
 
-def load_task_file(path, *, origin: str = "file", text: Optional[str] = None) -> TaskSpec:
+def load_task_file(
+    path, *, origin: str = "file", text: Optional[str] = None, mode: str = "eval", isolate: bool = True
+) -> TaskSpec:
     """The task a KernelBench-layout file defines (see the module docstring for the rules).
 
     Args:
@@ -93,33 +113,74 @@ def load_task_file(path, *, origin: str = "file", text: Optional[str] = None) ->
         text: the file's text as stored with a run: when given it is used instead of what is
             on disk now (a resumed run rebuilds exactly the task it started with, even after
             the file was edited, moved or deleted).
+        mode: ``eval`` (default: dropout off, batch norm on running statistics) or ``train``
+            (the module as constructed, as KernelBench's own harness runs it).
+        isolate: derive the task in a child process under a memory cap and a time limit
+            (:mod:`forge_tui.model.taskfile_sandbox`; default). False derives it here: the
+            evaluation worker, already a capped process of its own, does so.
 
     Returns:
-        A :class:`TaskSpec` with ``origin``, ``file``, ``reference_source`` (the file's text)
-        and ``capture`` set; no seed kernel.
+        A :class:`TaskSpec` with ``origin``, ``file``, ``reference_source`` (the file's text),
+        ``capture`` and ``mode`` set; no seed kernel. Its ``reference`` and ``make_inputs``
+        execute the file in this process when first called (an isolated load never runs it here
+        otherwise).
 
     Raises:
-        TaskError: the file is missing, unreadable or does not fit (one line).
+        TaskError: the file is missing, unreadable, does not fit, needs more memory or time
+            than loading allows (one line).
     """
+    if mode not in MODES:
+        raise TaskError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
     p = loader.resolve(path)
     if text is None:
         text = _read(path)
-    key = (hashlib.sha256(text.encode()).hexdigest(), str(p), origin)
+    key = (hashlib.sha256(text.encode()).hexdigest(), str(p), origin, mode)
     with _LOCK:
         if key in _CACHE:
             return _CACHE[key]
-        from forge_tui.model.taskfile_steps import FileTask
-
-        try:
-            spec = FileTask(p, text, origin).spec()
-        except TaskError:
-            raise
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:  # SystemExit, RecursionError...: still one line for the user
-            raise TaskError(f"{p.name}: {_one_line(exc)}") from None
+        spec = _derive(p, text, origin, mode, isolate)
         _CACHE[key] = spec
         return spec
+
+
+def _derive(p: Path, text: str, origin: str, mode: str, isolate: bool) -> TaskSpec:
+    import json
+
+    from forge_tui.model.taskfile_runtime import spec_from_derived
+
+    if isolate:
+        from forge_tui.model.taskfile_sandbox import derive_isolated
+
+        derived = derive_isolated(p, text, origin, mode)
+        lazy: list = []
+        lazy_lock = threading.Lock()
+
+        def runtime():
+            with lazy_lock:
+                if not lazy:
+                    from forge_tui.model.taskfile_steps import FileTask
+
+                    lazy.append(_guard(p, lambda: FileTask(p, text, origin, mode).materialise()))
+                return lazy[0]
+
+        return spec_from_derived(derived, path=p, text=text, runtime=runtime)
+    from forge_tui.model.taskfile_steps import FileTask
+
+    ft = FileTask(p, text, origin, mode)
+    derived = json.loads(json.dumps(_guard(p, ft.derive)))  # the same types as from the child
+    return spec_from_derived(derived, path=p, text=text, runtime=lambda: ft)
+
+
+def _guard(p: Path, fn):
+    """``fn()``; anything but a TaskError (SystemExit, RecursionError...) becomes one line."""
+    try:
+        return fn()
+    except TaskError:
+        raise
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - still one line for the user
+        raise TaskError(f"{p.name}: {_one_line(exc)}") from None
 
 
 def _read(path) -> str:

@@ -1,22 +1,26 @@
-"""The steps that turn an executed task file into its TaskSpec (rules: :mod:`forge_tui.model.taskfile`).
+"""The steps that turn an executed task file into what its TaskSpec is made of (rules:
+:mod:`forge_tui.model.taskfile`).
 
 :class:`FileTask` runs them in order: load (through :mod:`forge_tui.model.loader`), build the
-model, read the inputs, read the parameters, run the reference once, check more draws and
-determinism, then assemble the signature and the :class:`TaskSpec`.
+model (eval or train mode), read the inputs' shapes (``get_inputs()`` on the meta device),
+read the parameters, find the output's shape and FLOPs (the forward on meta tensors; the real
+forward once where meta tensors cannot do), check values (the reference on each distribution,
+twice on the same inputs) at the file's shape or, for a large file, at a smaller batch, then
+assemble the signature as a JSON-able dict (:meth:`FileTask.derive`). Everything runs on the CPU.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import inspect
 import json
+import os
 import sys
-import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from forge_tui.model import loader
+from forge_tui.model import taskfile_probe as probe
 from forge_tui.model.taskfile import (
     MODEL_SEED,
     RESERVED,
@@ -27,32 +31,33 @@ from forge_tui.model.taskfile import (
     sanitise,
     task_name,
 )
-from kernels.base import DTYPE_BYTES, Arg, TaskSpec
+from forge_tui.model.taskfile_runtime import Runtime, literal_constants
+from kernels.base import DTYPE_BYTES, Arg
 from kernels.registry import TaskError
 
-#: Value distributions tried beside ``file`` (kept where the reference stays finite).
-_DISTRIBUTIONS = ("normal", "uniform", "large", "negative")
+#: Value distributions tried beside ``file`` (kept where the reference stays finite), in the
+#: order the correctness trials take them: the ones that find overflow and sign bugs first.
+_DISTRIBUTIONS = ("large", "negative", "small", "normal", "uniform")
 
 
-class FileTask:
-    """Executes a task file once and derives its TaskSpec (everything runs on the CPU here).
+class FileTask(Runtime):
+    """Executes a task file once and derives its task (everything runs on the CPU here).
 
-    :meth:`spec` runs the steps in order; each leaves what the next needs on ``self``.
+    :meth:`derive` runs every step; :meth:`materialise` only those the evaluation needs.
     """
 
-    def __init__(self, path: Path, text: str, origin: str):
-        self.path, self.text, self.origin = path, text, origin
+    def __init__(self, path: Path, text: str, origin: str, mode: str = "eval"):
+        self.path, self.text, self.origin, self.mode = path, text, origin, mode
         self.where = path.name
         self.used: set[str] = set()  # launch argument names taken so far
-        self.models: dict[str, Any] = {}
-        self.models_lock = threading.Lock()
 
     # ------------------------------------------------------------------ helpers
     def fail(self, msg: str) -> TaskError:
         return TaskError(f"{self.where}: {msg}")
 
     def call(self, what: str, fn, *args):
-        """``fn(*args)`` with the file's prints on stderr; any exception becomes a TaskError."""
+        """``fn(*args)`` with the file's prints on stderr; any exception becomes a TaskError
+        (running out of memory says so, with the cap where one is set)."""
         try:
             with contextlib.redirect_stdout(sys.stderr):
                 return fn(*args)
@@ -61,17 +66,36 @@ class FileTask:
         except KeyboardInterrupt:
             raise
         except BaseException as exc:
+            if _out_of_memory(exc):
+                raise self.fail(
+                    f"{what} needs more than {_memory_cap()} (FORGE_LOAD_MEMORY_MB raises the cap)"
+                ) from None
             raise self.fail(f"{what} failed: {_one_line(exc)}") from None
 
     # ------------------------------------------------------------------ the steps
-    def spec(self) -> TaskSpec:
+    def derive(self) -> dict:
+        """Every step; the JSON-able description :func:`taskfile_runtime.spec_from_derived` takes.
+        Raises TaskError (one line)."""
+        self.materialise()
+        self._output()
+        self._check_values()
+        return self._derived()
+
+    def materialise(self) -> "FileTask":
+        """Load, build the model, read the inputs' shapes and the parameters: what the reference
+        and ``make_inputs`` need. Raises TaskError."""
         self._load()
         self._build_model()
         self._read_inputs()
         self._read_params()
-        self._run_once()
-        self._check_draws()
-        return self._task_spec()
+        self.out_name = _unique("out", self.used)
+        self.arg_dims = {}
+        for a_, (shape, _dt) in zip(self.in_args + self.param_args, self.all_meta):
+            self._name_dims(a_.name, len(shape))
+        b = probe.batch_of([self.first[i] for i in self.tensor_pos])
+        self.batch = (b, self.arg_dims[self.in_args[0].name][0]) if b and self.in_meta[0][0] else None
+        self._runtime_init()
+        return self
 
     def _load(self) -> None:
         """Execute the file through the loader; its refusals worded for a task file."""
@@ -104,10 +128,13 @@ class FileTask:
             return self.fail("get_inputs and get_init_inputs must be functions")
         if exc.stage == "import" and isinstance(exc.cause, TaskError):
             return exc.cause
+        if exc.stage == "import" and exc.cause is not None and _out_of_memory(exc.cause):
+            return self.fail(f"importing it needs more than {_memory_cap()} (FORGE_LOAD_MEMORY_MB raises the cap)")
         return self.fail(str(exc))
 
     def _build_model(self) -> None:
-        """``Model(*get_init_inputs())`` under :data:`MODEL_SEED`, on the CPU, eval, no autograd."""
+        """``Model(*get_init_inputs())`` under :data:`MODEL_SEED`, on the CPU, no autograd; in
+        eval mode for ``eval``, left as constructed for ``train`` (what KernelBench's harness does)."""
         import torch
 
         def build():
@@ -121,28 +148,29 @@ class FileTask:
         model = self.call("Model(*get_init_inputs())", build)
         if not isinstance(model, torch.nn.Module):
             raise self.fail("Model(*get_init_inputs()) is not an nn.Module")
-        model = model.cpu().eval()
+        model = model.cpu()
+        if self.mode == "eval":
+            model.eval()  # "train": as constructed (train mode unless the file chose otherwise)
         for p in model.parameters():
             p.requires_grad_(False)
         self.model = model
-        self.models["cpu"] = model
 
-    def draw(self, seed: int) -> list:
-        """``get_inputs()`` under ``seed``, tensors on the CPU."""
-        import torch
-
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            vals = self.get_inputs()
-        if not isinstance(vals, (list, tuple)):
-            raise TaskError(f"{self.where}: get_inputs() must return a list, got {type(vals).__name__}")
-        return [v.detach().cpu() if isinstance(v, torch.Tensor) else v for v in vals]
+    def _draw_meta(self, seed: int) -> list:
+        """get_inputs() on the meta device; real values where the file cannot run so."""
+        try:
+            return probe.draw(self.get_inputs, seed, meta=True)
+        except TaskError:
+            raise
+        except Exception:  # .item(), numpy, an op without a meta kernel: the real thing, under the caps
+            self.meta_inputs = False
+            return self.call("get_inputs()", probe.draw, self.get_inputs, seed)
 
     def _read_inputs(self) -> None:
         """Which of get_inputs()'s values are tensors, their launch names, shapes and dtypes."""
         import torch
 
-        first = self.first = self.call("get_inputs()", self.draw, 1)
+        self.meta_inputs = True
+        first = self.first = self._draw_meta(1)
         self.tensor_pos = [i for i, v in enumerate(first) if isinstance(v, torch.Tensor)]
         if not self.tensor_pos:
             raise self.fail("get_inputs() returns no tensor: there is nothing for a kernel to read")
@@ -157,15 +185,21 @@ class FileTask:
             self.in_meta.append((tuple(t.shape), _dtype_name(t.dtype)))
         self.constants = {i: v for i, v in enumerate(first) if i not in self.tensor_pos}
         self.float_in = [torch.is_floating_point(first[i]) for i in self.tensor_pos]
-        again = self.call("get_inputs()", self.draw, 2)
+        again = self._draw_meta(2)
         if len(again) != len(first) or [
             tuple(again[i].shape) if isinstance(again[i], torch.Tensor) else None for i in self.tensor_pos
         ] != [m[0] for m in self.in_meta]:
             raise self.fail("get_inputs() returns different shapes on different calls: a task has fixed shapes")
 
+    def _name_dims(self, arg: str, ndim: int) -> None:
+        """The size args of pointer ``arg``: ``<arg>_d<k>``, unique (named in launch order)."""
+        self.arg_dims[arg] = [_unique(f"{arg}_d{k}", self.used) for k in range(ndim)]
+
     def _read_params(self) -> None:
         """The model's parameters then buffers, in a fixed order, as launch inputs."""
-        state = list(self.model.named_parameters()) + list(self.model.named_buffers())
+        params, buffers = list(self.model.named_parameters()), list(self.model.named_buffers())
+        state = params + buffers
+        self.n_param = len(params)
         self.param_names = [n for n, _ in state]
         self.param_args = []
         for n, t in state:
@@ -175,13 +209,12 @@ class FileTask:
         self.n_in = len(self.in_args)
         self.all_meta = self.in_meta + [(tuple(t.shape), _dtype_name(t.dtype)) for t in self.params_cpu]
 
-    def _run_once(self) -> None:
-        """The reference on get_inputs()'s own values: exactly one supported tensor comes out."""
+    def _out_of(self, out, where: str):
+        """The one output tensor of a forward's result (a 1-tuple is unwrapped), checked."""
         import torch
 
-        self.reference = self._make_reference()
-        self.tensors_first = [self.first[i] for i in self.tensor_pos] + self.params_cpu
-        out = self.call("Model(*get_init_inputs())(*get_inputs())", self.reference, *self.tensors_first)
+        if isinstance(out, (tuple, list)) and len(out) == 1:
+            out = out[0]
         if isinstance(out, (tuple, list)):
             raise self.fail(
                 f"the model returns {len(out)} outputs; a task has exactly one output tensor "
@@ -192,83 +225,173 @@ class FileTask:
                 f"the model returns a {type(out).__name__}, not a tensor; a task has exactly one output tensor"
             )
         self._check_tensor(out, "the output")
-        self.out = out
-        self.out_shape, self.out_dtype = tuple(out.shape), _dtype_name(out.dtype)
-        self.out_name = _unique("out", self.used)
+        return out
 
-    def _check_draws(self) -> None:
-        """Shape and determinism checks: several draws, two calls on the same inputs."""
+    def _meta_out(self, tensors: list) -> Optional[tuple]:
+        """``(output, flops)`` of the forward on meta tensors, or None where it cannot run so."""
+        try:
+            return probe.meta_forward(self.model, self.param_names, self.params_cpu, self.forward_args(tensors))
+        except Exception:
+            return None
+
+    def _output(self) -> None:
+        """The output's shape and dtype, and the FLOPs, at the file's shape: from the forward on
+        meta tensors, or from one real forward where that cannot run."""
+        self.reference = self.make_reference()
+        ins = [self.first[i] for i in self.tensor_pos]
+        got = self._meta_out(ins)
+        self.meta_output = got is not None
+        if got is None:
+            real = ins if not self.meta_inputs else self._real_inputs(self.in_meta_dims(None))
+            out, self.flops = self._counted(real)
+        else:
+            out, self.flops = got
+        out = self._out_of(out, "get_inputs()")
+        self.out_shape, self.out_dtype = tuple(out.shape), _dtype_name(out.dtype)
+        self._name_dims(self.out_name, len(self.out_shape))
+
+    def in_meta_dims(self, batch: Optional[int]) -> dict:
+        """Dims of the inputs at ``batch`` (None: the file's own)."""
+        dims = {}
+        for a_, (shape, _dt) in zip(self.in_args, self.in_meta):
+            for k, (n, d) in enumerate(zip(self.arg_dims[a_.name], shape)):
+                dims[n] = batch if (batch is not None and k == 0 and self.batch and d == self.batch[0]) else d
+        return dims
+
+    def _real_inputs(self, dims: dict, dist: str = "file", seed: int = 12345) -> list:
         import torch
 
+        gen = torch.Generator().manual_seed(seed)
+        full = {**dims}
+        for a_, t in zip(self.param_args, self.params_cpu):
+            full.update(zip(self.arg_dims[a_.name], t.shape))
+        return self.call("get_inputs()", self.make_inputs, full, gen, "cpu", dist)
+
+    def _counted(self, tensors: list) -> tuple:
+        """``(output, flops)`` of one real forward (the reference) on ``tensors``."""
+        from torch.utils.flop_counter import FlopCounterMode
+
+        n_in = len(self.in_args)
+        own = self.params_on("cpu")  # the model's own tensors: the reference calls the model itself
+        with FlopCounterMode(display=False) as fc:
+            out = self.call("Model(*get_init_inputs())(*get_inputs())", self.reference, *tensors[:n_in], *own)
+        return out, int(fc.get_total_flops())
+
+    # ------------------------------------------------------------------ shapes and values
+    def _dims_at(self, batch: int) -> Optional[dict]:
+        """Every dim (inputs, parameters, output) with the inputs' batch made ``batch``, where
+        get_inputs() and the forward follow (meta tensors); None where they do not."""
+        assert self.batch is not None
+        want = self.in_meta_dims(batch)
+        try:
+            vals = probe.draw(self.get_inputs, 1, meta=True, batch=(self.batch[0], batch))
+        except Exception:
+            return None
+        ins = [v for v in vals if hasattr(v, "shape") and hasattr(v, "dtype")]
+        if len(ins) != len(self.in_args):
+            return None
+        for a_, t in zip(self.in_args, ins):
+            if [int(d) for d in t.shape] != [want[n] for n in self.arg_dims[a_.name]]:
+                return None
+        got = self._meta_out(ins)
+        if got is None or not hasattr(got[0], "shape"):
+            return None
+        out = got[0][0] if isinstance(got[0], (tuple, list)) and len(got[0]) == 1 else got[0]
+        if not hasattr(out, "shape") or out.dim() != len(self.out_shape):
+            return None
+        dims = dict(want)
+        for a_, t in zip(self.param_args, self.params_cpu):
+            dims.update(zip(self.arg_dims[a_.name], (int(d) for d in t.shape)))
+        dims.update(zip(self.arg_dims[self.out_name], (int(d) for d in out.shape)))
+        return dims
+
+    def full_dims(self) -> dict:
+        dims = self.in_meta_dims(None)
+        for a_, t in zip(self.param_args, self.params_cpu):
+            dims.update(zip(self.arg_dims[a_.name], (int(d) for d in t.shape)))
+        dims.update(zip(self.arg_dims[self.out_name], self.out_shape))
+        return {k: int(v) for k, v in dims.items()}
+
+    def _check_values(self) -> None:
+        """The second shape, then the value checks: the reference twice on ``file`` inputs (the
+        same output: no random ops), then on each distribution (kept where the reference stays
+        finite, or where it is not finite on the file's own inputs either), the output's shape
+        the same on each. They run at the file's shape, or at a batch that keeps inputs and
+        output under :data:`probe.CHECK_BYTES` and one forward under :data:`probe.CHECK_FLOPS`;
+        a model costlier than that at batch 1 (or above 4x the bytes) keeps every distribution
+        unscreened."""
+        import torch
+
+        self.check_shapes: dict = {}
+        full = self.full_dims()
+        if self.batch is not None and self.meta_output:
+            b2 = probe.second_batch(self.batch[0])
+            d2 = self._dims_at(b2)
+            if d2 is not None:
+                self.check_shapes[f"batch_{b2}"] = d2
+        dims, where = full, "get_inputs()"
+        size = probe.nbytes(self.in_meta + [(self.out_shape, self.out_dtype)], DTYPE_BYTES)
+        flops = self.flops
+        if (size > probe.CHECK_BYTES or flops > probe.CHECK_FLOPS) and self.batch is not None and self.meta_output:
+            big = self.batch[0]
+            b = max(1, min(big * probe.CHECK_BYTES // max(size, 1), big * probe.CHECK_FLOPS // max(flops, 1)))
+            small = self._dims_at(b) if b < big else None
+            if small is not None:
+                dims, where, flops, size = small, f"get_inputs() at batch {b}", flops * b // big, size * b // big
+        # the reference on every distribution, where that stays cheap (pooling counts no FLOPs)
+        screen = flops <= probe.CHECK_FLOPS and size <= 4 * probe.CHECK_BYTES
+        want = tuple(dims[n] for n in self.arg_dims[self.out_name])
         gen = torch.Generator().manual_seed(12345)
-        self.dists = ["file"]
-        for dist in _DISTRIBUTIONS:
-            ins = self.call("get_inputs()", self.make_inputs, {}, gen, "cpu", dist)
-            o = self.call(f"the model on {dist} inputs", self.reference, *ins)
-            if not isinstance(o, torch.Tensor) or tuple(o.shape) != self.out_shape:
-                got = tuple(o.shape) if isinstance(o, torch.Tensor) else type(o).__name__
+
+        def run(dist: str):
+            ins = self.call("get_inputs()", self.make_inputs, dims, gen, "cpu", dist)
+            out = self._out_of(self.call(f"the model on {dist} inputs", self.reference, *ins), dist)
+            if tuple(out.shape) != want:
                 raise self.fail(
-                    f"the output shape depends on the input values ({self.out_shape} on get_inputs(), "
-                    f"{got} on {dist} inputs): a kernel needs a fixed output shape"
+                    f"the output shape depends on the input values ({want} on {where}, "
+                    f"{tuple(out.shape)} on {dist} inputs): a kernel needs a fixed output shape"
                 )
-            if bool(torch.isfinite(o).all()) or not bool(torch.isfinite(self.out).all()):
-                self.dists.append(dist)
-        ins = self.call("get_inputs()", self.make_inputs, {}, gen, "cpu", "file")
-        a = self.call("the model", self.reference, *ins)
-        b = self.call("the model", self.reference, *ins)
-        if not _same(a, b):
+            return ins, out
+
+        ins, base = run("file")
+        again = self.call("the model", self.reference, *ins)
+        if not _same(base, again):
             raise self.fail(
                 "the model's output differs between two calls on the same inputs (random ops in "
                 "forward?): a kernel cannot match a random reference"
             )
+        base_finite = bool(torch.isfinite(base).all())
+        self.dists = ["file"]
+        for dist in _DISTRIBUTIONS:
+            if not screen or not base_finite or bool(torch.isfinite(run(dist)[1]).all()):
+                self.dists.append(dist)
 
-    def _task_spec(self) -> TaskSpec:
-        """The signature (ins, params, out, then every dim of every pointer) and the TaskSpec."""
+    def _derived(self) -> dict:
+        """The task as a JSON-able dict (what :func:`taskfile_runtime.spec_from_derived` takes)."""
         ptr_args = self.in_args + self.param_args + [Arg(self.out_name, "out", self.out_dtype)]
-        shapes = [m[0] for m in self.all_meta] + [self.out_shape]
-        size_args, dims = [], {}
-        for a_, shape in zip(ptr_args, shapes):
-            for k, d in enumerate(shape):
-                nm = _unique(f"{a_.name}_d{k}", self.used)
-                size_args.append(Arg(nm, "size", "int64"))
-                dims[nm] = int(d)
-        out_shape, out_dtype = self.out_shape, self.out_dtype
-        nbytes = (
-            sum(_numel(s) * DTYPE_BYTES[dt] for s, dt in self.all_meta) + _numel(out_shape) * DTYPE_BYTES[out_dtype]
-        )
-        flops = self._flops(self.reference, self.tensors_first)
-        size_names = [a_.name for a_ in size_args]
-        self.reference.forge_layout = {  # read through layout_of(): what export needs to call the model
-            "n_get_inputs": len(self.first),
-            "tensor_positions": self.tensor_pos,
-            "constants": self.constants,
-            "input_names": [a_.name for a_ in self.in_args],
-            "param_names": self.param_names,
-            "model_seed": MODEL_SEED,
+        size_args = [Arg(n, "size", "int64") for a_ in ptr_args for n in self.arg_dims[a_.name]]
+        return {
+            "name": task_name(self.path),
+            "description": self._description(),
+            "origin": self.origin,
+            "mode": self.mode,
+            "capture": self.capture,
+            "args": [[a_.name, a_.role, a_.dtype] for a_ in ptr_args + size_args],
+            "arg_dims": self.arg_dims,
+            "shape_name": SHAPE_NAME,
+            "dims": self.full_dims(),
+            "check_shapes": self.check_shapes,
+            "flops": int(self.flops),
+            "dists": self.dists,
+            "layout": {  # read through layout_of(): what export needs to call the model
+                "n_get_inputs": len(self.first),
+                "tensor_positions": self.tensor_pos,
+                "constants": literal_constants(self.constants),
+                "input_names": [a_.name for a_ in self.in_args],
+                "param_names": self.param_names,
+                "model_seed": MODEL_SEED,
+            },
         }
-        return TaskSpec(
-            name=task_name(self.path),
-            description=self._description(),
-            args=tuple(ptr_args + size_args),
-            shapes={SHAPE_NAME: dict(dims)},
-            host_shapes={SHAPE_NAME: dict(dims)},
-            make_inputs=self.make_inputs,
-            reference=self.reference,
-            outputs=lambda d: [(out_shape, out_dtype)],
-            sizes=lambda d: tuple(int(d[n]) for n in size_names),
-            bytes_moved=lambda d: nbytes,
-            flops=lambda d: flops,
-            check_shapes={},
-            seeds={},
-            distributions=tuple(self.dists),
-            deterministic=True,
-            dtype=out_dtype,
-            module="",
-            origin=self.origin,
-            reference_source=self.text,
-            file=str(self.path),
-            capture=self.capture,
-        )
 
     def _description(self) -> str:
         # the class's own docstring only: inspect.getdoc would inherit nn.Module's
@@ -276,89 +399,6 @@ class FileTask:
         what = doc[0].rstrip(".") if doc else f"{self.Model.__name__} from {self.path.name}"
         shape = "x".join(map(str, self.out_shape)) or "scalar"
         return f"{what[:120]} ({self.path.name}; output {shape} {self.out_dtype})"
-
-    # ------------------------------------------------------------------ the model, per device
-    def model_on(self, device) -> Any:
-        key = str(device)
-        with self.models_lock:
-            if key not in self.models:
-                self.models[key] = copy.deepcopy(self.model).to(device)
-            return self.models[key]
-
-    def params_on(self, device) -> list:
-        m = self.model_on(device)
-        own = dict(m.named_parameters())
-        own.update(dict(m.named_buffers()))
-        return [own[n] for n in self.param_names]
-
-    def forward_args(self, tensors) -> list:
-        it = iter(tensors)
-        return [self.constants[i] if i in self.constants else next(it) for i in range(len(self.first))]
-
-    def _make_reference(self):
-        """The task's reference: a plain function (it carries ``forge_layout``)."""
-
-        def reference(*tensors):
-            """Model(*get_init_inputs())(*inputs) with the given parameter values (no autograd)."""
-            return self._reference(tensors)
-
-        return reference
-
-    def _reference(self, tensors: tuple):
-        import torch
-
-        n_in, n_params = self.n_in, len(self.params_cpu)
-        if len(tensors) != n_in + n_params:
-            raise TypeError(f"the reference takes {n_in + n_params} tensors, got {len(tensors)}")
-        ins = list(tensors[:n_in])
-        for k, (meta, t) in enumerate(zip(self.in_meta, ins)):  # the harness hands fp64 copies of everything
-            if not self.float_in[k] and _dtype_name(t.dtype) != meta[1]:
-                ins[k] = t.to(getattr(torch, meta[1]))
-        given = list(tensors[n_in:])
-        device = ins[0].device
-        with torch.no_grad():
-            if not given or all(a is b for a, b in zip(given, self.params_on(device))):
-                out = self.model_on(device)(*self.forward_args(ins))  # the eager baseline: the model itself
-            else:
-                fixed = []
-                for (_shape, dt), t in zip(self.all_meta[n_in:], given):
-                    if not dt.startswith(("float", "bfloat")) and _dtype_name(t.dtype) != dt:
-                        t = t.to(getattr(torch, dt))
-                    fixed.append(t)
-                out = torch.func.functional_call(
-                    self.model_on(device), dict(zip(self.param_names, fixed)), tuple(self.forward_args(ins))
-                )
-        if isinstance(out, (tuple, list)) and len(out) == 1:
-            out = out[0]
-        for t in tensors:  # an output that is a view of an input would be poisoned with it
-            if isinstance(out, torch.Tensor) and out.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
-                return out.clone()
-        return out
-
-    def make_inputs(self, dims, generator, device, distribution="normal"):
-        """Fresh inputs of the file's shapes and dtypes, then the model's parameters and buffers.
-
-        Floating inputs are drawn on the generator's device; ``get_inputs()`` runs on the
-        CPU under a seed drawn from the generator, its tensors moved to ``device``."""
-        import torch
-
-        from kernels.base import random_tensor
-
-        need_file = distribution == "file" or not all(self.float_in)
-        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator, device=generator.device))
-        drawn = [v for v in self.draw(seed) if isinstance(v, torch.Tensor)] if need_file else []
-        ins = []
-        for k, (shape, dt) in enumerate(self.in_meta):
-            if distribution == "file" or not self.float_in[k]:
-                t = drawn[k]
-                if tuple(t.shape) != shape or _dtype_name(t.dtype) != dt:
-                    raise RuntimeError(
-                        f"get_inputs() changed input {self.in_args[k].name} to {tuple(t.shape)} {t.dtype}"
-                    )
-            else:
-                t = random_tensor(shape, generator, distribution, dt)
-            ins.append(t.contiguous().to(device))
-        return ins + self.params_on(device)
 
     # ------------------------------------------------------------------ checks
     def _input_names(self, Model, n: int) -> list[str]:
@@ -384,16 +424,15 @@ class FileTask:
                 f"{what} has dtype {dt}, which a launch cannot take (supported: {', '.join(SUPPORTED_DTYPES)})"
             )
 
-    def _flops(self, reference, tensors) -> int:
-        """Floating-point operations counted by torch's FlopCounterMode (matmuls, convs); 0 if none."""
-        try:
-            from torch.utils.flop_counter import FlopCounterMode
 
-            with FlopCounterMode(display=False) as fc, contextlib.redirect_stdout(sys.stderr):
-                reference(*tensors)
-            return int(fc.get_total_flops())
-        except Exception:
-            return 0
+def _out_of_memory(exc: BaseException) -> bool:
+    """The exception is an allocation that failed (Python's MemoryError, torch's CPU allocator)."""
+    return isinstance(exc, MemoryError) or "can't allocate memory" in str(exc)
+
+
+def _memory_cap() -> str:
+    cap = os.environ.get("FORGE_LOAD_CAP_MB")  # set in the loading child
+    return f"the {cap} MB memory cap for loading task files" if cap else "the memory there is"
 
 
 def _unique(name: str, used: set) -> str:
@@ -403,14 +442,7 @@ def _unique(name: str, used: set) -> str:
     return name
 
 
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
-
-
-def _same(a, b) -> bool:
+def _same(a: Any, b: Any) -> bool:
     """Two outputs are the same: equal shapes, equal values, NaN where the other has NaN."""
     import torch
 

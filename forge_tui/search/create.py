@@ -27,13 +27,13 @@ def preflight() -> None:
     memwatch.floor_mb()
 
 
-def load_task(name: str) -> Any:
-    """A catalog task by name, or a task file by path (``.py`` or a name with a path separator).
-    Raises TaskError."""
+def load_task(name: str, mode: str = "eval") -> Any:
+    """A catalog task by name, or a task file by path (``.py`` or a name with a path separator),
+    its model in ``mode`` (``eval``/``train``; task files only). Raises TaskError."""
     if name.endswith(".py") or os.sep in name:
         from forge_tui.model.taskfile import load_task_file
 
-        return load_task_file(name)
+        return load_task_file(name, mode=mode)
     from kernels.registry import get_task
 
     return get_task(name)
@@ -68,7 +68,7 @@ def create_run(store: Store, cfg: RunConfig):
         if why:
             raise RunConfigError(why)
     backend = BackendName(resolve_backend(cfg.backend))
-    task = load_task(cfg.task)
+    task = load_task(cfg.task, getattr(cfg, "mode", "eval"))
     parallel = cfg.parallel if cfg.parallel is not None else default_parallel(proposer, backend)
     config: dict[str, Any] = {"repairs": cfg.repairs, "parallel": parallel}
     if proposer is ProposerName.LLM:

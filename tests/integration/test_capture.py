@@ -210,11 +210,11 @@ def test_select_inplace_op_becomes_its_functional_twin(tmp_path, capsys):
 
 def test_unsupported_dtype_is_refused_before_writing(tmp_path, capsys):
     pytest.importorskip("forge_tui.model.taskfile")
-    model = tmp_path / "masked.py"
+    model = tmp_path / "double.py"  # bool masks are launch arguments now; float64 is not
     model.write_text(
         "import torch\nclass Model(torch.nn.Module):\n"
         "    def forward(self, x, m):\n        return torch.where(m, x, 0.0)\n"
-        "def get_inputs():\n    return [torch.randn(4, 8), torch.rand(4, 8) < 0.5]\n"
+        "def get_inputs():\n    return [torch.randn(4, 8, dtype=torch.float64), torch.rand(4, 8) < 0.5]\n"
     )
     rc, out, err = _main(
         capsys,
@@ -230,7 +230,7 @@ def test_unsupported_dtype_is_refused_before_writing(tmp_path, capsys):
         "-o",
         tmp_path / "t",
     )
-    _one_line_error(rc, out, err, "cannot take bool tensors")
+    _one_line_error(rc, out, err, "cannot take float64 tensors")
     assert not (tmp_path / "t").exists()
 
 
@@ -320,3 +320,22 @@ def test_cli_module_does_not_import_torch():
     code = "import sys, forge_tui.cli; print('torch' in sys.modules)"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert res.stdout.strip() == "False", res.stderr
+
+
+def test_a_group_that_fails_to_re_time_keeps_the_table(tmp_path):
+    """One group's re-run raises: it shows its error, the others keep their times."""
+    from forge_tui.model import capture as cp
+
+    cap = cp.record(BLOCK, "host")
+    broken = cap.groups[0]
+
+    def boom(*a, **k):
+        raise RuntimeError("device lost")
+
+    broken.func = boom
+    cp.measure(cap, samples=2)
+    assert broken.median_ms is None and broken.error == "re-running it raised RuntimeError: device lost"
+    assert all(g.median_ms is not None for g in cap.groups[1:]) and cap.forward_ms is not None
+    table = cp.format_table(cap)
+    assert "(not timed: re-running it raised RuntimeError: device lost)" in table
+    assert cap.row(broken)["error"] == broken.error

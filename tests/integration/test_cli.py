@@ -298,9 +298,10 @@ def test_tasks_of_a_task_file(tmp_path, capsys):
         "int64_t x_d1, int64_t bias_d0, int64_t out_d0, int64_t out_d1, cudaStream_t stream)"
     ) in out
     assert 'host: extern "C" int forge_launch(' in out and "shapes:" in out
-    assert cli.main(["tasks", str(f), "--json"]) == 0
+    assert "mode: eval; check shapes: batch_" in out  # which mode the model runs in, and the second shape
+    assert cli.main(["tasks", str(f), "--json", "--mode", "train"]) == 0
     (spec,) = json.loads(capsys.readouterr().out)
-    assert spec["signature"]["host"].endswith("int64_t out_d1)") and spec["shapes"]
+    assert spec["signature"]["host"].endswith("int64_t out_d1)") and spec["shapes"] and spec["mode"] == "train"
 
 
 @pytest.mark.slow  # a real search in the foreground: the slow lane

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from forge_tui.model.taskfile import layout_of, load_task_file
+from forge_tui.model.taskfile import layout_of
+from forge_tui.model.taskfile import load_task_file as _load
 from kernels.registry import TaskError
 from tests.conftest import SWISH_TASK_FILE
 
@@ -37,6 +38,13 @@ def get_inputs():
 def get_init_inputs():
     return []
 """
+
+
+def load_task_file(*args, **kwargs):
+    """In this process (the evaluation worker's way): the same derivation as the capped child
+    (tests/integration/test_taskfile_limits.py compares both), without a torch import per file."""
+    kwargs.setdefault("isolate", False)
+    return _load(*args, **kwargs)
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

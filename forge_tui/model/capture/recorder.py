@@ -41,6 +41,7 @@ class OpGroup:
     p10_ms: Optional[float] = None
     p90_ms: Optional[float] = None
     share: Optional[float] = None
+    error: Optional[str] = None  # re-running it for timing failed (one line); the group keeps its row
 
     @property
     def total_ms(self) -> Optional[float]:
@@ -110,6 +111,7 @@ class Capture:
     device_name: str
     groups: list[OpGroup]
     forward_ms: Optional[float] = None
+    forward_error: Optional[str] = None
     samples: Optional[int] = None
     model: Any = field(default=None, repr=False)
     inputs: list = field(default_factory=list, repr=False)
@@ -120,7 +122,7 @@ class Capture:
 
     def ranked(self) -> list[OpGroup]:
         """Groups by total time, largest first (first-run order when not timed)."""
-        if any(g.median_ms is None for g in self.groups):
+        if all(g.median_ms is None for g in self.groups):
             return list(self.groups)
         return sorted(self.groups, key=lambda g: (-(g.total_ms or 0.0), g.index))
 
@@ -143,6 +145,7 @@ class Capture:
             "p90_us": None if g.p90_ms is None else g.p90_ms * 1e3,
             "total_us": None if g.total_ms is None else g.total_ms * 1e3,
             "share": g.share,
+            "error": g.error,
             "samples": self.samples,
             "device": self.device_name,
             "backend": self.backend,

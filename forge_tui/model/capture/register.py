@@ -11,13 +11,16 @@ from forge_tui.model.errors import CaptureError
 from forge_tui.model.loader import one_line as _first_line
 
 
-def write_tasks(store, cap: Capture, groups: Sequence[OpGroup], out_dir: Optional[str | Path] = None) -> list[dict]:
+def write_tasks(
+    store, cap: Capture, groups: Sequence[OpGroup], out_dir: Optional[str | Path] = None, *, mode: str = "eval"
+) -> list[dict]:
     """Write one task file per group, load it and register it in the store (origin ``captured``).
 
     Args:
         store: an open :class:`store.Store`.
         out_dir: where the files go; default ``forge-tasks/<model stem>/`` under the current
             directory.
+        mode: the tasks' model mode (``eval``/``train``), as ``forge-tui run --mode``.
 
     Returns:
         Per group: ``{"index", "op", "path", "name", "task_id", "run_command"}``.
@@ -41,7 +44,7 @@ def write_tasks(store, cap: Capture, groups: Sequence[OpGroup], out_dir: Optiona
         except OSError as exc:
             raise CaptureError(f"cannot write {path}: {exc.strerror}") from exc
         try:
-            task = load_task_file(str(path), origin="captured")
+            task = load_task_file(str(path), origin="captured", mode=mode)
         except Exception as exc:
             from forge_tui.core.errors import user_message
 
@@ -55,7 +58,7 @@ def write_tasks(store, cap: Capture, groups: Sequence[OpGroup], out_dir: Optiona
                 "path": str(path),
                 "name": task.name,
                 "task_id": row.id,
-                "run_command": f"forge-tui run {path} --proposer llm",
+                "run_command": f"forge-tui run {path} --proposer llm" + (" --mode train" if mode == "train" else ""),
             }
         )
     return made

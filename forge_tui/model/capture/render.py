@@ -20,8 +20,10 @@ def format_table(cap: Capture, width: int = 60) -> str:
     mf = cap.model_file
     head = f"{mf.path.name}: {sum(g.count for g in cap.groups)} aten calls, {len(cap.groups)} distinct, on {cap.device_name} ({cap.backend})"
     lines.append(head)
+    if cap.forward_error:
+        lines.append(f"forward: {cap.forward_error}")
     if cap.forward_ms is not None:
-        op_sum = sum(g.total_ms for g in cap.groups)
+        op_sum = sum(g.total_ms or 0.0 for g in cap.groups)
         lines.append(
             f"forward {cap.forward_ms * 1e3:.1f} us; per-op medians sum to {op_sum * 1e3:.1f} us "
             f"(each op re-run alone, cache flushed, median of {cap.samples})"
@@ -38,6 +40,8 @@ def format_table(cap: Capture, width: int = 60) -> str:
         if len(detail) > width:
             detail = detail[: width - 3] + "..."
         note = "" if g.worth_kernel else f"  ({g.kind}: not worth a kernel)"
+        if g.error:
+            note += f"  (not timed: {g.error})"
         lines.append(f"{g.index:>4} {share:>6} {tot} {g.count:>5} {per}  {g.op:{w}} {detail}{note}")
     lines.append(
         "make tasks of operators: forge-tui capture FILE --select # or OP name (e.g. --select "

@@ -17,28 +17,40 @@ def measure(
     """Time each group's first call on its recorded inputs, and the whole forward.
 
     Sets ``median_ms``/``p10_ms``/``p90_ms`` and ``share`` (group total over the sum of all
-    group totals) on every group, and ``cap.forward_ms``/``cap.samples``.
+    timed group totals) on every group, and ``cap.forward_ms``/``cap.samples``. A group whose
+    re-run raises keeps no time and gets ``error`` (one line); the others are still timed,
+    so the table stays (the forward likewise: ``cap.forward_error``).
 
     Raises:
-        CaptureError: re-running a recorded call raised.
+        CaptureError: only where no group at all could be re-run.
     """
     from forge_tui.evaluate.optime import OP_TIMING, time_each
 
     model, inputs = cap.model, cap.inputs
-    fns = [(lambda g=g: g.func(*g.call_args, **g.call_kwargs)) for g in cap.groups]
-    fns.append(lambda: model(*inputs))
     n = OP_TIMING[cap.backend]["samples"] if samples is None else samples
-    try:
-        with torch.no_grad():
-            stats = time_each(fns, cap.device, samples=n, progress=progress)
-    except Exception as exc:
+    jobs = [(g, lambda g=g: g.func(*g.call_args, **g.call_kwargs)) for g in cap.groups]
+    jobs.append((None, lambda: model(*inputs)))
+    for i, (g, fn) in enumerate(jobs):
+        try:
+            with torch.no_grad():
+                (s,) = time_each([fn], cap.device, samples=n, progress=lambda _i, _n, i=i: progress(i, len(jobs)))
+        except Exception as exc:  # noqa: BLE001 - one group's fault; the table keeps the rest
+            why = f"re-running it raised {_first_line(exc, 200)}"
+            if g is None:
+                cap.forward_error = why
+            else:
+                g.error = why
+            continue
+        if g is None:
+            cap.forward_ms = s.median
+        else:
+            g.median_ms, g.p10_ms, g.p90_ms = s.median, s.p10, s.p90
+    if cap.groups and all(g.median_ms is None for g in cap.groups):
+        first = next(g for g in cap.groups if g.error)
         raise CaptureError(
-            f"re-running a recorded call of {cap.model_file.path.name} raised {_first_line(exc)}"
-        ) from exc
-    for g, s in zip(cap.groups, stats):
-        g.median_ms, g.p10_ms, g.p90_ms = s.median, s.p10, s.p90
-    total = sum(g.total_ms for g in cap.groups) or 1.0
+            f"no recorded call of {cap.model_file.path.name} could be re-run: #{first.index} {first.error}"
+        )
+    total = sum(g.total_ms or 0.0 for g in cap.groups) or 1.0
     for g in cap.groups:
-        g.share = g.total_ms / total
-    cap.forward_ms = stats[-1].median
+        g.share = None if g.total_ms is None else g.total_ms / total
     cap.samples = n
