@@ -49,13 +49,17 @@ class Launcher:
         self.fn.restype = ctypes.c_int
         self.task, self.backend = task, backend
         # a candidate linking cuBLAS carries the stream guard (backends/cublas_guard.cpp):
-        # tell it the stream the harness gives forge_launch
+        # tell it the stream the harness gives forge_launch, on every call (a CUDA graph's
+        # capture stream while a timing window is captured, the harness stream otherwise)
         self.guard = getattr(self.lib, "forge_guard_violations", None)
+        self._expect = None
         if self.guard is not None:
             self.guard.argtypes, self.guard.restype = [ctypes.POINTER(ctypes.c_void_p)], ctypes.c_int
             expect = self.lib.forge_guard_expect
             expect.argtypes, expect.restype = [ctypes.c_void_p], None
             expect(backend.stream_handle())
+            if backend.launch_has_stream:
+                self._expect = expect
 
     def stream_violation(self) -> str:
         """Empty when every cuBLAS call of the candidate ran on the given stream, else the reason.
@@ -69,7 +73,7 @@ class Launcher:
         n = int(self.guard(ctypes.byref(bad)))
         if not n:
             return ""
-        given = self.backend.stream_handle() or 0
+        given = getattr(self, "_given", None) or self.backend.stream_handle() or 0
         return (
             f"library call on another stream: cuBLAS was given stream {hex(bad.value or 0)}, "
             f"not the stream forge_launch was given ({hex(given)}): its work escapes the timed stream"
@@ -90,6 +94,9 @@ class Launcher:
         return tuple(vals)
 
     def __call__(self, args: tuple) -> int:
+        if self._expect is not None:  # the stream this call gives forge_launch (its last argument)
+            self._expect(args[-1])
+            self._given = args[-1]
         return int(self.fn(*args))
 
 
