@@ -26,7 +26,7 @@ from sqlalchemy import delete, func, update
 from sqlmodel import Session, col, select
 
 from store import lease, migrations, testing
-from store.errors import LeaseHeld, StoreCannotOpen, StoreError, StoreNotFound, explain
+from store.errors import LeaseHeld, StoreCannotOpen, StoreError, StoreNotFound
 from store.faults import faults
 from store.lease import LEASE_STALE_S
 from store.models import (
@@ -51,7 +51,9 @@ from store.session import (
     init_lock,
     make_engine,
     now_iso,
+    open_error,
     short_session,
+    unmerged_wal,
 )
 
 __all__ = ["LEASE_STALE_S", "Store", "StoreError", "default_db_path", "now_iso"]
@@ -71,9 +73,6 @@ class Store(StoreReads):
         StoreError: the file cannot be opened, is not a forge-tui database, or was written
             by a newer schema version (the subclasses in ``store.errors`` say which).
     """
-
-    #: Forward-only migrations (kept here for compatibility; they live in store.migrations).
-    MIGRATIONS = migrations.MIGRATIONS
 
     def __init__(
         self,
@@ -96,7 +95,23 @@ class Store(StoreReads):
             with init_lock(self.path, readonly=readonly):
                 migrations.init_schema(self.engine, self.path, readonly=readonly)
         except DB_ERRORS as exc:
-            raise explain(exc, self.path) from exc
+            if not (readonly and self._reopen_immutable()):
+                raise open_error(exc, self.path, readonly=readonly) from exc
+
+    def _reopen_immutable(self) -> bool:
+        """Read ``immutable`` after a failed ``mode=ro`` open (its ``-shm`` on a full disk), when no
+        unmerged ``-wal`` would be left out. True when that worked."""
+        if unmerged_wal(self.path):
+            return False
+        self.engine.dispose()
+        self.engine = make_engine(
+            self.path, readonly=True, busy_timeout_s=self.busy_timeout_s, faults=None, immutable=True
+        )
+        try:
+            migrations.init_schema(self.engine, self.path, readonly=True)
+        except DB_ERRORS:
+            return False
+        return True
 
     # ----------------------------------------------------------------- plumbing
     def session(self) -> ContextManager[Session]:

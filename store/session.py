@@ -21,7 +21,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlmodel import Session, create_engine
 
-from store.errors import explain
+from store.errors import StoreCannotOpen, StoreDiskFull, StoreError, explain
 from store.faults import Faults
 
 #: What a store call turns into a :class:`store.errors.StoreError` (through ``explain``).
@@ -48,7 +48,7 @@ def default_busy_timeout_s() -> float:
     return float(os.environ.get("FORGE_BUSY_TIMEOUT_S") or 15.0)
 
 
-def readonly_uri(path: Path) -> str:
+def readonly_uri(path: Path, immutable: Optional[bool] = None) -> str:
     """The SQLite URI of a read-only open of ``path``: ``mode=ro``, plus ``immutable=1`` where
     the directory cannot be written (a read-only mount, a directory without write permission).
 
@@ -56,9 +56,31 @@ def readonly_uri(path: Path) -> str:
     in a read-only directory ("unable to open database file", issue 17); ``immutable=1`` reads
     the file without any lock or shared memory, which is right only when nobody can write it
     (then nobody can: its directory is read-only). Source: https://sqlite.org/uri.html.
+    A non-empty ``-wal`` file holds commits the main file lacks, so such a file is never
+    opened ``immutable`` (``immutable``: None decides as above; True/False forces it).
     """
     uri = f"file:{quote(str(path))}?mode=ro"
-    return uri + "&immutable=1" if not dir_writable(path.parent) else uri
+    if immutable is None:
+        immutable = not dir_writable(path.parent) and not unmerged_wal(path)
+    return uri + "&immutable=1" if immutable else uri
+
+
+def unmerged_wal(path: Path) -> bool:
+    """True when ``path`` has a non-empty ``-wal`` file: commits not yet merged into the main
+    file, which an ``immutable=1`` open would silently leave out (issue 17)."""
+    try:
+        return Path(f"{path}-wal").stat().st_size > 0
+    except OSError:
+        return False
+
+
+def free_bytes(directory: Path) -> int:
+    """Bytes this user may still write on ``directory``'s filesystem (0 when it cannot be read)."""
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize
 
 
 def dir_writable(directory: Path) -> bool:
@@ -71,13 +93,15 @@ def dir_writable(directory: Path) -> bool:
     return os.access(directory, os.W_OK)
 
 
-def make_engine(path: Path, *, readonly: bool, busy_timeout_s: float, faults: Optional[Faults]) -> Engine:
+def make_engine(
+    path: Path, *, readonly: bool, busy_timeout_s: float, faults: Optional[Faults], immutable: Optional[bool] = None
+) -> Engine:
     """An engine on ``path`` whose every connection gets the store's pragmas.
 
     Read-only opens use :func:`readonly_uri` and leave the journal mode as it is; ``faults``
     may cap the page count (a simulated full disk).
     """
-    uri = readonly_uri(path) if readonly else f"file:{quote(str(path))}"
+    uri = readonly_uri(path, immutable) if readonly else f"file:{quote(str(path))}"
     engine = create_engine(
         "sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, check_same_thread=False)
     )
@@ -135,3 +159,17 @@ def short_session(engine: Engine, path: Path, faults: Optional[Faults]) -> Itera
                 faults.commit(s)
     except DB_ERRORS as exc:
         raise explain(exc, path) from exc
+
+
+def open_error(exc: BaseException, path: Path, *, readonly: bool) -> StoreError:
+    """The StoreError for an open of ``path`` that failed with ``exc``: a disk I/O error with
+    under 1 MB free is a full disk (StoreDiskFull, exit 3); a read-only open of a file with
+    unmerged commits in its ``-wal`` in a read-only directory says so; else :func:`explain`."""
+    if "disk i/o error" in str(exc).lower() and free_bytes(path.parent) < (1 << 20):
+        return StoreDiskFull(f"disk full under {path}: free space, nothing committed was lost")
+    if readonly and unmerged_wal(path) and not dir_writable(path.parent):
+        return StoreCannotOpen(
+            f"{path} has commits not yet merged from {path.name}-wal and its directory is read-only: "
+            "copy the .db, -wal and -shm files to a writable directory to read them"
+        )
+    return explain(exc, path)
