@@ -85,7 +85,7 @@ class ForgeApp(App):
             return
         self.push_screen(RunsScreen())
         if self.note:
-            self.notify(self.note)
+            self.notify(self.note, markup=False)
 
     def open_run(self, run_id: int, note: str = "") -> None:
         self.push_screen(RunScreen(run_id, note=note))
@@ -130,7 +130,7 @@ class ForgeApp(App):
         for e in exits:
             self._watching.discard(e.run_id)
             if e.code != 0:
-                self.notify(e.toast(), severity="warning" if e.code == 3 else "error", timeout=12)
+                self.notify(e.toast(), severity="warning" if e.code == 3 else "error", timeout=12, markup=False)
         self._watch_timer = self.set_timer(WATCH_S, self._watch_tick) if self._watching else None
 
     def leave_line(self, run_id: int, stopping: bool = False) -> str:

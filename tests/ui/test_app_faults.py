@@ -64,6 +64,7 @@ async def test_search_that_fails_at_once_shows_why(db, no_endpoint):
         await settle(pilot, lambda: "failed" in row_text(app, run.id), timeout=60)
         toasts = [n.message for n in app._notifications]
         assert any(f"run {run.id}: the search ended (exit 2)" in t and "needs an endpoint" in t for t in toasts)
+        assert all(n.markup is False for n in app._notifications)  # "[llm]" in a message is text, not markup
         stored = Store(db).get_run(run.id)
         assert stored.status == "failed" and "needs an endpoint" in stored.status_reason
         assert "the search di" in row_text(app, run.id)  # the reason's start, in the row

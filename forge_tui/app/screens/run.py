@@ -121,7 +121,7 @@ class RunScreen(Screen):
         self._apply_width(self.app.size.width)
         self.query_one("#tree").focus()
         if self.note:
-            self.notify(self.note, timeout=8)
+            self.notify(self.note, timeout=8, markup=False)
         self.poll()
         if getattr(self.app, "telemetry_enabled", True):
             self.read_telemetry()
@@ -208,7 +208,7 @@ class RunScreen(Screen):
         try:
             self.run = self.store.request_control(run.id, want)
         except StoreError as exc:
-            self.notify(str(exc), severity="error")
+            self.notify(str(exc), severity="error", markup=False)
             return
         self.notify(
             "asked the search to pause (after the node in flight)"
@@ -224,7 +224,7 @@ class RunScreen(Screen):
             try:
                 self.store.request_control(run.id, "stop")
             except StoreError as exc:
-                self.notify(str(exc), severity="error")
+                self.notify(str(exc), severity="error", markup=False)
                 return
             stopping = True
         self._leave(stopping)
@@ -315,7 +315,7 @@ class RunScreen(Screen):
         self.query_one(MeasurementsPane).set_telemetry(message.text)
 
     def on_poll_failed(self, message: PollFailed) -> None:
-        self.notify(message.error, severity="error", timeout=6)
+        self.notify(message.error, severity="error", timeout=6, markup=False)
 
     def on_run_changed(self, message: RunChanged) -> None:
         old = self.run

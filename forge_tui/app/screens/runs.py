@@ -194,7 +194,7 @@ class RunsScreen(Screen):
             self.runs = self.store.list_runs()
             self.best = self.store.best_node_summaries()
         except StoreError as exc:
-            self.notify(str(exc), severity="error")
+            self.notify(str(exc), severity="error", markup=False)
             return
         self.refresh_table()
 
@@ -203,7 +203,7 @@ class RunsScreen(Screen):
         self.refresh_table()
 
     def on_poll_failed(self, message: PollFailed) -> None:
-        self.notify(message.error, severity="error")
+        self.notify(message.error, severity="error", markup=False)
 
     def visible_runs(self) -> list[RunRead]:
         f = self.filter_text.lower().strip()
@@ -357,10 +357,10 @@ class RunsScreen(Screen):
             return
         state = display_status(run)
         if state == "running" or state == "finished" and run.iterations_done >= run.iterations_target:
-            self.notify(f"run {run.id} is {state}; nothing to resume", severity="warning")
+            self.notify(f"run {run.id} is {state}; nothing to resume", severity="warning", markup=False)
             return
         log = self.app.spawn(run.id)
-        self.notify(f"resuming run {run.id} in the background; log: {log}")
+        self.notify(f"resuming run {run.id} in the background; log: {log}", markup=False)
         self.load_runs()
 
     def action_stop_run(self) -> None:
@@ -369,10 +369,10 @@ class RunsScreen(Screen):
             return
         state = display_status(run)
         if state not in ("running", "paused", "created"):
-            self.notify(f"run {run.id} is {state}; nothing to stop", severity="warning")
+            self.notify(f"run {run.id} is {state}; nothing to stop", severity="warning", markup=False)
             return
         self.store.request_control(run.id, "stop")
-        self.notify(f"asked run {run.id} to stop (after the node in flight)")
+        self.notify(f"asked run {run.id} to stop (after the node in flight)", markup=False)
         self.load_runs()
 
     def action_delete_run(self) -> None:
@@ -380,7 +380,7 @@ class RunsScreen(Screen):
         if run is None:
             return
         if display_status(run) == "running":
-            self.notify(f"run {run.id} is running: stop it (x) before deleting", severity="warning")
+            self.notify(f"run {run.id} is running: stop it (x) before deleting", severity="warning", markup=False)
             return
 
         def done(yes: Optional[bool]) -> None:
@@ -388,9 +388,9 @@ class RunsScreen(Screen):
                 try:
                     self.store.delete_run(run.id)
                 except StoreError as exc:
-                    self.notify(str(exc), severity="error")
+                    self.notify(str(exc), severity="error", markup=False)
                     return
-                self.notify(f"deleted run {run.id}")
+                self.notify(f"deleted run {run.id}", markup=False)
                 self.load_runs()
 
         self.app.push_screen(
@@ -407,7 +407,7 @@ class RunsScreen(Screen):
         try:
             tasks = list(catalog())
         except Exception as exc:  # a broken task module: say which, keep the app alive
-            self.notify(f"cannot read the task catalog: {exc}", severity="error")
+            self.notify(f"cannot read the task catalog: {exc}", severity="error", markup=False)
             return
         self._open_new(tasks)
 
@@ -434,7 +434,7 @@ class RunsScreen(Screen):
 
     def _not_started(self, why: str) -> None:
         """The run could not be created: say why, and give the form back as it was typed."""
-        self.notify(f"cannot start the search: {why}", severity="error", timeout=8)
+        self.notify(f"cannot start the search: {why}", severity="error", timeout=8, markup=False)
         if self.is_current:
             self._open_new(self._tasks, why)
 

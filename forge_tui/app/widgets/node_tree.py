@@ -416,13 +416,13 @@ class NodeTree(Tree[int]):
 
     def action_jump_best(self) -> None:
         if not self.select_id(self.best_id):
-            self.notify("no best node yet", severity="warning")
+            self.notify("no best node yet", severity="warning", markup=False)
 
     def action_jump_parent(self) -> None:
         nid = self.selected_id
         parent = self.nodes[nid].parent_id if nid in self.nodes else None
         if parent is None:
-            self.notify("this node has no parent", severity="warning")
+            self.notify("this node has no parent", severity="warning", markup=False)
             return
         self.select_id(parent)
 
@@ -431,7 +431,7 @@ class NodeTree(Tree[int]):
         failed = sorted(i for i, n in self.nodes.items() if n.status in FAILED)
         after = [i for i in failed if i > cur] or failed
         if not after:
-            self.notify("no failed nodes", severity="information")
+            self.notify("no failed nodes", severity="information", markup=False)
             return
         self.select_id(after[0])
 
