@@ -51,4 +51,9 @@ def confirm_best(
             log(f"confirmed node {node.id}: {value:.3f}x (search-time {tn.reward:.3f}x)")
         if value > best:
             best_id, best = node.id, value
+    # a node confirmed by an earlier (resumed) run of this search stays a candidate for the best,
+    # though it may no longer rank in the top by search-time speedup (the export takes it too)
+    for summary in store.node_summaries(run.id):
+        if summary.status == NodeStatus.OK and (summary.confirmed_speedup or 0.0) > best:
+            best_id, best = summary.id, float(summary.confirmed_speedup)
     store.update_run(run.id, best_node_id=best_id, best_speedup=best or None, event_kind="confirmed")
