@@ -16,7 +16,7 @@ def test_a_node_confirmed_before_a_resume_stays_the_best(tmp_path):
     run = store.create_run(task_id=task.id, task_name="t")
     tree = mcts.Tree()
     confirmed = {}
-    for i, (reward, conf) in enumerate([(0.40, 0.255), (0.39, 0.20), (0.38, 0.10), (0.30, 0.282)]):
+    for reward, conf in [(0.40, 0.255), (0.39, 0.20), (0.38, 0.10), (0.30, 0.282)]:
         node = store.add_node(run_id=run.id, status=NodeStatus.OK, source="k", speedup=reward)
         store.confirm_node(node.id, conf, [])
         tn = tree.add(node.id, None, NodeStatus.OK)
