@@ -207,13 +207,14 @@ def cmd_rm(args, store: Store) -> int:
     held = store.lease_holder(run.id)
     if held:
         return fail(held)
+    nodes = len(store.node_summaries(run.id))
     if not args.yes and _cli()._has_terminal():
-        answer = input(f"delete run {run.id} ({run.task_name}, {run.iterations_done} nodes, {run.status})? [y/N] ")
+        answer = input(f"delete run {run.id} ({run.task_name}, {nodes} node{'s' * (nodes != 1)}, {run.status})? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             print(f"run {run.id} kept")
             return 0
     store.delete_run(run.id, refuse_if_driven=True)
-    print(f"deleted run {run.id} ({run.task_name}, {run.iterations_done} nodes) from {store.path}")
+    print(f"deleted run {run.id} ({run.task_name}, {nodes} node{'s' * (nodes != 1)}) from {store.path}")
     return 0
 
 

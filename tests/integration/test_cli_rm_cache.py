@@ -42,7 +42,7 @@ def test_rm_refuses_a_driven_run_and_deletes_an_idle_one(tmp_path, capsys, live_
     one_line_error(rc, out, err, f"run {driven}", f"pid {live_pid}", code=2)
     assert store.get_run(driven).id == driven
     rc, out, err = main_rc(capsys, "--db", db, "rm", idle)  # no terminal: nothing is asked
-    assert rc == 0 and out.strip() == f"deleted run {idle} (softmax, 0 nodes) from {db}", (out, err)
+    assert rc == 0 and out.strip() == f"deleted run {idle} (softmax, 1 node) from {db}", (out, err)
     assert [r.id for r in store.list_runs()] == [driven]
     assert store.nodes(idle) == []
 
