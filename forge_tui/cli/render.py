@@ -18,7 +18,7 @@ from forge_tui.core.present import (
     speedup_cell,
     speedup_mark,
 )
-from forge_tui.core.status import BackendName
+from forge_tui.core.status import IN_FLIGHT, BackendName
 from store.lease import effective_state
 
 
@@ -142,8 +142,11 @@ def show_text(run, nodes: list) -> str:
     by_id = {n.id: n for n in nodes}
     for n in _depth_first(node_dicts(nodes, {})):
         sp, mark = speedup_cell(*shown_speedup(by_id[n["id"]]))
+        state = n["status"]
+        if status != "running" and state in IN_FLIGHT:  # its process is gone: resume evaluates it again
+            state = "interrupted"
         lines.append(
-            f"  {'  ' * n['depth']}#{n['id']} {n['status']:13} {sp:>8}{mark} {n['description'][:70]}"
+            f"  {'  ' * n['depth']}#{n['id']} {state:13} {sp:>8}{mark} {n['description'][:70]}"
             + (f"  [{n['error'][:80]}]" if n["error"] else "")
         )
     if any(n.confirmed_speedup is not None for n in nodes):
