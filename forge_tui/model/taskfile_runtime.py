@@ -115,7 +115,8 @@ class Runtime:
 
         shapes = [self.shape_of(dims, a.name) for a in self.in_args]
         need_file = distribution == "file" or not all(self.float_in)
-        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator, device=generator.device))
+        with _real_tensors():  # a real draw even under FakeTensorMode (export reads shapes that way)
+            seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator, device=generator.device))
         drawn: list = []
         if need_file:
             scale = None
@@ -212,3 +213,15 @@ def literal_constants(constants: dict) -> Optional[dict]:
             return None
         out[str(k)] = repr(v)
     return out
+
+
+def _real_tensors():
+    """A context in which torch ops make real tensors even inside a FakeTensorMode (torch's
+    ``unset_fake_temporarily``; a no-op where this torch lacks it)."""
+    try:
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+    except ImportError:  # pragma: no cover - older torch
+        import contextlib
+
+        return contextlib.nullcontext()
+    return unset_fake_temporarily()
