@@ -134,7 +134,9 @@ class Runtime:
             else:
                 t = random_tensor(shape, generator, distribution, dt)
             ins.append(t.contiguous().to(device))
-        return ins + self.params_on(device)
+        with _real_tensors():  # the model's own parameters, never fake copies
+            params = self.params_on(device)
+        return ins + params
 
 
 def spec_from_derived(d: dict, *, path, text: str, runtime: Callable[[], Runtime]) -> TaskSpec:
@@ -168,7 +170,9 @@ def spec_from_derived(d: dict, *, path, text: str, runtime: Callable[[], Runtime
         return runtime()._reference(tensors)
 
     def make_inputs(dims, generator, device, distribution="normal"):
-        return runtime().make_inputs(dims, generator, device, distribution)
+        with _real_tensors():  # the file runs and its model is built for real, even under fake tensors
+            rt = runtime()
+        return rt.make_inputs(dims, generator, device, distribution)
 
     lay = dict(d["layout"])
     consts = lay.get("constants")

@@ -12,7 +12,7 @@ from tests.helpers import SWISH_TASK_FILE
 def test_input_signature_of_a_task_file_on_fake_tensors(tmp_path):
     path = tmp_path / "swish.py"
     path.write_text(SWISH_TASK_FILE)
-    task = load_task_file(path, isolate=False)
+    task = load_task_file(path)  # isolated: the file runs here first inside the fake mode
     dims = next(iter(task.shapes_for("host").values()))
     shapes, dtypes = input_signature(task, dims, 1)
     assert shapes == [[32, 256]] and dtypes == ["float32"]
