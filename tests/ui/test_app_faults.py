@@ -249,3 +249,19 @@ async def test_run_screen_shows_why_its_search_ended(make_app, db):
         assert "failed" in header and "created" not in header
         assert "cannot load task softmax" in app.screen.run.status_reason
         assert any("the search ended (exit 1): cannot load task softmax" in n.message for n in app._notifications)
+
+
+async def test_the_new_forms_error_is_shown_whole_at_80x24(make_app):
+    """A long error under the New form wraps inside the dialog, and "[llm]" in it is text, not
+    markup (a fresh-user trial saw it cut at 80 columns and the table name eaten)."""
+    error = (
+        "llm needs an endpoint: set base_url in the [llm] table of /root/.config/forge-tui/config.toml "
+        "(e.g. http://localhost:8000/v1)"
+    )
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, runs_ready(app))
+        app.push_screen(NewSearchScreen(["softmax"], error=error))
+        await settle(pilot, lambda: isinstance(app.screen, NewSearchScreen))
+        shown = " ".join(screen_text(app).split())
+        assert "[llm] table" in shown and "localhost:8000/v1)" in shown, shown

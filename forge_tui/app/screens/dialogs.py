@@ -113,7 +113,7 @@ class NewSearchScreen(ModalScreen[Optional[RunConfig]]):
                 yield Input(init.base_url, placeholder="LLM base URL (llm only; default: config)", id="new-base-url")
                 yield Label("iterations", id="label-iterations")
                 yield Input(str(init.iterations), type="integer", id="new-iterations")
-            yield Label(self.error, id="new-error", classes="error")
+            yield Label(self.error, id="new-error", classes="error", markup=False)
             with Horizontal(classes="buttons"):
                 yield Button("Start", variant="success", id="start")
                 yield Button("Cancel", id="cancel")
