@@ -77,3 +77,10 @@ async def test_one_eager_figure_per_node_and_shape(make_app, db):
     node_rows = [ln for ln in lines if ln[:2] == ["node", f"#{nid}"] and ln[2] != "ok"]  # not the header
     assert node_rows[0][-1] == "2.000x" and node_rows[1][-2:] == ["1.020x", "~1"]
     assert "p10-p90" in text and "mode: cold" in text and "holds 1.0" in text
+
+
+def test_a_wild_cv_keeps_its_cell_width():
+    from forge_tui.app.widgets.measurements import _pct
+
+    assert [_pct(v) for v in (None, 0.154, 1.537, 250.0)] == ["-", "15.4%", "154%", "9999%"]
+    assert max(len(_pct(v / 1000)) for v in range(0, 100_000, 7)) <= 5

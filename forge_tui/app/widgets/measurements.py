@@ -41,7 +41,10 @@ def _ms(ms: Optional[float]) -> str:
 
 
 def _pct(x: Optional[float]) -> str:
-    return f"{100 * x:.1f}%" if x is not None else "-"
+    """A CV as a percentage in at most 5 cells (``15.4%``, ``154%``), so a wild one keeps its row aligned."""
+    if x is None:
+        return "-"
+    return f"{100 * x:.1f}%" if x < 0.995 else f"{min(100 * x, 9999):.0f}%"
 
 
 def _num(x: Optional[float], fmt: str = "{:.1f}") -> str:
