@@ -7,52 +7,15 @@ import json
 
 import pytest
 
-from forge_tui.llm.client import LLMClient
-from forge_tui.search import mcts
-from forge_tui.search.proposers.base import SearchContext
-from forge_tui.search.proposers.llm import STREAMING, LLMProposer
+from forge_tui.search.proposers.llm import STREAMING
 from forge_tui.search.runner import ProposerUnavailable
-from store import Store
-from tests.fakellm import API_KEY, BODIES, MODEL, fast_config, raw, reply
-from tests.integration.test_llm_search import SEED, answer, variant
+from tests.fakellm import BODIES, raw, reply
+from tests.integration.test_llm_search import answer, variant
+from tests.integration.test_llm_search import setup as llm_setup  # a fixture: the proposer over a store
+
+proposer = llm_setup
 
 PY_EXAMPLE = "```python\nimport torch\n# calls forge_launch(x, y, rows, cols) { through ctypes }\nprint('x')\n```\n"
-
-
-@pytest.fixture
-def proposer(tmp_path, fake_llm, softmax_task):
-    from forge_tui.search.runner import register_task
-
-    store = Store(tmp_path / "t.db")
-    task_row = register_task(store, softmax_task)
-    run = store.create_run(
-        task_id=task_row.id,
-        task_name="softmax",
-        backend="host",
-        proposer="llm",
-        model=MODEL,
-        config_json=json.dumps(fast_config(fake_llm.base_url).run_config()),
-    )
-    root = store.add_node(
-        run_id=run.id,
-        depth=0,
-        kind="seed",
-        status="ok",
-        source=SEED,
-        source_hash="s",
-        description="seed",
-        speedup=1.2,
-        median_ms=0.5,
-        shapes_json=json.dumps(
-            {"attn_scores_256x1024": {"median_ms": 0.3, "gbps": 10.0, "sol_pct": 40.0, "speedup": 1.2}}
-        ),
-    )
-    tree = mcts.Tree()
-    tree.add(root.id, None)
-    tree.record(root.id, "ok", 1.2)
-    ctx = SearchContext(store, run, softmax_task, "host", {"cpu": "x86_64", "copy_gbs": 20.0}, tree, set(), 0)
-    prop = LLMProposer(LLMClient(fast_config(fake_llm.base_url, max_retries=1), key=API_KEY), store, run.id)
-    return store, ctx, prop, root
 
 
 def test_reasoning_is_stored_apart_and_the_request_parameters_too(proposer, fake_llm):
