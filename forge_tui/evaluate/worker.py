@@ -27,6 +27,7 @@ spinning in a candidate's infinite loop.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import os
 import platform
@@ -211,31 +212,16 @@ class Worker:
             before = self.telemetry.read()
             mode = msg.get("mode") or task.timing_mode
             with self.device_work("baseline", exclusive=True, shape=shape_name):
-                r = trials.time_shape(
-                    self.timer,
-                    None,
-                    task,
-                    dims,
-                    self.device,
-                    msg["seed"],
-                    eager=eager,
-                    progress=self.progress,
-                    mode=mode,
-                )
+                # eager and torch.compile timed the same way (one method for both baselines)
+                time_baseline = functools.partial(
+                    trials.time_shape, self.timer, None, task, dims, self.device, msg["seed"],
+                    progress=self.progress, mode=mode,
+                )  # fmt: skip
+                r = time_baseline(eager=eager)
                 compile_stats = None
                 if compiled is not None:
                     try:
-                        rc = trials.time_shape(
-                            self.timer,
-                            None,
-                            task,
-                            dims,
-                            self.device,
-                            msg["seed"],
-                            eager=compiled,
-                            progress=self.progress,
-                            mode=mode,
-                        )
+                        rc = time_baseline(eager=compiled)
                         compile_stats = rc["eager"].timing_stats()
                     except Exception as exc:
                         compile_error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
