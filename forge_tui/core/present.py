@@ -96,3 +96,11 @@ def speedup_cell(value: Optional[float], kind: str) -> tuple[str, str]:
     """``(figure, mark)`` for a table column: ``("1.234x", "✓")``; a missing or zero figure is
     ``"-"`` (a failed seed leaves 0) and a search-time one has a blank mark slot (``" "``)."""
     return (f"{value:.3f}x" if value else "-"), (speedup_mark(kind) or " ")
+
+
+def duration_text(ms: Optional[float]) -> str:
+    """A duration given in ms as prompts and reports show it: ``31.9 us`` below 1 ms, else
+    ``1.234 ms``; ``-`` for None."""
+    if ms is None:
+        return "-"
+    return f"{ms * 1e3:.1f} us" if ms < 1 else f"{ms:.3f} ms"

@@ -19,6 +19,7 @@ import subprocess
 import threading
 from typing import Callable, Mapping, Optional, Union
 
+from forge_tui.core.present import duration_text
 from forge_tui.evaluate.ncu import ProfileStatus, _kill, capture_profile, failure
 
 __all__ = [
@@ -69,10 +70,6 @@ def profiling_enabled(config: Mapping, backend: str) -> bool:
     return config.get("profile", "auto") != "off" and os.environ.get(ENV, "auto").strip().lower() != "off"
 
 
-def _fmt_ms(ms: float) -> str:
-    return f"{ms * 1e3:.1f} us" if ms < 1 else f"{ms:.3f} ms"
-
-
 def _fmt_bytes(n: float) -> str:
     if n >= 1e9:
         return f"{n / 1e9:.2f} GB"
@@ -103,7 +100,7 @@ def profile_text(profile: Optional[Mapping]) -> str:
     n = int(profile.get("kernels") or 1)
     head = f"- kernel {profile.get('kernel') or '?'}"
     if m.get("duration_us") is not None:
-        head += f": {_fmt_ms(m['duration_us'] / 1e3)}"
+        head += f": {duration_text(m['duration_us'] / 1e3)}"
     if n > 1:
         head += f" (the longest of {n} kernels; the others take {profile.get('others_pct', 0):.0f}% of the time)"
     lines.append(head)
@@ -178,13 +175,13 @@ def roofline_lines(
         floor = max(t_mem, t_fl)
         if floor:
             bound = "compute" if t_fl > t_mem else f"{copy_gbs:,.0f} GB/s"
-            parts.append(f"floor {_fmt_ms(floor)} (at {bound})")
+            parts.append(f"floor {duration_text(floor)} (at {bound})")
         for label, table in (("eager", eager_ms), ("torch.compile", compile_ms)):
             ms = (table or {}).get(name)
             if not ms or ms <= 0:
                 parts.append(f"{label} not timed")
                 continue
-            text = f"{label} {_fmt_ms(ms)} ({nbytes / (ms * 1e-3) / 1e9:,.0f} GB/s"
+            text = f"{label} {duration_text(ms)} ({nbytes / (ms * 1e-3) / 1e9:,.0f} GB/s"
             text += f", {floor / ms:.0%} of roofline speed)" if floor else ")"
             parts.append(text)
         out.append(f"- {name}: " + "; ".join(parts))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from forge_tui.core.present import duration_text
 from forge_tui.evaluate.backends import get_backend
 
 MAX_SOURCE_CHARS = 24_000
@@ -64,12 +65,6 @@ def cap(text: str, limit: int, *, keep: str = "head") -> str:
     return text[:limit] + f"\n[... {cut} characters cut ...]"
 
 
-def _fmt_ms(ms: Optional[float]) -> str:
-    if ms is None:
-        return "-"
-    return f"{ms * 1e3:.1f} us" if ms < 1 else f"{ms:.3f} ms"
-
-
 def measurements(k: KernelInfo) -> str:
     """One line for the whole kernel, then one per shape."""
     if k.status and k.status != "ok":
@@ -77,12 +72,12 @@ def measurements(k: KernelInfo) -> str:
         return f"status {k.status}" + (f": {first}" if first else "")
     head = f"status ok, speedup {k.speedup:.3f}x over PyTorch eager" if k.speedup else "status ok"
     if k.median_ms is not None:
-        head += f", total median {_fmt_ms(k.median_ms)} over the timed shapes"
+        head += f", total median {duration_text(k.median_ms)} over the timed shapes"
     lines = [head]
     for shape, v in (k.shapes or {}).items():
-        parts = [f"median {_fmt_ms(v.get('median_ms'))}"]
+        parts = [f"median {duration_text(v.get('median_ms'))}"]
         if v.get("baseline_ms") is not None:
-            parts.append(f"eager {_fmt_ms(v['baseline_ms'])}")
+            parts.append(f"eager {duration_text(v['baseline_ms'])}")
         if v.get("speedup") is not None:
             parts.append(f"{v['speedup']:.3f}x")
         if v.get("gbps") is not None:
