@@ -23,13 +23,13 @@ import json
 import math
 import pprint
 import re
-from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
 
 from forge_tui.model.capture.describe import dtype_name, functional_name
 from forge_tui.model.capture.regions import Region, RegionSet, signature, slot_names
+from forge_tui.model.capture.render import render_arg
 from forge_tui.model.errors import CaptureError
 from forge_tui.model.loader import one_line as _first_line
 
@@ -44,26 +44,6 @@ def param_names(region: Region) -> dict:
 
 
 # --------------------------------------------------------------------------- rendering
-def _lit(d, names, dev: str) -> str:
-    if isinstance(d, list):
-        return "[" + ", ".join(_lit(v, names, dev) for v in d) + "]"
-    if isinstance(d, dict):
-        if "tensor" in d:
-            return next(names)
-        if "dtype" in d:
-            return f"torch.{d['dtype']}"
-        if "device" in d:
-            return f"{dev}.device"
-        if "memory_format" in d:
-            return f"torch.{d['memory_format']}"
-        if "layout" in d:
-            return f"torch.{d['layout']}"
-        if "float" in d:
-            return f"float({d['float']!r})"
-        raise CaptureError(f"cannot write the argument {d} into a task file")
-    return repr(d)
-
-
 def forward_lines(region: Region) -> tuple[list[str], list[str]]:
     """``(forward parameter names, body lines)`` of the region's first instance."""
     inst, graph = region.first, region.graph
@@ -85,7 +65,9 @@ def forward_lines(region: Region) -> tuple[list[str], list[str]]:
         n = graph.nodes[nid]
         op = (functional_name(n.func) or n.op) if n.inplace else n.op
         names = iter([expr(r) for r in n.reads])
-        call = [_lit(a, names, dev) for a in n.args] + [f"{k}={_lit(v, names, dev)}" for k, v in n.kwargs.items()]
+        call = [render_arg(a, names, dev) for a in n.args] + [
+            f"{k}={render_arg(v, names, dev)}" for k, v in n.kwargs.items()
+        ]
         body.append(f"v{local[nid]} = torch.ops.{op}({', '.join(call)})")
     body.append(f"return {expr(inst.output)}")
     return args, body
@@ -330,29 +312,13 @@ def write_region_tasks(store, rs: RegionSet, regions: Sequence[Region], out_dir=
     Raises:
         CaptureError: a file cannot be written, or the written file does not load as a task.
     """
-    from forge_tui.model.taskfile import load_task_file
-    from forge_tui.search.tasks import register_task
+    from forge_tui.model.capture.register import task_dir, write_and_register
 
-    out = Path(out_dir) if out_dir is not None else Path("forge-tasks") / rs.capture.model_file.stem
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise CaptureError(f"cannot create {out}: {exc.strerror}") from exc
+    out = task_dir(out_dir, rs.capture.model_file.stem)
     made = []
     for r in regions:
         path = out / region_filename(rs, r)
-        try:
-            path.write_text(render_region_task(rs, r))
-        except OSError as exc:
-            raise CaptureError(f"cannot write {path}: {exc.strerror}") from exc
-        try:
-            task = load_task_file(str(path), origin="captured")
-        except Exception as exc:
-            from forge_tui.core.errors import user_message
-
-            why = user_message(exc) or _first_line(exc)
-            raise CaptureError(f"the task file {path} for region {r.id} does not load: {why}") from exc
-        row = register_task(store, task)
+        task, row = write_and_register(store, path, render_region_task(rs, r), f"region {r.id}")
         made.append(
             {
                 "region": r.id,

@@ -28,29 +28,11 @@ def write_tasks(
     Raises:
         CaptureError: a file cannot be written, or the written file does not load as a task.
     """
-    from forge_tui.model.taskfile import load_task_file
-    from forge_tui.search.runner import register_task
-
-    out = Path(out_dir) if out_dir is not None else Path("forge-tasks") / cap.model_file.stem
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise CaptureError(f"cannot create {out}: {exc.strerror}") from exc
+    out = task_dir(out_dir, cap.model_file.stem)
     made = []
     for g in groups:
         path = out / task_filename(g)
-        try:
-            path.write_text(render_task(cap, g))
-        except OSError as exc:
-            raise CaptureError(f"cannot write {path}: {exc.strerror}") from exc
-        try:
-            task = load_task_file(str(path), origin="captured", mode=mode)
-        except Exception as exc:
-            from forge_tui.core.errors import user_message
-
-            why = user_message(exc) or _first_line(exc)
-            raise CaptureError(f"the task file {path} for #{g.index} {g.op} does not load: {why}") from exc
-        row = register_task(store, task)
+        task, row = write_and_register(store, path, render_task(cap, g), f"#{g.index} {g.op}", mode=mode)
         made.append(
             {
                 "index": g.index,
@@ -62,3 +44,40 @@ def write_tasks(
             }
         )
     return made
+
+
+def task_dir(out_dir: Optional[str | Path], model_stem: str) -> Path:
+    """``out_dir``, or ``forge-tasks/<model stem>/`` under the current directory, created.
+
+    Raises:
+        CaptureError: it cannot be created (one line).
+    """
+    out = Path(out_dir) if out_dir is not None else Path("forge-tasks") / model_stem
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CaptureError(f"cannot create {out}: {exc.strerror}") from exc
+    return out
+
+
+def write_and_register(store, path: Path, text: str, what: str, *, mode: str = "eval"):
+    """Write the task file ``text`` to ``path``, load it (origin ``captured``) and register it:
+    ``(TaskSpec, task row)``. ``what`` names the group or region in errors.
+
+    Raises:
+        CaptureError: the file cannot be written, or does not load as a task.
+    """
+    from forge_tui.core.errors import user_message
+    from forge_tui.model.taskfile import load_task_file
+    from forge_tui.search.tasks import register_task
+
+    try:
+        path.write_text(text)
+    except OSError as exc:
+        raise CaptureError(f"cannot write {path}: {exc.strerror}") from exc
+    try:
+        task = load_task_file(str(path), origin="captured", mode=mode)
+    except Exception as exc:
+        why = user_message(exc) or _first_line(exc)
+        raise CaptureError(f"the task file {path} for {what} does not load: {why}") from exc
+    return task, register_task(store, task)

@@ -90,16 +90,23 @@ def task_capture(cap: Capture, g: OpGroup) -> dict:
     }
 
 
-def _render_arg(d, names) -> str:
+def render_arg(d, names, dev: str = "x0") -> str:
+    """A recorded call argument ``d`` as Python source for a task file: tensors take the next of
+    ``names``, dtypes/devices/layouts/memory formats their torch spelling (a device is
+    ``{dev}.device``), lists recurse; anything else its ``repr``.
+
+    Raises:
+        CaptureError: an argument a task file cannot spell.
+    """
     if isinstance(d, list):
-        return "[" + ", ".join(_render_arg(v, names) for v in d) + "]"
+        return "[" + ", ".join(render_arg(v, names, dev) for v in d) + "]"
     if isinstance(d, dict):
         if "tensor" in d:
             return next(names)
         if "dtype" in d:
             return f"torch.{d['dtype']}"
         if "device" in d:
-            return "x0.device"
+            return f"{dev}.device"
         if "memory_format" in d:
             return f"torch.{d['memory_format']}"
         if "layout" in d:
@@ -128,8 +135,8 @@ def render_task(cap: Capture, g: OpGroup) -> str:
     capd = task_capture(cap, g)
     specs = g.inputs
     names = iter(f"x{i}" for i in range(len(specs)))
-    call_args = [_render_arg(a, names) for a in g.args]
-    call_args += [f"{k}={_render_arg(v, names)}" for k, v in g.kwargs.items()]
+    call_args = [render_arg(a, names) for a in g.args]
+    call_args += [f"{k}={render_arg(v, names)}" for k, v in g.kwargs.items()]
     params = ", ".join(f"x{i}" for i in range(len(specs)))
     pick = "[0]" if g.n_returns > 1 else ""
     out_note = f" (output 0 of {g.n_returns})" if g.n_returns > 1 else ""
