@@ -68,6 +68,41 @@ def seed_macros(dtype: str, **variant: int) -> dict:
 
 
 @dataclass(frozen=True)
+class PatternSeed:
+    """How a catalog task's seed serves a fusion region that ``capture --regions`` names (issue 15).
+
+    :mod:`forge_tui.model.capture.patterns` names a region (``rms_norm``, ``swiglu``...) and
+    the role of each task-file argument (``{"x": "x0", "weight": "weight"}``);
+    :mod:`forge_tui.model.capture.region_seed` then writes the region task's seed: this task's
+    seed with its ``forge_launch`` made ``static`` and renamed, plus a ``forge_launch`` of the
+    region's signature (inputs, parameters, the output, every dim of every pointer) that
+    computes this task's size args from the region's dims and calls it.
+
+    Attributes:
+        name: the pattern this seed serves (a name :func:`patterns.match` returns).
+        roles: ``{pattern role: this task's pointer arg}`` for every ``in`` arg of this task
+            (``{"x": "x", "weight": "w"}``); the task's one ``out`` arg takes the region's output.
+        sizes: ``{this task's size arg: formula}`` over the roles' dims, in C once rendered:
+            ``x[-1]`` (a dim of role ``x``, negative from the end), ``numel(x)``,
+            ``prod(x[:-1])`` (a product of a slice of dims), integers, ``+ - * / ( )``.
+        checks: formulas that must hold for a region to fit (``"numel(weight) == x[-1]"``);
+            checked on the region's recorded shapes before a seed is offered, and again in
+            the launch (``forge_launch`` returns 1 where one fails).
+        details: ``{pattern detail: value}`` the region's match must carry
+            (``{"gelu_approximate": "tanh"}``); a region with another value gets no seed here.
+        constants: ``{pattern detail: macro}``: the seed's ``#define MACRO value`` line gets
+            the region's value of that detail (``{"eps": "EPS"}``), written as a C float.
+    """
+
+    name: str
+    roles: Mapping[str, str]
+    sizes: Mapping[str, str]
+    checks: tuple[str, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+    constants: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Arg:
     """One argument of ``forge_launch``.
 
@@ -121,6 +156,8 @@ class TaskSpec:
         file: absolute path of the task file a ``file``/``captured`` task came from.
         capture: the file's ``FORGE_CAPTURE`` dict (the recorded aten op and where it came
             from) for a ``captured`` task, else None.
+        pattern: for a catalog task whose seed also serves fusion regions of a named
+            pattern, how (:class:`PatternSeed`); not part of :meth:`spec_dict`.
         mode: how a task file's model runs: ``eval`` (``model.eval()``) or ``train`` (as
             constructed, as KernelBench's harness leaves it); catalog tasks have no module (``eval``).
     """
@@ -150,6 +187,7 @@ class TaskSpec:
     file: str = ""
     capture: Optional[dict] = None
     mode: str = "eval"
+    pattern: Optional[PatternSeed] = None
 
     # ------------------------------------------------------------------ contract
     def signature(self, backend: str) -> str:
