@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import copy
 import threading
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 from kernels.base import DTYPE_BYTES, Arg, TaskSpec
@@ -192,7 +193,8 @@ def spec_from_derived(d: dict, *, path, text: str, runtime: Callable[[], Runtime
         bytes_moved=lambda dims: sum(numel(shape(dims, a.name)) * DTYPE_BYTES[a.dtype] for a in ptr),
         flops=lambda dims: flops * max(1, numel(shape(dims, out_arg.name))) // full_out,
         check_shapes={k: dict(v) for k, v in d["check_shapes"].items()},
-        seeds={},
+        seeds=_seed_files(d["capture"], Path(path)),
+        seed_dir=Path(path).parent,
         distributions=tuple(d["dists"]),
         deterministic=True,
         dtype=out_arg.dtype,
@@ -203,6 +205,15 @@ def spec_from_derived(d: dict, *, path, text: str, runtime: Callable[[], Runtime
         capture=d["capture"],
         mode=d["mode"],
     )
+
+
+def _seed_files(capture: Optional[dict], path: Path) -> dict:
+    """``{backend: file name}`` of the seed kernels a captured file names in
+    ``FORGE_CAPTURE["seeds"]`` (a fusion region matched to a catalog pattern, see
+    :mod:`forge_tui.model.capture.region_seed`): files beside the task file, kept only where
+    they exist (a task file copied without them has no seed, as any task file)."""
+    seeds = (capture or {}).get("seeds") or {}
+    return {b: f for b, f in seeds.items() if isinstance(f, str) and (path.parent / f).is_file()}
 
 
 def literal_constants(constants: dict) -> Optional[dict]:
