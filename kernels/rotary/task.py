@@ -40,7 +40,8 @@ def sizes_of(x, cos, sin):
     cos_batch = batch: a table per batch row).
 
     Raises:
-        ValueError: x has fewer than 3 dims, D is odd, or cos/sin do not hold 1 or batch tables.
+        ValueError: x has fewer than 3 dims, D is odd, cos does not end in (S, D), or cos/sin
+            do not hold 1 or batch tables.
     """
     if x.dim() < 3:
         raise ValueError("rotary needs x of at least 3 dims (..., heads, seq, head_dim)")
@@ -52,10 +53,11 @@ def sizes_of(x, cos, sin):
         raise ValueError(f"rotate_half needs an even head dim, got {dim}")
     table = seq * dim
     cos_batch = cos.numel() // table if table else 1
-    if sin.numel() != cos.numel() or cos.numel() != cos_batch * table or cos_batch not in (1, batch):
+    fits = cos.dim() >= 2 and tuple(cos.shape[-2:]) == (seq, dim)
+    if not fits or sin.numel() != cos.numel() or cos.numel() != cos_batch * table or cos_batch not in (1, batch):
         raise ValueError(
-            f"rotary cos/sin need {table} or {batch * table} elements ((S, D) or (B, 1, S, D)), "
-            f"got {cos.numel()} and {sin.numel()}"
+            f"rotary cos/sin need 1 or {batch} tables of (S, D) = ({seq}, {dim}), "
+            f"got shapes {tuple(cos.shape)} and {tuple(sin.shape)}"
         )
     return (batch, heads, seq, dim, cos_batch)
 
