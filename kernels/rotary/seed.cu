@@ -40,55 +40,44 @@ __device__ __forceinline__ float tof(__nv_bfloat16 a) { return __bfloat162float(
 __device__ __forceinline__ void put(float& o, float a) { o = a; }
 __device__ __forceinline__ void put(__nv_bfloat16& o, float a) { o = __float2bfloat16_rn(a); }
 
-template <int V>
-__device__ __forceinline__ void load_f(const T* p, float (&f)[V]) {
-    const TV<V> t = *reinterpret_cast<const TV<V>*>(p);
-#pragma unroll
-    for (int j = 0; j < V; ++j) f[j] = tof(t.v[j]);
-}
-
-// hv = (dim / 2) / V vectors per half row; items = batch * seq * hv.
-template <int V>
+// hv = (dim / 2) / V vectors per half row; items = batch * seq * hv. I: the index type,
+// 32-bit when every offset fits (fewer registers and cheaper divisions), 64-bit otherwise.
+template <int V, typename I>
 __global__ void __launch_bounds__(BLOCK) rotary_kernel(const T* __restrict__ x, const T* __restrict__ cos,
-                                                       const T* __restrict__ sin, T* __restrict__ y,
-                                                       int64_t heads, int64_t seq, int64_t dim, int64_t hv,
-                                                       int64_t items, bool per_batch) {
-    const int64_t half = dim / 2;
-    const int64_t h0 = (int64_t)blockIdx.y * HPT;
-    for (int64_t it = (int64_t)blockIdx.x * BLOCK + threadIdx.x; it < items; it += (int64_t)gridDim.x * BLOCK) {
-        const int64_t pos = it / hv;  // batch * seq + position
-        const int64_t col = (it - pos * hv) * V;
-        const int64_t b = pos / seq, s = pos - b * seq;
-        const int64_t t = (per_batch ? pos : s) * dim + col;  // table row (b, s) or s
-        float c1[V], c2[V], s1[V], s2[V];
-        load_f<V>(cos + t, c1);
-        load_f<V>(cos + t + half, c2);
-        load_f<V>(sin + t, s1);
-        load_f<V>(sin + t + half, s2);
+                                                       const T* __restrict__ sin, T* __restrict__ y, I heads,
+                                                       I seq, I dim, I hv, I items, bool per_batch) {
+    const I half = dim / 2;
+    const I hs = seq * dim;  // stride between heads
+    const I h0 = (I)blockIdx.y * HPT;
+    for (I it = (I)blockIdx.x * BLOCK + threadIdx.x; it < items; it += (I)gridDim.x * BLOCK) {
+        const I pos = it / hv;  // batch * seq + position
+        const I col = (it - pos * hv) * V;
+        const I b = pos / seq, s = pos - b * seq;
+        const I t = (per_batch ? pos : s) * dim + col;  // table row (b, s) or s
+        // kept in T (half the registers of fp32), widened where used
+        const TV<V> c1 = *reinterpret_cast<const TV<V>*>(cos + t), c2 = *reinterpret_cast<const TV<V>*>(cos + t + half);
+        const TV<V> s1 = *reinterpret_cast<const TV<V>*>(sin + t), s2 = *reinterpret_cast<const TV<V>*>(sin + t + half);
+        const I base = ((b * heads + h0) * seq + s) * dim + col;  // head h0 + k is at base + k * hs
         TV<V> a[HPT], z[HPT];
 #pragma unroll
         for (int k = 0; k < HPT; ++k) {
-            const int64_t h = h0 + k;
-            if (h < heads) {
-                const int64_t off = ((b * heads + h) * seq + s) * dim + col;
-                a[k] = *reinterpret_cast<const TV<V>*>(x + off);
-                z[k] = *reinterpret_cast<const TV<V>*>(x + off + half);
+            if (h0 + k < heads) {
+                a[k] = *reinterpret_cast<const TV<V>*>(x + base + k * hs);
+                z[k] = *reinterpret_cast<const TV<V>*>(x + base + k * hs + half);
             }
         }
 #pragma unroll
         for (int k = 0; k < HPT; ++k) {
-            const int64_t h = h0 + k;
-            if (h < heads) {
-                const int64_t off = ((b * heads + h) * seq + s) * dim + col;
+            if (h0 + k < heads) {
                 TV<V> o1, o2;
 #pragma unroll
                 for (int j = 0; j < V; ++j) {
                     const float x1 = tof(a[k].v[j]), x2 = tof(z[k].v[j]);
-                    put(o1.v[j], x1 * c1[j] - x2 * s1[j]);
-                    put(o2.v[j], x2 * c2[j] + x1 * s2[j]);
+                    put(o1.v[j], x1 * tof(c1.v[j]) - x2 * tof(s1.v[j]));
+                    put(o2.v[j], x2 * tof(c2.v[j]) + x1 * tof(s2.v[j]));
                 }
-                *reinterpret_cast<TV<V>*>(y + off) = o1;
-                *reinterpret_cast<TV<V>*>(y + off + half) = o2;
+                *reinterpret_cast<TV<V>*>(y + base + k * hs) = o1;
+                *reinterpret_cast<TV<V>*>(y + base + k * hs + half) = o2;
             }
         }
     }
@@ -102,8 +91,15 @@ static void launch(const T* x, const T* cos, const T* sin, T* y, int64_t batch, 
     int64_t gx = (items + BLOCK - 1) / BLOCK;
     if (gx > (1 << 30)) gx = 1 << 30;  // the item loop strides, so any grid covers the tensor
     const int64_t gy = (heads + HPT - 1) / HPT;
-    rotary_kernel<V><<<dim3((unsigned)gx, (unsigned)gy), BLOCK, 0, stream>>>(x, cos, sin, y, heads, seq, dim, hv,
-                                                                              items, per_batch);
+    const dim3 grid((unsigned)gx, (unsigned)gy);
+    // the largest index formed: the x offset of the last head group's last slot, and the item
+    // loop's last step (heads rounded up to HPT, items plus one grid's worth)
+    const int64_t extent = (batch * gy * HPT + 1) * seq * dim + gx * BLOCK;
+    if (extent < ((int64_t)1 << 31))
+        rotary_kernel<V, int><<<grid, BLOCK, 0, stream>>>(x, cos, sin, y, (int)heads, (int)seq, (int)dim, (int)hv,
+                                                          (int)items, per_batch);
+    else
+        rotary_kernel<V, int64_t><<<grid, BLOCK, 0, stream>>>(x, cos, sin, y, heads, seq, dim, hv, items, per_batch);
 }
 
 extern "C" int forge_launch(const T* x, const T* cos, const T* sin, T* y, int64_t batch, int64_t heads,
