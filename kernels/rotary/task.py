@@ -104,8 +104,7 @@ def _make(dtype: str) -> TaskSpec:
     return TaskSpec(
         name=f"rotary_rotate_half{'' if dtype == 'float32' else '_bf16'}",
         description=(
-            f"rotary embedding x*cos + rotate_half(x)*sin on {dtype} q/k (B, H, S, D), "
-            "cos/sin (S, D) or (B, 1, S, D)"
+            f"rotary embedding x*cos + rotate_half(x)*sin on {dtype} q/k (B, H, S, D), cos/sin (S, D) or (B, 1, S, D)"
         ),
         args=(
             Arg("x", "in", dtype),

@@ -131,3 +131,12 @@ def test_rotary_sizes_for_both_table_layouts():
     shared = {"x": (4, 16, 512, 128), "cos": (512, 128), "sin": (512, 128)}
     assert [evaluate(f, per_row) for f in p.sizes.values()] == [4, 32, 512, 128, 4]
     assert [evaluate(f, shared) for f in p.sizes.values()] == [4, 16, 512, 128, 1]
+
+
+@pytest.mark.parametrize("name", sorted(POINTWISE))
+def test_both_seeds_have_knobs_for_the_tuner(name):
+    from forge_tui.search.proposers.tune import parse_params
+
+    cuda = {p.name for p in parse_params(TASKS[name].seed_source("cuda"))}
+    assert {"BLOCK", "VEC"} <= cuda and cuda & {"UNROLL", "RPT", "HPT"}, cuda
+    assert parse_params(TASKS[name].seed_source("host")), "the host seed gives the tuner nothing to turn"
