@@ -32,6 +32,14 @@ EXPECTED = {
     "gelu_tanh",
     "gelu_bf16",
     "gelu_tanh_bf16",
+    "rotary_rotate_half_bf16",
+    "swiglu_bf16",
+    "geglu_bf16",
+    "geglu_tanh_bf16",
+    "bias_gelu",
+    "bias_gelu_tanh",
+    "bias_gelu_bf16",
+    "bias_gelu_tanh_bf16",
 }
 ARCHS = [hardware.arch_flag((9, 0)), hardware.arch_flag((12, 1))]
 
