@@ -83,7 +83,7 @@ class PatternSeed:
         roles: ``{pattern role: this task's pointer arg}`` for every ``in`` arg of this task
             (``{"x": "x", "weight": "w"}``); the task's one ``out`` arg takes the region's output.
         sizes: ``{this task's size arg: formula}`` over the roles' dims, in C once rendered:
-            ``x[-1]`` (a dim of role ``x``, negative from the end), ``numel(x)``,
+            ``x[-1]`` (a dim of role ``x``, negative from the end; ``out`` is the output), ``numel(x)``,
             ``prod(x[:-1])`` (a product of a slice of dims), integers, ``+ - * / ( )``.
         checks: formulas that must hold for a region to fit (``"numel(weight) == x[-1]"``);
             checked on the region's recorded shapes before a seed is offered, and again in
@@ -192,18 +192,7 @@ class TaskSpec:
     # ------------------------------------------------------------------ contract
     def signature(self, backend: str) -> str:
         """The C declaration a candidate must export on ``backend`` (``cuda`` or ``host``)."""
-        ctypes_ = _C_TYPES[backend]
-        parts = []
-        for a in self.args:
-            if a.role == "in":
-                parts.append(f"const {ctypes_[a.dtype]}* {a.name}")
-            elif a.role == "out":
-                parts.append(f"{ctypes_[a.dtype]}* {a.name}")
-            else:
-                parts.append(f"int64_t {a.name}")
-        if backend == BackendName.CUDA:
-            parts.append("cudaStream_t stream")
-        return f'extern "C" int forge_launch({", ".join(parts)})'
+        return launch_signature(self.args, backend)
 
     @property
     def timing_mode(self) -> str:
@@ -267,6 +256,22 @@ class TaskSpec:
         """Hash of the reference source and the spec: a changed task is a new task."""
         blob = json.dumps(self.spec_dict(), sort_keys=True) + self.source_text()
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def launch_signature(args: Sequence[Arg], backend: str) -> str:
+    """``extern "C" int forge_launch(...)`` for ``args`` on ``backend`` (``cuda`` adds the stream)."""
+    ctypes_ = _C_TYPES[backend]
+    parts = []
+    for a in args:
+        if a.role == "in":
+            parts.append(f"const {ctypes_[a.dtype]}* {a.name}")
+        elif a.role == "out":
+            parts.append(f"{ctypes_[a.dtype]}* {a.name}")
+        else:
+            parts.append(f"int64_t {a.name}")
+    if backend == BackendName.CUDA:
+        parts.append("cudaStream_t stream")
+    return f'extern "C" int forge_launch({", ".join(parts)})'
 
 
 def tolerance_for(dtype: str) -> dict:

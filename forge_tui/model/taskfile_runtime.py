@@ -178,6 +178,7 @@ def spec_from_derived(d: dict, *, path, text: str, runtime: Callable[[], Runtime
     lay = dict(d["layout"])
     consts = lay.get("constants")
     lay["constants"] = None if consts is None else {int(k): ast.literal_eval(v) for k, v in consts.items()}
+    lay["arg_dims"] = {k: list(v) for k, v in arg_dims.items()}  # pointer arg -> its dim args
     reference.forge_layout = lay  # type: ignore[attr-defined]
     flops = int(d["flops"])
     return TaskSpec(

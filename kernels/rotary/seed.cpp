@@ -20,6 +20,10 @@ typedef float T;
 
 // @tune HEADS_INNER: 0, 1
 #define HEADS_INNER 1
+// X_BSHD 1: x is stored (batch, seq, heads, dim), the projection's output before the model's
+// view + transpose(1, 2) (a fusion region that starts at the projection); y stays
+// (batch, heads, seq, dim). Set per region by forge-tui's pattern seed adapter.
+#define X_BSHD 0
 
 static inline float tof(float a) { return a; }
 static inline float tof(uint16_t h) {
@@ -52,7 +56,7 @@ extern "C" int forge_launch(const T* x, const T* cos, const T* sin, T* y, int64_
     };
     auto row = [&](int64_t b, int64_t h, int64_t p) {
         const int64_t off = ((b * heads + h) * seq + p) * dim;
-        const T* xr = x + off;
+        const T* xr = x + (X_BSHD ? ((b * seq + p) * heads + h) * dim : off);
         T* yr = y + off;
         for (int64_t i = 0; i < half; ++i) {
             a[i] = tof(xr[i]);

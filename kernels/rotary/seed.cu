@@ -32,6 +32,10 @@ typedef float T;
 #endif
 // @tune HPT: 1, 2, 4, 8
 #define HPT 2
+// X_BSHD 1: x is stored (batch, seq, heads, dim), the projection's output before the model's
+// view + transpose(1, 2) (a fusion region that starts at the projection; the transpose is
+// fused away); y stays (batch, heads, seq, dim). Set per region by the pattern seed adapter.
+#define X_BSHD 0
 
 template <int V> struct alignas(sizeof(T) * V) TV { T v[V]; };
 
@@ -58,12 +62,15 @@ __global__ void __launch_bounds__(BLOCK) rotary_kernel(const T* __restrict__ x, 
         const TV<V> c1 = *reinterpret_cast<const TV<V>*>(cos + t), c2 = *reinterpret_cast<const TV<V>*>(cos + t + half);
         const TV<V> s1 = *reinterpret_cast<const TV<V>*>(sin + t), s2 = *reinterpret_cast<const TV<V>*>(sin + t + half);
         const I base = ((b * heads + h0) * seq + s) * dim + col;  // head h0 + k is at base + k * hs
+        // where x's head h0 + k starts: the same place, or (X_BSHD) heads side by side in a row
+        const I xbase = X_BSHD ? ((b * seq + s) * heads + h0) * dim + col : base;
+        const I xs = X_BSHD ? dim : hs;
         TV<V> a[HPT], z[HPT];
 #pragma unroll
         for (int k = 0; k < HPT; ++k) {
             if (h0 + k < heads) {
-                a[k] = *reinterpret_cast<const TV<V>*>(x + base + k * hs);
-                z[k] = *reinterpret_cast<const TV<V>*>(x + base + k * hs + half);
+                a[k] = *reinterpret_cast<const TV<V>*>(x + xbase + k * xs);
+                z[k] = *reinterpret_cast<const TV<V>*>(x + xbase + k * xs + half);
             }
         }
 #pragma unroll

@@ -148,21 +148,25 @@ def _make(dtype: str) -> TaskSpec:
         pattern=PatternSeed(
             name="rotary_rotate_half",
             roles={"x": "x", "cos": "cos", "sin": "sin"},
+            # the output's dims: x may be the projection's (batch, seq, heads * dim) when the
+            # region starts before the model's view + transpose (detail x_bshd, macro X_BSHD)
             sizes={
-                "batch": "prod(x[:-3])",
-                "heads": "x[-3]",
-                "seq": "x[-2]",
-                "dim": "x[-1]",
-                "cos_batch": "numel(cos) / (x[-2] * x[-1])",
+                "batch": "prod(out[:-3])",
+                "heads": "out[-3]",
+                "seq": "out[-2]",
+                "dim": "out[-1]",
+                "cos_batch": "numel(cos) / (out[-2] * out[-1])",
             },
             checks=(
-                "x[-1] / 2 * 2 == x[-1]",
-                "cos[-1] == x[-1]",
-                "cos[-2] == x[-2]",
+                "out[-1] / 2 * 2 == out[-1]",
+                "numel(x) == numel(out)",
+                "cos[-1] == out[-1]",
+                "cos[-2] == out[-2]",
                 "numel(sin) == numel(cos)",
-                "numel(cos) / (x[-2] * x[-1]) * (x[-2] * x[-1]) == numel(cos)",
-                "(numel(cos) / (x[-2] * x[-1]) - 1) * (numel(cos) / (x[-2] * x[-1]) - prod(x[:-3])) == 0",
+                "numel(cos) / (out[-2] * out[-1]) * (out[-2] * out[-1]) == numel(cos)",
+                "(numel(cos) / (out[-2] * out[-1]) - 1) * (numel(cos) / (out[-2] * out[-1]) - prod(out[:-3])) == 0",
             ),
+            constants={"x_bshd": "X_BSHD"},
         ),
     )
 

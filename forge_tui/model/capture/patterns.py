@@ -22,7 +22,10 @@ rather than named wrongly. The names, as issue 15 lists them:
 =====================  ===============================================================
 
 ``roles`` names the task-file argument each part of the pattern reads (``x0``, ``weight``),
-for the seeds that will be adapted to a region's argument order.
+for the seeds adapted to a region's argument order (:mod:`.region_seed`). The details a seed
+needs ride along: ``eps`` (norms), ``upcast``/``weight`` (RMSNorm), ``gelu_approximate``
+(``"none"``/``"tanh"``), ``groups`` (GroupNorm), ``scale`` (the softmax's multiplier: a divide
+by ``d`` is ``1/d``) and ``mask_kind`` (``"add"``, or ``"fill"`` for ``masked_fill``/``where``).
 """
 
 from __future__ import annotations
@@ -93,10 +96,21 @@ class _View:
 
 
 def _number(n: Node) -> Optional[float]:
-    for a in n.args + list(n.kwargs.values()):
-        if isinstance(a, (int, float)) and not isinstance(a, bool):
-            return float(a)
-    return None
+    nums = _numbers(n)
+    return nums[0] if nums else None
+
+
+def _numbers(n: Node) -> list[float]:
+    """The call's number arguments (positional then keyword), in order, bools aside."""
+    return [float(a) for a in n.args + list(n.kwargs.values()) if isinstance(a, (int, float)) and not isinstance(a, bool)]
+
+
+def _gelu_approximate(n: Optional[Node]) -> str:
+    """``"tanh"`` or ``"none"``: the ``approximate`` argument of a gelu call."""
+    if n is None:
+        return "none"
+    val = n.kwargs.get("approximate", next((a for a in n.args[1:] if isinstance(a, str)), "none"))
+    return "tanh" if val == "tanh" else "none"
 
 
 def match(graph: Graph, inst: Instance) -> Optional[dict]:
@@ -143,6 +157,9 @@ def _rms(v: _View) -> Optional[dict]:
         return None
     detail["upcast"] = upcast
     detail["weight"] = "weight" in roles
+    eps = [n for n in v.with_scalar("add") if v.source(n.reads[0]) is mean]
+    if eps:
+        detail["eps"] = _number(eps[0])
     return {"name": name, "roles": roles, **detail}
 
 
@@ -170,7 +187,8 @@ def _glu(v: _View) -> Optional[dict]:
             roles = {"gate": v.slot(v.root(a.reads[0]))}
             if up:
                 roles["up"] = v.slot(v.root(up[0]))
-            return {"name": name, "roles": roles}
+            extra = {"gelu_approximate": _gelu_approximate(a)} if act == "gelu" else {}
+            return {"name": name, "roles": roles, **extra}
     return None
 
 
@@ -184,7 +202,13 @@ def _norm_act(v: _View) -> Optional[dict]:
             assert n is not None
             slots = [v.slot(v.root(r)) for r in n.reads]
             roles = dict(zip(("x", "weight", "bias"), slots))
-            return {"name": name, "roles": roles}
+            nums = _numbers(n)  # layer norm: eps; group norm: N, C, HxW, groups, eps
+            extra: dict = {"eps": nums[-1]} if nums else {}
+            if norm == "native_group_norm" and len(nums) >= 2:
+                extra["groups"] = int(nums[-2])
+            if act == "gelu":
+                extra["gelu_approximate"] = _gelu_approximate(v.first("gelu"))
+            return {"name": name, "roles": roles, **extra}
     return None
 
 
@@ -203,7 +227,11 @@ def _softmax(v: _View) -> Optional[dict]:
         ext = [r for r in ext if v.root(r) != v.root(scale[0].reads[0])]
         if ext:
             roles["mask"] = v.slot(v.root(ext[0]))
-    return {"name": "softmax_scale_mask" if masks else "softmax_scale", "roles": roles}
+    num = _number(scale[0]) or 1.0
+    extra: dict = {"scale": num if scale[0].name == "mul" else 1.0 / num}
+    if masks:
+        extra["mask_kind"] = "add" if masks[0].name == "add" else "fill"
+    return {"name": "softmax_scale_mask" if masks else "softmax_scale", "roles": roles, **extra}
 
 
 def _bias_gelu(v: _View) -> Optional[dict]:
@@ -215,7 +243,8 @@ def _bias_gelu(v: _View) -> Optional[dict]:
     xs = [r for r in add.reads if not v.is_param(v.root(r))]
     if len(bias) != 1 or len(xs) != 1:
         return None
-    return {"name": "bias_gelu", "roles": {"x": v.slot(v.root(xs[0])), "bias": v.slot(v.root(bias[0]))}}
+    roles = {"x": v.slot(v.root(xs[0])), "bias": v.slot(v.root(bias[0]))}
+    return {"name": "bias_gelu", "roles": roles, "gelu_approximate": _gelu_approximate(v.first("gelu"))}
 
 
 _BATCH_NORMS = {"native_batch_norm", "_native_batch_norm_legit_no_training", "cudnn_batch_norm", "miopen_batch_norm"}
@@ -235,4 +264,6 @@ def _batch_norm(v: _View) -> Optional[dict]:
         other = [r for r in adds[0].reads if v.source(r) is not bns[0]]
         if other:
             roles["residual"] = v.slot(v.root(other[0]))
-    return {"name": "batch_norm_add_relu" if adds else "batch_norm_relu", "roles": roles}
+    nums = [x for x in _numbers(bns[0]) if 0 < x < 1]  # momentum (0.1), eps (1e-5): eps is the last
+    extra = {"eps": nums[-1]} if nums else {}
+    return {"name": "batch_norm_add_relu" if adds else "batch_norm_relu", "roles": roles, **extra}
