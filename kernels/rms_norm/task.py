@@ -19,9 +19,11 @@ Two more forms that today's decoders use (issue 15), bf16 with eps = 1e-6, on a 
 Every task's ``pattern`` lets its seed serve the regions ``capture --regions`` names
 ``rms_norm`` / ``gemma_rms_norm``: rows = the product of the leading dims, cols = the last.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 from kernels.base import DTYPE_BYTES, SEED_FILES, Arg, PatternSeed, TaskSpec, random_tensor, seed_macros
 
@@ -77,22 +79,32 @@ _CHECK_SHAPES = {
     "one_row_1x5": {"rows": 1, "cols": 5},
 }
 
-#: Per form: (name stem, description, reference, seed variant macros, eps detail, flops per
-#: element, timed shapes, host shapes). 4 flops: square, sum, two multiplies; Gemma adds 1 + w.
+
+class _Form(NamedTuple):
+    """One form of RMS norm: its task name (before the dtype suffix), description, reference,
+    seed variant macros, flops per element (square, sum, two multiplies; Gemma adds 1 + w),
+    timed shapes and host shapes."""
+
+    stem: str
+    description: str
+    reference: Callable
+    variant: dict
+    flops_per: int
+    shapes: dict
+    host_shapes: dict
+
+
 _FORMS = {
-    "plain": (
+    "plain": _Form(
         "rms_norm",
         "composite RMS norm x*rsqrt(mean(x^2)+eps)*w over the last dim of a 2-D {dtype} tensor",
         reference,
         {},
         4,
-        {
-            "llama2_7b_8192x4096": {"rows": 8192, "cols": 4096},
-            "llama2_70b_8192x8192": {"rows": 8192, "cols": 8192},
-        },
+        {"llama2_7b_8192x4096": {"rows": 8192, "cols": 4096}, "llama2_70b_8192x8192": {"rows": 8192, "cols": 8192}},
         {"llama2_7b_64x4096": {"rows": 64, "cols": 4096}, "llama2_70b_32x8192": {"rows": 32, "cols": 8192}},
     ),
-    "upcast": (
+    "upcast": _Form(
         "rms_norm_upcast",
         "Llama/Qwen RMS norm w*(h*rsqrt(mean(h^2)+eps)).to(x.dtype), h=x.float(), over the last dim of {dtype}",
         reference_upcast,
@@ -105,7 +117,7 @@ _FORMS = {
         },
         {"llama32_1b_32x2048": {"rows": 32, "cols": 2048}, "llama3_8b_16x4096": {"rows": 16, "cols": 4096}},
     ),
-    "gemma": (
+    "gemma": _Form(
         "gemma_rms_norm",
         "Gemma RMS norm (h*rsqrt(mean(h^2)+eps)*(1+w)).type_as(x), h=x.float(), over the last dim of {dtype}",
         reference_gemma,
@@ -143,7 +155,7 @@ def pattern_for(form: str) -> PatternSeed:
 
 
 def _make(dtype: str, form: str = "plain") -> TaskSpec:
-    stem, description, ref, variant, flops_per, shapes, host_shapes = _FORMS[form]
+    f = _FORMS[form]
 
     def make_inputs(dims, generator, device, distribution="normal"):
         x = random_tensor((dims["rows"], dims["cols"]), generator, distribution, dtype)
@@ -159,12 +171,12 @@ def _make(dtype: str, form: str = "plain") -> TaskSpec:
         return (2 * dims["rows"] * dims["cols"] + dims["cols"]) * DTYPE_BYTES[dtype]
 
     def flops(dims):
-        return flops_per * dims["rows"] * dims["cols"]
+        return f.flops_per * dims["rows"] * dims["cols"]
 
     suffix = "" if dtype == "float32" else "_bf16"
     return TaskSpec(
-        name=f"{stem}{suffix}",
-        description=description.format(dtype=dtype),
+        name=f"{f.stem}{suffix}",
+        description=f.description.format(dtype=dtype),
         args=(
             Arg("x", "in", dtype),
             Arg("w", "in", dtype),
@@ -172,18 +184,18 @@ def _make(dtype: str, form: str = "plain") -> TaskSpec:
             Arg("rows", "size", "int64"),
             Arg("cols", "size", "int64"),
         ),
-        shapes=shapes,
-        host_shapes=host_shapes,
+        shapes=f.shapes,
+        host_shapes=f.host_shapes,
         check_shapes=_CHECK_SHAPES,
         make_inputs=make_inputs,
-        reference=ref,
+        reference=f.reference,
         outputs=outputs,
         sizes=lambda dims: (dims["rows"], dims["cols"]),
         sizes_of=sizes_of,
         bytes_moved=bytes_moved,
         flops=flops,
         seeds=dict(SEED_FILES),
-        seed_macros=seed_macros(dtype, **variant),
+        seed_macros=seed_macros(dtype, **f.variant),
         seed_dir=HERE,
         dtype=dtype,
         module=__name__,
