@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
+typedef float T;  // torchvision's ResNet-50 runs fp32
 #define EPS 1e-5f
 
 // @tune UNROLL: 1, 2, 4, 8
@@ -16,12 +17,12 @@
 static inline float relu(float a) { return a < 0.f ? 0.f : a; }
 
 #if FORGE_BN_ADD
-extern "C" int forge_launch(const float* x, const float* weight, const float* bias, const float* running_mean,
-                            const float* running_var, const float* residual, float* y, int64_t N, int64_t C,
+extern "C" int forge_launch(const T* x, const T* weight, const T* bias, const T* running_mean,
+                            const T* running_var, const T* residual, T* y, int64_t N, int64_t C,
                             int64_t HW) {
 #else
-extern "C" int forge_launch(const float* x, const float* weight, const float* bias, const float* running_mean,
-                            const float* running_var, float* y, int64_t N, int64_t C, int64_t HW) {
+extern "C" int forge_launch(const T* x, const T* weight, const T* bias, const T* running_mean,
+                            const T* running_var, T* y, int64_t N, int64_t C, int64_t HW) {
 #endif
     if (N < 0 || C < 0 || HW < 0) return 1;
     for (int64_t n = 0; n < N; ++n)
@@ -29,10 +30,10 @@ extern "C" int forge_launch(const float* x, const float* weight, const float* bi
             const float sc = weight[c] / std::sqrt(running_var[c] + EPS);
             const float sh = bias[c] - running_mean[c] * sc;
             const int64_t p = (n * C + c) * HW;
-            const float* __restrict xp = x + p;
-            float* __restrict yp = y + p;
+            const T* __restrict xp = x + p;
+            T* __restrict yp = y + p;
 #if FORGE_BN_ADD
-            const float* __restrict rp = residual + p;
+            const T* __restrict rp = residual + p;
 #endif
             UNROLL_LOOP(UNROLL)
             for (int64_t i = 0; i < HW; ++i)

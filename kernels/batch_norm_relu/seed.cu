@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+typedef float T;  // torchvision's ResNet-50 runs fp32
 #define EPS 1e-5f
 
 // @tune THREADS: 128, 256, 512, 1024
@@ -41,10 +42,10 @@ __device__ __forceinline__ int64_t divide(int64_t n, int64_t d, FastDiv f) {
     return n / d;
 }
 
-template <int V> struct alignas(4 * V) FV { float v[V]; };
+template <int V> struct alignas(sizeof(T) * V) FV { T v[V]; };
 
-__device__ __forceinline__ void coef(int64_t c, const float* __restrict__ w, const float* __restrict__ b,
-                                     const float* __restrict__ mean, const float* __restrict__ var, float& sc,
+__device__ __forceinline__ void coef(int64_t c, const T* __restrict__ w, const T* __restrict__ b,
+                                     const T* __restrict__ mean, const T* __restrict__ var, float& sc,
                                      float& sh) {
     sc = __ldg(w + c) * rsqrtf(__ldg(var + c) + EPS);
     sh = __ldg(b + c) - __ldg(mean + c) * sc;
@@ -54,9 +55,9 @@ __device__ __forceinline__ float relu(float a) { return a < 0.f ? 0.f : a; }
 
 template <int V, bool SMALL>
 __global__ void __launch_bounds__(THREADS)
-    bn_relu_kernel(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
-                   const float* __restrict__ mean, const float* __restrict__ var, const float* __restrict__ res,
-                   float* __restrict__ y, int64_t nvec, int64_t C, int64_t HW, FastDiv dhw, FastDiv dc) {
+    bn_relu_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                   const T* __restrict__ mean, const T* __restrict__ var, const T* __restrict__ res,
+                   T* __restrict__ y, int64_t nvec, int64_t C, int64_t HW, FastDiv dhw, FastDiv dc) {
     const int64_t first = (int64_t)blockIdx.x * (THREADS * UNROLL) + threadIdx.x;
     FV<V> a[UNROLL];
 #if FORGE_BN_ADD
@@ -100,8 +101,8 @@ __global__ void __launch_bounds__(THREADS)
 }
 
 template <int V>
-static void launch(const float* x, const float* w, const float* b, const float* mean, const float* var,
-                   const float* res, float* y, int64_t numel, int64_t C, int64_t HW, cudaStream_t stream) {
+static void launch(const T* x, const T* w, const T* b, const T* mean, const T* var,
+                   const T* res, T* y, int64_t numel, int64_t C, int64_t HW, cudaStream_t stream) {
     const int64_t nvec = numel / V;
     const unsigned grid = (unsigned)((nvec + THREADS * UNROLL - 1) / (THREADS * UNROLL));
     if (numel < (1ll << 31)) {
@@ -114,22 +115,22 @@ static void launch(const float* x, const float* w, const float* b, const float* 
 }
 
 #if FORGE_BN_ADD
-extern "C" int forge_launch(const float* x, const float* weight, const float* bias, const float* running_mean,
-                            const float* running_var, const float* residual, float* y, int64_t N, int64_t C,
+extern "C" int forge_launch(const T* x, const T* weight, const T* bias, const T* running_mean,
+                            const T* running_var, const T* residual, T* y, int64_t N, int64_t C,
                             int64_t HW, cudaStream_t stream) {
-    const float* res = residual;
+    const T* res = residual;
     const uintptr_t a = (uintptr_t)x | (uintptr_t)residual | (uintptr_t)y;
 #else
-extern "C" int forge_launch(const float* x, const float* weight, const float* bias, const float* running_mean,
-                            const float* running_var, float* y, int64_t N, int64_t C, int64_t HW,
+extern "C" int forge_launch(const T* x, const T* weight, const T* bias, const T* running_mean,
+                            const T* running_var, T* y, int64_t N, int64_t C, int64_t HW,
                             cudaStream_t stream) {
-    const float* res = nullptr;
+    const T* res = nullptr;
     const uintptr_t a = (uintptr_t)x | (uintptr_t)y;
 #endif
     if (N < 0 || C < 0 || HW < 0) return 1;
     const int64_t numel = N * C * HW;
     if (numel == 0) return 0;
-    if (VEC > 1 && numel % VEC == 0 && HW >= VEC && a % (VEC * sizeof(float)) == 0)
+    if (VEC > 1 && numel % VEC == 0 && HW >= VEC && a % (VEC * sizeof(T)) == 0)
         launch<VEC>(x, weight, bias, running_mean, running_var, res, y, numel, C, HW, stream);
     else
         launch<1>(x, weight, bias, running_mean, running_var, res, y, numel, C, HW, stream);
