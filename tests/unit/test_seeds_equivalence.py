@@ -123,4 +123,4 @@ def test_resolved_seed_preprocesses_to_the_old_copy(name, backend):
 
 
 def test_every_old_copy_is_covered():
-    assert set(OLD) <= set(TASKS)  # tasks added since (issue 15's pattern seeds) had no old copy
+    assert set(OLD) <= set(TASKS)  # tasks added since (issue 15's pattern seeds) had no copies
