@@ -1,6 +1,9 @@
 // RMS norm over the last dim of a row-major (rows, cols) tensor, fused:
 // y = x * rsqrt(mean(x^2) + eps) * w with the statistic in fp32 (one kernel where the
 // model-code composite runs pow, mean, add, rsqrt, mul, mul as separate kernels).
+// Variants: the upcast one is Llama/Qwen's `w * (h * rsqrt(...)).to(bf16)` with h = x.float()
+// (the normalised row rounded to bf16 before the weight multiplies it, as eager does);
+// the Gemma one is Gemma's `(h * rsqrt(...) * (1 + w.float())).type_as(x)` (one rounding).
 // TPR threads share a row and RPB rows share a block (TPR = 32: a warp per row). A thread
 // keeps up to CACHE elements of its row in registers, so the row is read from memory once;
 // a row too long for the cache is streamed twice (the second read mostly hits L1/L2).
@@ -14,7 +17,11 @@ typedef __nv_bfloat16 T;
 #else
 typedef float T;
 #endif
+#if FORGE_RMS_UPCAST || FORGE_RMS_GEMMA
+#define EPS 1e-6f
+#else
 #define EPS 1e-5f
+#endif
 
 // @tune TPR: 32, 64, 128, 256, 512, 1024
 #if FORGE_DTYPE_BF16
@@ -48,6 +55,14 @@ __device__ __forceinline__ float tof(float a) { return a; }
 __device__ __forceinline__ float tof(__nv_bfloat16 a) { return __bfloat162float(a); }
 __device__ __forceinline__ void put(float& o, float a) { o = a; }
 __device__ __forceinline__ void put(__nv_bfloat16& o, float a) { o = __float2bfloat16_rn(a); }
+#if FORGE_RMS_UPCAST
+// h.to(x.dtype): the value rounded to T and read back as fp32
+__device__ __forceinline__ float rnd(float a) {
+    T t;
+    put(t, a);
+    return tof(t);
+}
+#endif
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -105,7 +120,13 @@ __global__ void __launch_bounds__(THREADS) rms_norm_kernel(const T* __restrict__
                 const TV<V> wv = reinterpret_cast<const TV<V>*>(w)[i];
                 TV<V> o;
 #pragma unroll
+#if FORGE_RMS_GEMMA
+                for (int j = 0; j < V; ++j) put(o.v[j], c[k][j] * r * (1.f + tof(wv.v[j])));
+#elif FORGE_RMS_UPCAST
+                for (int j = 0; j < V; ++j) put(o.v[j], tof(wv.v[j]) * rnd(c[k][j] * r));
+#else
                 for (int j = 0; j < V; ++j) put(o.v[j], c[k][j] * r * tof(wv.v[j]));
+#endif
                 reinterpret_cast<TV<V>*>(yr)[i] = o;
             }
         }
@@ -125,7 +146,13 @@ __global__ void __launch_bounds__(THREADS) rms_norm_kernel(const T* __restrict__
                 const TV<V> wv = reinterpret_cast<const TV<V>*>(w)[i];
                 TV<V> o;
 #pragma unroll
+#if FORGE_RMS_GEMMA
+                for (int j = 0; j < V; ++j) put(o.v[j], tof(t.v[j]) * r * (1.f + tof(wv.v[j])));
+#elif FORGE_RMS_UPCAST
+                for (int j = 0; j < V; ++j) put(o.v[j], tof(wv.v[j]) * rnd(tof(t.v[j]) * r));
+#else
                 for (int j = 0; j < V; ++j) put(o.v[j], tof(t.v[j]) * r * tof(wv.v[j]));
+#endif
                 reinterpret_cast<TV<V>*>(yr)[i] = o;
             }
         }
