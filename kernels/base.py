@@ -260,7 +260,7 @@ class TaskSpec:
 
 def launch_signature(args: Sequence[Arg], backend: str) -> str:
     """``extern "C" int forge_launch(...)`` for ``args`` on ``backend`` (``cuda`` adds the stream)."""
-    ctypes_ = _C_TYPES[backend]
+    ctypes_ = _C_TYPES[BackendName(backend)]
     parts = []
     for a in args:
         if a.role == "in":

@@ -337,3 +337,27 @@ def test_region_task_evaluates_a_fused_kernel(tmp_path, capsys):
     rc, out, err = _main(capsys, "--db", db, "eval", task, tmp_path / "gn.cpp", "--backend", "host", "--json")
     assert rc == 0, (out, err)
     assert json.loads(out)["status"] == "ok"
+
+
+@pytest.mark.slow  # two task-file loads per region, g++ and an evaluation worker (about 20 s)
+def test_llama_regions_get_pattern_seeds_that_pass(tmp_path, capsys):
+    """Every region of the small Llama decoder gets its catalog pattern's seed, adapted to the
+    region's signature; the rotary one (whose input is the projection's output before the
+    model's view + transpose: X_BSHD) is correct on the host backend."""
+    db = tmp_path / "f.db"
+    argv = ("capture", LLAMA, "--regions", "--json", "--no-time", "--db", db, "-o", tmp_path)
+    rc, out, err = _main(capsys, *argv, "--select", "R1,R2,R3,R4")
+    assert rc == 0, err
+    tasks = {r["pattern"]: r["task"] for r in json.loads(out)["regions"]}
+    assert {p: t["seed"] for p, t in tasks.items()} == {
+        "rms_norm": "rms_norm_upcast_bf16",
+        "rotary_rotate_half": "rotary_rotate_half_bf16",
+        "swiglu": "swiglu_bf16",
+        "add_rms_norm": "add_rms_norm_bf16",
+    }
+    rot = tmp_path / f"{tasks['rotary_rotate_half']['name']}.py"
+    seed = rot.with_suffix(".seed.cpp")
+    assert "#define X_BSHD 1" in seed.read_text() and "--proposer tune" in tasks["rotary_rotate_half"]["run_command"]
+    rc, out, err = _main(capsys, "--db", db, "eval", rot, seed, "--backend", "host", "--json")
+    assert rc == 0, (out, err)
+    assert json.loads(out)["status"] == "ok"

@@ -11,6 +11,7 @@ import re
 
 import pytest
 
+from forge_tui.model.capture import region_seed
 from kernels.registry import get_task
 
 #: task -> {role: shape of a region's tensor} from the models the tasks name
@@ -56,11 +57,8 @@ class Shaped:
 
 
 def formula(text: str, shapes: dict) -> int:
-    """A PatternSeed formula (``x[-1]``, ``prod(x[:-1])``, ``numel(x)``, integer arithmetic,
-    comparisons) over ``{role: shape}``; ``/`` divides integers as C does."""
-    env = {r: tuple(s) for r, s in shapes.items()}
-    env.update(prod=lambda dims: math.prod(dims), numel=lambda dims: math.prod(dims))
-    return eval(text.replace("/", "//"), {"__builtins__": {}}, env)  # noqa: S307 (the task's own formulas)
+    """A PatternSeed formula over ``{role: shape}``: the region seed adapter's own evaluator."""
+    return region_seed.evaluate(text, shapes)
 
 
 @pytest.mark.parametrize("name", sorted(REGIONS))

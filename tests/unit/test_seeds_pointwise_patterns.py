@@ -11,10 +11,10 @@ The formulas are evaluated by a small translator here (the grammar PatternSeed d
 from __future__ import annotations
 
 import math
-import re
 
 import pytest
 
+from forge_tui.model.capture import region_seed
 from kernels.registry import catalog
 
 TASKS = catalog()
@@ -28,19 +28,12 @@ POINTWISE = {
     "bias_gelu_bf16": "bias_gelu",
     "bias_gelu_tanh_bf16": "bias_gelu",
 }
-_PROD = re.compile(r"prod\((\w+)\[(-?\d*):(-?\d*)\]\)")
-_NUMEL = re.compile(r"numel\((\w+)\)")
-_DIM = re.compile(r"\b(\w+)\[(-?\d+)\]")
 
 
 def evaluate(formula: str, shapes: dict) -> int:
-    """A PatternSeed formula over ``{role: shape tuple}``, in integer arithmetic (operands here
-    are positive, so Python's floor division is C's)."""
-    expr = _PROD.sub(lambda m: f"_prod(S[{m[1]!r}][{m[2]}:{m[3]}])", formula)
-    expr = _NUMEL.sub(lambda m: f"_prod(S[{m[1]!r}])", expr)
-    expr = _DIM.sub(lambda m: f"S[{m[1]!r}][{m[2]}]", expr)
-    expr = expr.replace("/", "//")
-    return eval(expr, {"__builtins__": {}}, {"S": shapes, "_prod": math.prod})  # noqa: S307 (test formulas)
+    """A PatternSeed formula over ``{role: shape}`` (the adapter's own evaluator); the output
+    (``out``) has x's shape, or gate's."""
+    return region_seed.evaluate(formula, {"out": shapes.get("x") or shapes.get("gate"), **shapes})
 
 
 class Shaped:

@@ -102,7 +102,9 @@ def _number(n: Node) -> Optional[float]:
 
 def _numbers(n: Node) -> list[float]:
     """The call's number arguments (positional then keyword), in order, bools aside."""
-    return [float(a) for a in n.args + list(n.kwargs.values()) if isinstance(a, (int, float)) and not isinstance(a, bool)]
+    return [
+        float(a) for a in n.args + list(n.kwargs.values()) if isinstance(a, (int, float)) and not isinstance(a, bool)
+    ]
 
 
 def _gelu_approximate(n: Optional[Node]) -> str:
@@ -175,7 +177,16 @@ def _rotary(v: _View) -> Optional[dict]:
         other = [v.root(r) for r in m.reads if v.source(r) is not cat and v.root(r) != x]
         if other:
             roles["sin" if rotated else "cos"] = v.slot(other[0])
-    return {"name": "rotary_rotate_half", "roles": roles}
+    # x_bshd: the region starts at the projection's (batch, seq, heads*dim) output and the
+    # model's view + transpose(1, 2) is inside it, so x is read in (batch, seq, heads, dim) order
+    bshd = False
+    for m in (n for n in v.calls if n.name == "mul"):
+        for r in m.reads:
+            while v.internal(r) and v.graph.nodes[r[1]].role == "view":
+                node = v.graph.nodes[r[1]]
+                bshd = bshd or node.name in ("transpose", "permute")
+                r = node.reads[0]
+    return {"name": "rotary_rotate_half", "roles": roles, "x_bshd": bshd}
 
 
 def _glu(v: _View) -> Optional[dict]:

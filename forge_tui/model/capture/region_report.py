@@ -102,5 +102,11 @@ def format_region_tasks(tasks: Sequence[dict]) -> str:
     lines = []
     for t in tasks:
         lines.append(f"task {t['name']} (region {t['region']}, id {t['task_id']}): {t['path']}")
+        seed = (
+            f"the {t['seed']} seed, adapted"
+            if t.get("seed")
+            else f"no seed ({t.get('seed_reason') or 'none'}): an LLM writes it"
+        )
+        lines.append(f"  seed: {seed}")
         lines.append(f"  search it: {t['run_command']}")
     return "\n".join(lines)

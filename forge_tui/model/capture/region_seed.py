@@ -105,7 +105,9 @@ class Fit:
     args: dict  # pattern role (and "out") -> the region task's arg name
 
 
-def find(pattern: Optional[dict], args: Sequence[Arg], shapes: Mapping[str, Sequence[int]], catalog: Mapping[str, TaskSpec]):
+def find(
+    pattern: Optional[dict], args: Sequence[Arg], shapes: Mapping[str, Sequence[int]], catalog: Mapping[str, TaskSpec]
+):
     """The catalog task that seeds a region, or why none does.
 
     Args:
@@ -130,7 +132,11 @@ def find(pattern: Optional[dict], args: Sequence[Arg], shapes: Mapping[str, Sequ
     if out is not None:
         region_args["out"] = out
     reasons = []
-    candidates = [t for t in catalog.values() if t.pattern is not None and t.pattern.name == name]
+    # the most specific first: a seed that asks for the region's details (upcast) before a general one
+    candidates = sorted(
+        (t for t in catalog.values() if t.pattern is not None and t.pattern.name == name),
+        key=lambda t: -len(t.pattern.details),  # type: ignore[union-attr]
+    )
     for task in candidates:
         why = _misfit(task, pattern, region_args, shapes)
         if not why:
@@ -222,10 +228,10 @@ def adapt(fit: Fit, pattern: dict, args: Sequence[Arg], arg_dims: Mapping[str, S
     return src.rstrip() + "\n" + head + launch_signature(args, backend) + " {\n" + "\n".join(body) + "\n}\n"
 
 
-def seeds_for(pattern: Optional[dict], task: TaskSpec, catalog: Mapping[str, TaskSpec]) -> tuple[dict, str]:
-    """``({backend: source}, reason)``: the region task's seeds on every backend its catalog
-    match has a seed for, or ``({}, why none)``. ``task`` is the region task as loaded (a task
-    file's task: :func:`forge_tui.model.taskfile.layout_of` gives its dim args)."""
+def seeds_for(pattern: Optional[dict], task: TaskSpec, catalog: Mapping[str, TaskSpec]) -> tuple[dict, str, str]:
+    """``({backend: source}, catalog task name, "")``: the region task's seeds on every backend
+    its catalog match has a seed for, or ``({}, "", why none)``. ``task`` is the region task as
+    loaded (a task file's task: :func:`forge_tui.model.taskfile.layout_of` gives its dim args)."""
     from forge_tui.model.taskfile import layout_of
 
     arg_dims = layout_of(task)["arg_dims"]
@@ -233,11 +239,11 @@ def seeds_for(pattern: Optional[dict], task: TaskSpec, catalog: Mapping[str, Tas
     shapes = {a: [int(dims[n]) for n in ns] for a, ns in arg_dims.items()}
     fit, why = find(pattern, task.args, shapes, catalog)
     if fit is None:
-        return {}, why
+        return {}, "", why
     out = {}
     for backend in fit.task.seeds:
         try:
             out[str(backend)] = adapt(fit, pattern or {}, task.args, arg_dims, str(backend))
         except ValueError as exc:
-            return {}, str(exc)
-    return out, ""
+            return {}, "", str(exc)
+    return out, fit.task.name, ""

@@ -118,6 +118,7 @@ def task_capture(rs: RegionSet, region: Region) -> dict:
         "region": region.id,
         "pattern": region.pattern_name,
         "roles": (region.pattern or {}).get("roles", {}),
+        "details": {k: v for k, v in (region.pattern or {}).items() if k not in ("name", "roles")},
         "module": region.module,
         "ops": region.ops,
         "count": region.count,
@@ -318,14 +319,53 @@ def write_region_tasks(store, rs: RegionSet, regions: Sequence[Region], out_dir=
     made = []
     for r in regions:
         path = out / region_filename(rs, r)
-        task, row = write_and_register(store, path, render_region_task(rs, r), f"region {r.id}")
+        capd = task_capture(rs, r)
+        seed, why = _write_seeds(path, r, capd, rs.capture.model_file.stem)
+        task, row = write_and_register(store, path, _source(r, capd, rs.capture.model_file.stem), f"region {r.id}")
         made.append(
             {
                 "region": r.id,
                 "path": str(path),
                 "name": task.name,
                 "task_id": row.id,
-                "run_command": f"forge-tui run {path} --proposer llm",
+                "seed": seed,
+                "seed_reason": why,
+                "run_command": f"forge-tui run {path} --proposer {'tune' if seed else 'llm'}",
             }
         )
     return made
+
+
+def _write_seeds(path, region: Region, capd: dict, stem: str) -> tuple[str, str]:
+    """Write the region's pattern seeds beside its task file (``<stem>.seed.cu``/``.seed.cpp``)
+    and name them in ``capd["seeds"]``: ``(catalog task the seeds came from, "")``, or
+    ``("", why there is none)``. The task is loaded once without them to learn its launch
+    signature (:func:`forge_tui.model.capture.region_seed.seeds_for`)."""
+    from forge_tui.core.errors import user_message
+    from forge_tui.model.capture import region_seed
+    from forge_tui.model.taskfile import load_task_file
+    from kernels.registry import catalog
+
+    if not region.pattern_name:
+        return "", "no named pattern"
+    pattern = {"name": region.pattern_name, "region": region.id, **capd.get("details", {}), "roles": capd["roles"]}
+    try:
+        path.write_text(_source(region, capd, stem))
+        task = load_task_file(str(path), origin="captured")
+    except Exception as exc:  # noqa: BLE001 - write_and_register reports the same failure with its context
+        return "", user_message(exc) or _first_line(exc)
+    seeds, source, why = region_seed.seeds_for(pattern, task, catalog())
+    if not seeds:
+        return "", why
+    ext = {"cuda": "cu", "host": "cpp"}
+    names = {}
+    for backend, text in seeds.items():
+        name = f"{path.stem}.seed.{ext.get(backend, backend)}"
+        try:
+            (path.parent / name).write_text(text)
+        except OSError as exc:
+            raise CaptureError(f"cannot write {path.parent / name}: {exc.strerror}") from exc
+        names[backend] = name
+    capd["seeds"] = names
+    capd["seed_from"] = source
+    return source, ""
