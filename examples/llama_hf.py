@@ -1,0 +1,60 @@
+"""A Llama-architecture decoder built by transformers' own modelling code (``LlamaModel``
+from a ``LlamaConfig``, random weights, no download), in the KernelBench layout.
+
+What ``forge-tui capture --regions`` / ``optimize`` see is what transformers runs: its
+``LlamaRMSNorm`` (fp32 upcast, eps 1e-6), ``LlamaRotaryEmbedding`` + ``apply_rotary_pos_emb``
+(rotate-half, cos/sin per batch row), SDPA attention, the SwiGLU MLP and the residual adds.
+Inputs: int64 token ids (BATCH, SEQ); the model runs in bfloat16. Default: 4 x 512 tokens,
+hidden 2048, 16 heads of 128, MLP 5632, 4 layers (a TinyLlama-1.1B-shaped slice);
+``FORGE_LLAMA_LAYERS``, ``FORGE_LLAMA_BATCH``, ``FORGE_LLAMA_SEQ`` change them.
+
+Needs transformers; without it, importing this file fails with one line saying so. For a
+model that runs anywhere (CI, the CPU) use ``examples/llama_block.py``, the same structure
+written by hand.
+"""
+
+import os
+
+import torch
+import torch.nn as nn
+
+try:
+    from transformers import LlamaConfig, LlamaModel
+except ImportError as exc:  # one line for forge-tui instead of a traceback
+    raise ImportError("examples/llama_hf.py needs transformers (pip install transformers)") from exc
+
+BATCH = int(os.environ.get("FORGE_LLAMA_BATCH", "4"))
+SEQ = int(os.environ.get("FORGE_LLAMA_SEQ", "512"))
+LAYERS = int(os.environ.get("FORGE_LLAMA_LAYERS", "4"))
+VOCAB = 32000
+
+
+class Model(nn.Module):
+    """transformers LlamaModel (random weights, bf16): token ids (B, S) -> hidden (B, S, 2048)."""
+
+    def __init__(self):
+        super().__init__()
+        cfg = LlamaConfig(
+            vocab_size=VOCAB,
+            hidden_size=2048,
+            intermediate_size=5632,
+            num_hidden_layers=LAYERS,
+            num_attention_heads=16,
+            num_key_value_heads=16,
+            max_position_embeddings=max(2048, SEQ),
+            rms_norm_eps=1e-6,
+            attn_implementation="sdpa",
+        )
+        self.net = LlamaModel(cfg).to(torch.bfloat16).eval()
+
+    def forward(self, ids):
+        return self.net(input_ids=ids, use_cache=False).last_hidden_state
+
+
+def get_inputs():
+    """Token ids (BATCH, SEQ), int64 below VOCAB."""
+    return [torch.randint(0, VOCAB, (BATCH, SEQ))]
+
+
+def get_init_inputs():
+    return []
