@@ -63,10 +63,7 @@ _CHECK_SHAPES = {
     "one_row_1x5": {"rows": 1, "cols": 5},
 }
 #: ``act`` of :func:`_make` -> (name suffix, reference, the pattern's gelu_approximate)
-_GELU = {
-    "gelu": ("_gelu", reference_gelu, "none"),
-    "gelu_tanh": ("_gelu_tanh", reference_gelu_tanh, "tanh"),
-}
+_GELU = {"gelu": ("_gelu", reference_gelu, "none"), "gelu_tanh": ("_gelu_tanh", reference_gelu_tanh, "tanh")}
 _GELU_SHAPES = {
     "bert_base_8192x768": {"rows": 8192, "cols": 768},
     "bert_large_8192x1024": {"rows": 8192, "cols": 1024},
@@ -90,6 +87,7 @@ def _pattern(approximate: str) -> PatternSeed:
 
 def _make(dtype: str, act: str = "") -> TaskSpec:
     """layer_norm in ``dtype``; with ``act`` ("gelu" | "gelu_tanh") followed by that GELU."""
+
     def make_inputs(dims, generator, device, distribution="normal"):
         x = random_tensor((dims["rows"], dims["cols"]), generator, distribution, dtype)
         w = 1.0 + 0.1 * random_tensor((dims["cols"],), generator, "normal", "float32")

@@ -91,12 +91,7 @@ PATTERN = PatternSeed(
 PATTERN_MASK = PatternSeed(
     name="softmax_scale_mask",
     roles={"scores": "x", "mask": "mask"},
-    sizes={
-        "rows": "prod(scores[:-1])",
-        "cols": "scores[-1]",
-        "q": "scores[-2]",
-        "mrep": "numel(scores) / numel(mask)",
-    },
+    sizes={"rows": "prod(scores[:-1])", "cols": "scores[-1]", "q": "scores[-2]", "mrep": "numel(scores) / numel(mask)"},
     checks=(
         "mask[-1] == scores[-1]",
         "mask[-2] == scores[-2]",
@@ -164,19 +159,23 @@ def _make(dtype: str, mask: bool) -> TaskSpec:
             "per_batch_3x2x33": {"B": 3, "H": 2, "S": 33, "MB": 3, "MH": 1},
             "full_mask_2x2x17": {"B": 2, "H": 2, "S": 17, "MB": 2, "MH": 2},
             "one_1x1x1": {"B": 1, "H": 1, "S": 1, "MB": 1, "MH": 1},
-            "long_unaligned_1x2x1030": {"B": 1, "H": 2, "S": 1030, "MB": 1, "MH": 1},
+            # rows over TPR * CACHE (1024) and not a multiple of VEC: the CUDA seed's scalar streamed path
+            "long_unaligned_1x1x1030": {"B": 1, "H": 1, "S": 1030, "MB": 1, "MH": 1},
         }
     else:
-        args = (Arg("x", "in", dtype), Arg("y", "out", dtype), Arg("rows", "size", "int64"), Arg("cols", "size", "int64"))
-        shapes = {
-            "bert_large_8x16x512": {"B": 8, "H": 16, "S": 512},
-            "vit_l16_32x16x197": {"B": 32, "H": 16, "S": 197},
-        }
+        args = (
+            Arg("x", "in", dtype),
+            Arg("y", "out", dtype),
+            Arg("rows", "size", "int64"),
+            Arg("cols", "size", "int64"),
+        )
+        shapes = {"bert_large_8x16x512": {"B": 8, "H": 16, "S": 512}, "vit_l16_32x16x197": {"B": 32, "H": 16, "S": 197}}
         host_shapes = {"bert_2x4x128": {"B": 2, "H": 4, "S": 128}, "vit_1x4x197": {"B": 1, "H": 4, "S": 197}}
         check_shapes = {
             "odd_1x3x37": {"B": 1, "H": 3, "S": 37},
             "one_1x1x1": {"B": 1, "H": 1, "S": 1},
-            "long_unaligned_1x2x1030": {"B": 1, "H": 2, "S": 1030},
+            # rows over TPR * CACHE (1024) and not a multiple of VEC: the CUDA seed's scalar streamed path
+            "long_unaligned_1x1x1030": {"B": 1, "H": 1, "S": 1030},
         }
     what = "scores * 0.125 + mask (additive, broadcast over B and/or H)" if mask else "scores * 0.125"
     return TaskSpec(

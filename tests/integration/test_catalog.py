@@ -32,6 +32,16 @@ EXPECTED = {
     "gelu_tanh",
     "gelu_bf16",
     "gelu_tanh_bf16",
+    "group_norm_silu",
+    "group_norm_silu_bf16",
+    "layer_norm_gelu",
+    "layer_norm_gelu_bf16",
+    "layer_norm_gelu_tanh",
+    "layer_norm_gelu_tanh_bf16",
+    "softmax_scale",
+    "softmax_scale_bf16",
+    "softmax_scale_mask",
+    "softmax_scale_mask_bf16",
 }
 ARCHS = [hardware.arch_flag((9, 0)), hardware.arch_flag((12, 1))]
 
