@@ -3,7 +3,9 @@
 // (rows, cols) matrix: rows = B*H*Sq, cols = Sk. The mask is additive (-inf hides a key) and
 // holds the (Sq, Sk) block once per mrep consecutive (Sq, Sk) blocks of x: a (B, 1, Sq, Sk)
 // mask under (B, H, Sq, Sk) scores has mrep = H, a (Sq, Sk) one mrep = B*H, a full one 1.
-// Row r reads mask row ((r / q) / mrep) * q + r % q, with q = Sq.
+// Row r reads mask row ((r / q) / mrep) * q + r % q, with q = Sq. With SKIP_MASKED a vector
+// whose mask entries are all -inf does not read x (its probabilities are 0 whatever x holds,
+// NaN and inf scores aside): a causal mask hides about half of x.
 #else
 // softmax(x * SCALE) over the last dim of attention scores x, seen as a row-major (rows, cols)
 // matrix: rows = B*H*Sq, cols = Sk.
@@ -50,6 +52,12 @@ typedef float T;
 #endif
 // @tune CACHE: 0, 8, 16, 32, 64
 #define CACHE 32
+#if FORGE_MASK
+// @tune SKIP_MASKED: 0, 1
+#define SKIP_MASKED 1
+#else
+#define SKIP_MASKED 0
+#endif
 
 #define ROWS ((RPB) * (TPR) > 1024 ? 1024 / (TPR) : (RPB))
 #define THREADS ((TPR) * ROWS)
@@ -91,12 +99,23 @@ __device__ __forceinline__ float row_reduce(float v, float* sh) {
 // The scaled (and masked) scores of vector i of the row: x * SCALE (+ mask).
 template <int V>
 __device__ __forceinline__ void load(const T* __restrict__ xr, const T* __restrict__ mr, int64_t i, float (&v)[V]) {
-    const TV<V> t = reinterpret_cast<const TV<V>*>(xr)[i];
     if (MASK) {
         const TV<V> m = reinterpret_cast<const TV<V>*>(mr)[i];
+        if (SKIP_MASKED) {
+            bool hidden = true;
+#pragma unroll
+            for (int j = 0; j < V; ++j) hidden = hidden && tof(m.v[j]) == -INFINITY;
+            if (hidden) {
+#pragma unroll
+                for (int j = 0; j < V; ++j) v[j] = -INFINITY;
+                return;
+            }
+        }
+        const TV<V> t = reinterpret_cast<const TV<V>*>(xr)[i];
 #pragma unroll
         for (int j = 0; j < V; ++j) v[j] = fmaf(tof(t.v[j]), SCALE, tof(m.v[j]));
     } else {
+        const TV<V> t = reinterpret_cast<const TV<V>*>(xr)[i];
 #pragma unroll
         for (int j = 0; j < V; ++j) v[j] = tof(t.v[j]) * SCALE;
     }
