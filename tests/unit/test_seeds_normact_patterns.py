@@ -7,11 +7,12 @@ both seeds.
 
 The formulas are evaluated here as the adapter renders them in C: ``x[-1]`` a dim of role
 ``x``, ``numel(x)``, ``prod(x[:-1])``, integers, ``+ - * / ( )`` with ``/`` an integer
-division, and ``==`` in checks.
+division, and ``==`` in checks. No torch: ``sizes_of`` reads shape-only stand-ins.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -62,10 +63,17 @@ def evaluate(formula: str, shapes: dict) -> int:
     return int(eval(text.replace("/", "//"), {"__builtins__": {}}, {}))  # noqa: S307 (digits and operators)
 
 
-def _meta(shape):
-    import torch
+class Shaped:
+    """What ``sizes_of`` reads of a tensor: ``shape``, ``dim()``, ``numel()``."""
 
-    return torch.empty(shape, device="meta")
+    def __init__(self, shape: tuple):
+        self.shape = tuple(shape)
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -104,7 +112,7 @@ def test_pattern_sizes_agree_with_sizes_of(name, shapes):
     t = TASKS[name]
     p = t.pattern
     by_arg = {arg: shapes[role] for role, arg in p.roles.items()}
-    ins = [_meta(by_arg[a.name]) for a in t.args if a.role == "in"]
+    ins = [Shaped(by_arg[a.name]) for a in t.args if a.role == "in"]
     assert tuple(evaluate(f, shapes) for f in p.sizes.values()) == t.sizes_of(*ins)
     for check in p.checks:
         lhs, rhs = check.split("==")
@@ -125,7 +133,7 @@ def test_mask_broadcasts_the_seed_does_not_serve_fail_a_check(mask):
     failed = [c for c in t.pattern.checks if evaluate(c.split("==")[0], shapes) != evaluate(c.split("==")[1], shapes)]
     assert failed
     with pytest.raises(ValueError):
-        t.sizes_of(_meta(shapes["scores"]), _meta(mask))
+        t.sizes_of(Shaped(shapes["scores"]), Shaped(mask))
 
 
 def test_details_name_the_gelu_variant():
