@@ -4,6 +4,13 @@
 // layer_norm over the last dim of a row-major (rows, cols) tensor with weight and bias, on
 #endif
 // the CPU: y = (x - mean) * rsqrt(var + eps) * w + b, statistics in fp32.
+#if FORGE_LN_GELU
+#if FORGE_GELU_TANH
+// Then GELU (tanh approximation) of y, in the same pass.
+#else
+// Then GELU (exact, erf) of y, in the same pass.
+#endif
+#endif
 // ACC independent partial sums let g++ vectorise the reductions; ONE_PASS takes the sum and
 // the sum of squares in one sweep, else the mean first and then the centred variance.
 #include <cmath>
@@ -37,6 +44,16 @@ static inline void put(uint16_t& o, float a) {  // round to nearest even; NaN st
     u += 0x7fffu + ((u >> 16) & 1u);
     o = (uint16_t)(u >> 16);
 }
+
+#if FORGE_LN_GELU
+#if FORGE_GELU_TANH
+// 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))), torch.nn.functional.gelu(approximate="tanh").
+static inline float act(float v) { return 0.5f * v * (1.f + std::tanh(0.7978845608028654f * (v + 0.044715f * v * v * v))); }
+#else
+// 0.5 v (1 + erf(v / sqrt 2)), torch.nn.functional.gelu (exact).
+static inline float act(float v) { return 0.5f * v * (1.f + std::erf(v * 0.7071067811865476f)); }
+#endif
+#endif
 
 static void row_norm(const T* __restrict x, const T* __restrict w, const T* __restrict b, T* __restrict y,
                      int64_t n) {
@@ -79,7 +96,11 @@ static void row_norm(const T* __restrict x, const T* __restrict w, const T* __re
     const float var = sq / (float)n;
 #endif
     const float rstd = 1.f / std::sqrt(var + EPS);
+#if FORGE_LN_GELU
+    for (int64_t j = 0; j < n; ++j) put(y[j], act((tof(x[j]) - mean) * rstd * tof(w[j]) + tof(b[j])));
+#else
     for (int64_t j = 0; j < n; ++j) put(y[j], (tof(x[j]) - mean) * rstd * tof(w[j]) + tof(b[j]));
+#endif
 }
 
 extern "C" int forge_launch(const T* x, const T* w, const T* b, T* y, int64_t rows, int64_t cols) {

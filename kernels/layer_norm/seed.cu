@@ -4,6 +4,15 @@
 // layer_norm over the last dim of a row-major (rows, cols) tensor with weight and bias:
 #endif
 // y = (x - mean) * rsqrt(var + eps) * w + b, statistics in fp32.
+#if FORGE_LN_GELU
+#if FORGE_GELU_TANH
+// Then GELU (tanh approximation) of y in the same pass: LayerNorm + GELU read x once and
+// write once, where eager runs two kernels and a round trip of y through memory.
+#else
+// Then GELU (exact, erf) of y in the same pass: LayerNorm + GELU read x once and write
+// once, where eager runs two kernels and a round trip of y through memory.
+#endif
+#endif
 // TPR threads share a row and RPB rows share a block (TPR = 32: a warp per row). A thread
 // keeps up to CACHE elements of its row in registers, so the row is read from memory once;
 // a row too long for the cache is streamed (re-reads hit L1/L2). ONE_PASS reduces sum and
@@ -21,7 +30,11 @@ typedef float T;
 #define EPS 1e-5f
 
 // @tune TPR: 32, 64, 128, 256, 512, 1024
+#if FORGE_LN_GELU
+#define TPR 128
+#else
 #define TPR 256
+#endif
 // @tune RPB: 1, 2, 4, 8
 #define RPB 1
 #if FORGE_DTYPE_BF16
@@ -32,7 +45,11 @@ typedef float T;
 #define VEC 4
 #endif
 // @tune CACHE: 0, 8, 16, 32, 64
+#if FORGE_LN_GELU
+#define CACHE 32
+#else
 #define CACHE 16
+#endif
 // @tune ONE_PASS: 0, 1
 #define ONE_PASS 0
 
@@ -46,6 +63,18 @@ __device__ __forceinline__ float tof(float a) { return a; }
 __device__ __forceinline__ float tof(__nv_bfloat16 a) { return __bfloat162float(a); }
 __device__ __forceinline__ void put(float& o, float a) { o = a; }
 __device__ __forceinline__ void put(__nv_bfloat16& o, float a) { o = __float2bfloat16_rn(a); }
+
+#if FORGE_LN_GELU
+#if FORGE_GELU_TANH
+// 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))), torch.nn.functional.gelu(approximate="tanh").
+__device__ __forceinline__ float act(float v) {
+    return 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+}
+#else
+// 0.5 v (1 + erf(v / sqrt 2)), torch.nn.functional.gelu (exact).
+__device__ __forceinline__ float act(float v) { return 0.5f * v * (1.f + erff(v * 0.7071067811865476f)); }
+#endif
+#endif
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -137,7 +166,11 @@ __global__ void __launch_bounds__(THREADS) layer_norm_kernel(const T* __restrict
                 const TV<V> bv = reinterpret_cast<const TV<V>*>(b)[i];
                 TV<V> o;
 #pragma unroll
+#if FORGE_LN_GELU
+                for (int j = 0; j < V; ++j) put(o.v[j], act((c[k][j] - mean) * rstd * tof(wv.v[j]) + tof(bv.v[j])));
+#else
                 for (int j = 0; j < V; ++j) put(o.v[j], (c[k][j] - mean) * rstd * tof(wv.v[j]) + tof(bv.v[j]));
+#endif
                 reinterpret_cast<TV<V>*>(yr)[i] = o;
             }
         }
@@ -173,7 +206,11 @@ __global__ void __launch_bounds__(THREADS) layer_norm_kernel(const T* __restrict
                 const TV<V> bv = reinterpret_cast<const TV<V>*>(b)[i];
                 TV<V> o;
 #pragma unroll
+#if FORGE_LN_GELU
+                for (int j = 0; j < V; ++j) put(o.v[j], act((tof(t.v[j]) - mean) * rstd * tof(wv.v[j]) + tof(bv.v[j])));
+#else
                 for (int j = 0; j < V; ++j) put(o.v[j], (tof(t.v[j]) - mean) * rstd * tof(wv.v[j]) + tof(bv.v[j]));
+#endif
                 reinterpret_cast<TV<V>*>(yr)[i] = o;
             }
         }
