@@ -266,7 +266,12 @@ def test_cli_regions_json_and_select(tmp_path, capsys):
     assert rc == 0, err
     assert "distinct" in out.splitlines()[0]
     assert "(region R1," in out and "aten.silu.default" in out
-    assert sorted(p.name for p in (tmp_path / "t2").iterdir()) == ["region_R1_group_norm_silu.py", "silu_default_2.py"]
+    assert sorted(p.name for p in (tmp_path / "t2").iterdir()) == [
+        "region_R1_group_norm_silu.py",
+        "region_R1_group_norm_silu.seed.cpp",  # the catalog's group_norm_silu seed, adapted
+        "region_R1_group_norm_silu.seed.cu",
+        "silu_default_2.py",
+    ]
 
 
 @pytest.mark.parametrize("which", ["llama", "unet", "basic"])

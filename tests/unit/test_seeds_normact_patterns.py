@@ -17,6 +17,7 @@ import re
 
 import pytest
 
+from forge_tui.model.capture import region_seed
 from kernels.registry import catalog
 from tests.helpers import ROOT
 
@@ -39,28 +40,8 @@ _CALL = re.compile(r"\b(numel|prod)\(([A-Za-z_]\w*(?:\[[^\]]*\])?)\)")
 
 
 def evaluate(formula: str, shapes: dict) -> int:
-    """``formula`` over ``{role: shape tuple}``, with C's integer arithmetic."""
-
-    def dims(ref: str) -> list:
-        m = _DIM.fullmatch(ref)
-        if m is None:
-            return list(shapes[ref])
-        name, a, colon, b = m.groups()
-        s = list(shapes[name])
-        if not colon:
-            return [s[int(a)]]
-        return s[slice(int(a) if a else None, int(b) if b else None)]
-
-    def call(m: re.Match) -> str:
-        n = 1
-        for d in dims(m.group(2)):
-            n *= d
-        return str(n)
-
-    text = _CALL.sub(call, formula)
-    text = _DIM.sub(lambda m: str(dims(m.group(0))[0]), text)
-    assert re.fullmatch(r"[\d\s+\-*/()=]*", text), f"unrendered parts in {formula!r}: {text!r}"
-    return int(eval(text.replace("/", "//"), {"__builtins__": {}}, {}))  # noqa: S307 (digits and operators)
+    """A PatternSeed formula over ``{role: shape}``: the region seed adapter's own evaluator."""
+    return region_seed.evaluate(formula, shapes)
 
 
 class Shaped:
