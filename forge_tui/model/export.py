@@ -13,7 +13,10 @@
   of input shapes is checked against the embedded PyTorch reference in fp64 with the
   search's tolerances (``ForgeKernelMismatch`` on a mismatch; ``FORGE_VERIFY=0`` skips it);
 * ``manifest.json``: ``{"task", "origin", "backend", "signature", "run_id", "node_id",
-  "speedup", "capture", "module": "forge_kernel.py", "function": "forward", "coverage", ...}``;
+  "speedup", "capture", "module": "forge_kernel.py", "function": "forward", "op", "inputs",
+  "params" (the operator's arguments after the inputs), "region" (for a fusion region's task:
+  id, pattern, model, instances, how the operator is called per instance; else null),
+  "coverage", ...}``;
 
 The module dispatches guardedly (:mod:`forge_tui.model.coverage`): the kernel runs only on
 the input shapes and dtypes it was timed on and won on (``COVERAGE``), the reference
@@ -24,7 +27,9 @@ Catalog tasks embed the reference function and the task's ``sizes_of`` (their so
 checked here to reproduce the task). Task files embed the file's whole text; the operator
 takes the file's tensor inputs, then the model's parameters and buffers, and ``forward``
 binds those from ``Model(*get_init_inputs())`` built with the search's seed
-(``forward_with(model, *inputs)`` takes them from your own instance instead).
+(``forward_with(model, *inputs)`` takes them from your own instance instead, and
+``call(*inputs, *params)`` takes them as tensors: a fusion region's operator is called so
+per instance, each layer with its own weights; ``forge-tui apply`` swaps them in).
 
 ``forge_kernel.py`` is the template files in ``templates/`` filled with the task's values
 (:mod:`forge_tui.model.template`); :func:`render_module` works out the values in steps
@@ -179,6 +184,8 @@ def export_run(
         "op": f"forge::{op_name(task.name)}",
         "source": KERNEL_FILES[backend],
         "inputs": [{"name": a.name, "dtype": a.dtype} for a in _user_inputs(task)],
+        "params": _param_names(task),
+        "region": _region_info(task),
         "device": device.get("gpu") or device.get("cpu") or "",
         "description": node.description,
         "coverage": cover,
@@ -214,6 +221,32 @@ def _user_inputs(task) -> list:
     from forge_tui.model.taskfile import layout_of
 
     return ins[: len(layout_of(task)["input_names"])]
+
+
+def _param_names(task) -> list:
+    """The operator's tensor arguments after the user's inputs: a task file's parameters then
+    buffers (the task model's attribute names, ``PARAM_NAMES``); none for catalog tasks."""
+    if task.origin == "catalog":
+        return []
+    from forge_tui.model.taskfile import layout_of
+
+    return list(layout_of(task)["param_names"])
+
+
+def _region_info(task) -> Optional[dict]:
+    """For a fusion region's task (``FORGE_CAPTURE["kind"] == "region"``): what ``apply``
+    swaps and how the operator is called per instance; None for other tasks."""
+    cap = task.capture if isinstance(task.capture, dict) else None
+    if not cap or cap.get("kind") != "region":
+        return None
+    names = [a.name for a in _user_inputs(task)] + _param_names(task)
+    return {
+        "id": cap.get("region"),
+        "pattern": cap.get("pattern"),
+        "model": cap.get("model"),
+        "instances": cap.get("count"),
+        "call": f"torch.ops.forge.{op_name(task.name)}({', '.join(names)})",
+    }
 
 
 def _prebuild(source: str, backend: str, device: dict, out: Path) -> list:
@@ -455,6 +488,22 @@ def _readme(task, backend: str, manifest: dict) -> str:
         "PyTorch reference. `FORGE_DISPATCH=always` uses the kernel everywhere, `FORGE_DISPATCH=never`",
         "nowhere; `forge_kernel.stats()` counts the calls sent to each, by shape.",
     ]
+    region = manifest.get("region")
+    if region:
+        lines += [
+            "",
+            f"A fusion region ({region['id']}, {region['pattern'] or 'no named pattern'}) of {region['model']}, which "
+            f"runs it {region['instances']} time(s) per forward, each instance on its own weights. Per instance:",
+            "",
+            "```python",
+            f"y = {region['call']}   # that layer's parameters",
+            f"y = forge_kernel.call({', '.join(i['name'] for i in user + [{'name': p} for p in manifest['params']])})"
+            "   # the same",
+            "```",
+            "",
+            "`forge-tui apply MODEL.py THIS_DIR` swaps every instance of the region in the model's forward",
+            "(matched by the calls, their data flow, shapes and dtypes), checks the outputs and times it.",
+        ]
     if task.origin != "catalog":
         lines += [
             "",
