@@ -36,13 +36,15 @@ from forge_tui.evaluate.timers import Stats
 class Column:
     """One forward to time: ``name`` (``eager``, ``forge``, ``compile``, ``compile_forge``) and
     either ``fn`` (runs one forward, returns its outputs) or, for a compiled column,
-    ``module`` and ``args``: ``torch.compile(module)(*args)`` without autograd (the module is
-    compiled as a whole, as users compile their models)."""
+    ``module`` and ``args``: ``torch.compile(module, backend=backend)(*args)`` without
+    autograd (the module is compiled as a whole, as users compile their models; ``backend``
+    is Inductor but for tests, which pass ``aot_eager`` to skip Inductor's C++ build)."""
 
     name: str
     fn: Optional[Callable[[], object]] = None
     module: Optional[torch.nn.Module] = None
     args: tuple = ()
+    backend: str = "inductor"
 
 
 @dataclass
@@ -67,9 +69,10 @@ class Timed:
 
 
 def compile_callable(
-    module: torch.nn.Module, args: Sequence
+    module: torch.nn.Module, args: Sequence, backend: str = "inductor"
 ) -> tuple[Optional[Callable[[], object]], Optional[str], float]:
-    """``torch.compile(module)`` as a zero-argument forward on ``args``, built by calling it once.
+    """``torch.compile(module, backend=backend)`` as a zero-argument forward on ``args``, built
+    by calling it once.
 
     Returns ``(forward, None, seconds)``, or ``(None, "first line of the error", seconds)``
     when compiling or the first call raised (an Inductor failure is a report line, not a crash).
@@ -77,7 +80,7 @@ def compile_callable(
     start = time.perf_counter()
     args = tuple(args)
     try:
-        compiled = torch.compile(module)
+        compiled = torch.compile(module, backend=backend)
 
         def forward() -> object:
             with torch.no_grad():
@@ -111,7 +114,7 @@ def time_forwards(
         res = Timed(col.name)
         out.append(res)
         if col.module is not None:
-            got, err, res.build_s = compile_callable(col.module, col.args)
+            got, err, res.build_s = compile_callable(col.module, col.args, col.backend)
             if got is None:
                 res.error = f"torch.compile failed: {err}"
                 continue

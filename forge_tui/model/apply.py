@@ -65,6 +65,7 @@ def apply(
     samples: Optional[int] = None,
     warmup: Optional[int] = None,
     compile: Optional[bool] = None,
+    compile_backend: str = "inductor",
 ) -> dict:
     """Swap exported kernels into a model's forward; check the outputs; time it four ways.
 
@@ -76,6 +77,9 @@ def apply(
         samples, warmup: forward timing per column; default the backend's ``timing``.
         compile: time the torch.compile pair; None: on cuda yes, on the host no (the
             report's ``compile_skipped`` says why).
+        compile_backend: ``torch.compile``'s backend (Inductor; tests pass ``aot_eager``,
+            which traces the same way, custom operators through their fake implementations,
+            without Inductor's C++ build).
 
     Returns:
         ``{"model", "device", "backend", "kernels": [{"dir", "kind", "op", "label",
@@ -138,12 +142,13 @@ def apply(
     skipped = None if want_compile else (HOST_COMPILE_SKIP if compile is None else "--no-compile")
     timed = None
     if check["passed"]:
-        timed = _time(mf, model, inputs, forge, gm, tensors, device, want_compile, samples, warmup)
+        compiler = compile_backend if want_compile else None
+        timed = _time(mf, model, inputs, forge, gm, tensors, device, compiler, samples, warmup)
     result.update(timing_fields(timed, skipped))
     return result
 
 
-def _time(mf, model, inputs, forge, gm, tensors, device, want_compile, samples, warmup):
+def _time(mf, model, inputs, forge, gm, tensors, device, compiler, samples, warmup):
     from forge_tui.evaluate.forward_time import Column, time_forwards
 
     def eager():
@@ -151,10 +156,10 @@ def _time(mf, model, inputs, forge, gm, tensors, device, want_compile, samples, 
             return model(*inputs)
 
     cols = [Column("eager", eager), Column("forge", forge)]
-    if want_compile:
+    if compiler:
         cols += [
-            Column("compile", module=model, args=tuple(inputs)),
-            Column("compile_forge", module=gm, args=tuple(tensors)),
+            Column("compile", module=model, args=tuple(inputs), backend=compiler),
+            Column("compile_forge", module=gm, args=tuple(tensors), backend=compiler),
         ]
     try:
         return time_forwards(cols, device, samples=samples, warmup=warmup)

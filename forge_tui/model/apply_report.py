@@ -155,12 +155,12 @@ def _kernel_lines(k: dict, regions: dict) -> list[str]:
     return lines
 
 
-def _column_line(label: str, d: Optional[dict], skipped: Optional[str]) -> str:
+def _column_line(label: str, d: Optional[dict], skipped: Optional[str], usual: str) -> str:
     if d is None:
         return f"  {label:22s} " + (f"skipped ({skipped})" if skipped else "-")
     if d.get("error"):
         return f"  {label:22s} failed: {d['error']}"
-    method = "" if d.get("method") == "cuda_graph" else f"  [{d.get('method')}]"
+    method = "" if d.get("method") == usual else f"  [{d.get('method')}]"
     return f"  {label:22s} {d['median_ms']:9.3f} ms  (p10 {d['p10_ms']:.3f}, p90 {d['p90_ms']:.3f}){method}"
 
 
@@ -182,7 +182,8 @@ def format_report(r: dict) -> str:
     how = "each captured in a CUDA graph" if graphs else "eager calls"
     lines.append(f"forward latency (median of {lat['samples']}, interleaved, cache flushed, {how}):")
     for name, label in COLUMNS:
-        lines.append(_column_line(label, lat.get(name), r.get("compile_skipped") if "compile" in name else None))
+        skip = r.get("compile_skipped") if "compile" in name else None
+        lines.append(_column_line(label, lat.get(name), skip, lat["method"]))
 
     def sp(name: str, what: str) -> str:
         v, s = r.get(name), r.get(f"{name}_spread")
