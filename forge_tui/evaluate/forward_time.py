@@ -105,7 +105,7 @@ def time_forwards(
     Raises:
         Whatever a column's plain (not compiled) forward raises while it is prepared or timed.
     """
-    from forge_tui.evaluate.optime import cuda_graph, time_interleaved
+    from forge_tui.evaluate.optime import cuda_graph
 
     graphs = backend_for_device(device).supports_cuda_graphs
     out: list[Timed] = []
@@ -132,11 +132,29 @@ def time_forwards(
                 torch.cuda.synchronize()
                 res.method = f"eager (CUDA graph capture failed: {one_line(exc)[:120]})"
         ready.append((res, fn))
-    if ready:
-        stats = time_interleaved([fn for _, fn in ready], device, samples=samples, warmup=warmup)
-        for (res, _), st in zip(ready, stats):
-            res.stats = st
+    compiled = {c.name for c in columns if c.module is not None}
+    try:
+        _time_ready(ready, device, samples, warmup)
+    except Exception as exc:  # noqa: BLE001 - a compiled forward failing later: its columns' error, the rest timed
+        if not any(res.name in compiled for res, _ in ready):
+            raise
+        if graphs:
+            torch.cuda.synchronize()
+        for res, _ in ready:
+            if res.name in compiled:
+                res.error = f"torch.compile forward failed while timed: {one_line(exc)[:200]}"
+        _time_ready([(r, f) for r, f in ready if r.name not in compiled], device, samples, warmup)
     return out
+
+
+def _time_ready(ready: list, device: str, samples: Optional[int], warmup: Optional[int]) -> None:
+    from forge_tui.evaluate.optime import time_interleaved
+
+    if not ready:
+        return
+    stats = time_interleaved([fn for _, fn in ready], device, samples=samples, warmup=warmup)
+    for (res, _), st in zip(ready, stats):
+        res.stats = st
 
 
 def speedup(base: Optional[Timed], new: Optional[Timed]) -> tuple[Optional[float], Optional[list]]:

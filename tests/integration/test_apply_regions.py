@@ -229,3 +229,18 @@ def test_compile_pair_traces_the_custom_op(exported, tmp_path):
     assert lat["compile"]["error"] is None and lat["compile_forge"]["error"] is None, lat
     assert r["compile_ms"] > 0 and r["compile_forge_ms"] > 0 and r["speedup_vs_compile"] > 0
     assert r["compile_skipped"] is None
+
+
+def test_a_compile_failure_is_its_columns_line(exported, tmp_path):
+    from forge_tui.model.apply import apply
+
+    model = tmp_path / "tiny_norms.py"
+    model.write_text(TINY)
+    r = apply(model, [exported], backend="host", samples=2, compile=True, compile_backend="no_such_backend")
+    assert r["check"]["passed"] and r["eager_ms"] > 0 and r["forge_ms"] > 0
+    assert r["compile_ms"] is None and r["speedup_vs_compile"] is None
+    err = r["latency"]["compile_forge"]["error"]
+    assert err.startswith("torch.compile failed: ") and "\n" not in err
+    from forge_tui.model.apply_report import format_report
+
+    assert "torch.compile          failed: torch.compile failed" in format_report(r)
