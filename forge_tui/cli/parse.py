@@ -213,7 +213,9 @@ def _model_parsers(sub) -> None:
         default=None,
         help="also time torch.compile and torch.compile + forge (default: on cuda yes, on the host no)",
     )
-    cg.add_argument("--no-compile", dest="compile", action="store_const", const=False, help="time eager and eager + forge only")
+    cg.add_argument(
+        "--no-compile", dest="compile", action="store_const", const=False, help="time eager and eager + forge only"
+    )
     ap.add_argument("--json", action="store_true")
     _db_arg(ap)
     ex = sub.add_parser("export", help="write a run's kernel as a module for model code")

@@ -68,7 +68,7 @@ extern "C" int forge_launch(const uint16_t* x, const uint16_t* w, uint16_t* y, i
 """
 
 #: A tiny model with two Llama RMSNorms (their own weights) around a linear: the R1 region twice.
-TINY = '''
+TINY = """
 import torch
 import torch.nn as nn
 
@@ -101,7 +101,7 @@ class Model(nn.Module):
 
 def get_inputs():
     return [torch.randn(2, 16, 64, dtype=torch.bfloat16)]
-'''
+"""
 
 #: An op-level stand-in kernel (as test_apply.py writes them) for the SwiGLU's silu.
 SILU = {
@@ -194,7 +194,9 @@ def test_apply_replaces_every_instance_and_outputs_match(exported, capsys, monke
 def test_region_and_op_kernels_together(exported, tmp_path, capsys):
     from tests.integration.test_apply import kernel_dir
 
-    silu = kernel_dir(tmp_path, "silu", SILU, "import torch\n\ndef forward(x0):\n    return torch.nn.functional.silu(x0)\n")
+    silu = kernel_dir(
+        tmp_path, "silu", SILU, "import torch\n\ndef forward(x0):\n    return torch.nn.functional.silu(x0)\n"
+    )
     rc, out, err = _main(capsys, "apply", LLAMA, exported, silu, "--samples", "2", "--no-compile", "--json")
     assert rc == 0, err
     r = json.loads(out)
