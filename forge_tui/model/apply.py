@@ -110,7 +110,7 @@ def apply(
     replace_regions(gm, kernels, traced.weights)
     misses = replace_ops(gm, kernels)
     total = sum(k.replaced for k in kernels)
-    if total == 0:
+    if total == 0 and not any(k.kept for k in kernels):
         raise ApplyError(_no_match(mf.path.name, kernels, misses, before))
     tensors = traced.tensor_inputs
 

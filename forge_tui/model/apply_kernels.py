@@ -65,6 +65,26 @@ class Kernel:
     skipped: list[str] = field(default_factory=list)
     #: The module's ``stats()`` (guarded dispatch counts by shape), None for older exports.
     stats: Optional[Callable[[], dict]] = field(default=None, repr=False)
+    #: The module's guard (``_use_kernel(tensors)``: would the kernel run on tensors of these
+    #: shapes and dtypes, or the reference?), None for modules without guarded dispatch.
+    guard: Optional[Callable[[list], bool]] = field(default=None, repr=False)
+    #: Matches left in the graph because the guard sends their shapes to the reference.
+    kept: int = 0
+
+    def wanted(self, vals: list) -> bool:
+        """Whether to swap a match whose operator arguments are ``vals`` (fake tensors): the
+        guard says the kernel runs there (it won on these shapes; ``FORGE_DISPATCH=always``
+        everywhere). A match the reference would serve stays PyTorch's own calls, which
+        torch.compile can still fuse; it is counted in ``kept``."""
+        if self.guard is None:
+            return True
+        try:
+            use = bool(self.guard(vals))
+        except Exception:  # noqa: BLE001 - a guard that cannot judge: swap, the operator decides at run time
+            return True
+        if not use:
+            self.kept += 1
+        return use
 
     @property
     def capture(self) -> dict:
@@ -202,6 +222,8 @@ def load_kernel_dir(path: str | Path) -> Kernel:
     cap = manifest["capture"]
     stats = getattr(mod, "stats", None)
     stats = stats if callable(stats) else None
+    guard = getattr(mod, "_use_kernel", None)
+    guard = guard if callable(guard) else None
     op = _registered_op(manifest)
     if kind == REGION:
         order = _param_order(d, manifest, mod)
@@ -215,7 +237,7 @@ def load_kernel_dir(path: str | Path) -> Kernel:
             op = _Contiguous(fn, f"{mod_path.name}: call()")
         what = f"{cap.get('region', '?')} ({cap.get('pattern') or 'no pattern'})"
         key = json.dumps(cap["signature"])
-        return Kernel(d, manifest, REGION, what, key, op, param_order=order, stats=stats)
+        return Kernel(d, manifest, REGION, what, key, op, param_order=order, stats=stats, guard=guard)
     name = manifest.get("function", "forward")
     fn = getattr(mod, name, None)
     if not callable(fn):
@@ -223,7 +245,7 @@ def load_kernel_dir(path: str | Path) -> Kernel:
     aten = cap.get("captured_op") or cap["op"]
     key = call_key(aten, cap.get("args", []), cap.get("kwargs", {}))
     target = op if op is not None else _Contiguous(fn, f"{d}: {name}()")
-    return Kernel(d, manifest, OP, aten, key, target, stats=stats)
+    return Kernel(d, manifest, OP, aten, key, target, stats=stats, guard=guard)
 
 
 def dispatch_of(k: Kernel) -> Optional[dict]:

@@ -24,6 +24,11 @@ contiguous inputs; each such instance is counted (``Kernel.non_contiguous``).
 
 **Ops.** :func:`replace_ops` swaps every call whose key is an op kernel's key; an in-place
 call (``relu_``) becomes the kernel's call and a ``copy_`` of its result into the argument.
+
+**Guarded dispatch.** A match on shapes the exported module's guard sends to the PyTorch
+reference (the kernel lost there, or was never timed there) is left in the graph as the
+model's own calls (``Kernel.kept``): the exported operator would run the same reference,
+but as one opaque call that torch.compile cannot fuse with its neighbours.
 """
 
 from __future__ import annotations
@@ -194,9 +199,13 @@ def _erase(graph: fx.Graph, local: list[Call]) -> None:
 
 
 def replace_region(gm: fx.GraphModule, k: Kernel, inst: Instance, weights: dict[str, str]) -> None:
-    """Swap one instance for a call of ``k``'s operator; records it on ``k`` (see the module docstring)."""
+    """Swap one instance for a call of ``k``'s operator; records it on ``k`` (see the module
+    docstring). An instance whose shapes the kernel's guard sends to the reference is left
+    as it is (:meth:`Kernel.wanted`)."""
     n_in = len(k.capture["inputs"])
     args = [inst.inputs[j] for j in range(n_in)] + [inst.weights[j] for j in k.param_order]
+    if not k.wanted([a.meta.get("val") for a in args]):
+        return
     graph = gm.graph
     with graph.inserting_after(inst.output):
         new = graph.call_function(k.target, tuple(args))
@@ -239,6 +248,8 @@ def replace_ops(gm: fx.GraphModule, kernels: list[Kernel]) -> dict[str, str]:
                 kwargs = fx.node.map_arg(c.node.kwargs, lambda a: a.meta.get("val"))
                 desc = [describe(list(args)), {n: describe(v) for n, v in kwargs.items()}]
                 misses.setdefault(c.op, ", ".join(spec_text(s) for s in tensor_specs(desc)))
+            continue
+        if not k.wanted([a.meta.get("val") for a in c.args]):
             continue
         with graph.inserting_before(c.node):
             new = graph.call_function(k.target, tuple(c.args))

@@ -78,6 +78,7 @@ def kernel_entry(k: Kernel, dispatch: Optional[dict], region: bool = False) -> d
             "model": cap.get("model"),
             "dir": str(k.dir),
             "instances": k.replaced,
+            "kept": k.kept,
             "captured_instances": cap.get("count"),
             "params": k.instances,
             "non_contiguous": k.non_contiguous,
@@ -89,6 +90,7 @@ def kernel_entry(k: Kernel, dispatch: Optional[dict], region: bool = False) -> d
         "op": k.op,
         "label": k.label,
         "replaced": k.replaced,
+        "kept": k.kept,
         "non_contiguous": k.non_contiguous,
         "speedup": k.manifest.get("speedup"),
         "dispatch": dispatch,
@@ -146,6 +148,11 @@ def _kernel_lines(k: dict, regions: dict) -> list[str]:
         lines.append(
             f"    {k['non_contiguous']} of them read a non-contiguous view: the operator copies it to "
             "contiguous first (the kernel was searched on contiguous inputs)"
+        )
+    if k.get("kept"):
+        lines.append(
+            f"    {k['kept']} more left to PyTorch: the kernel lost or was not timed on their shapes "
+            "(guarded dispatch; FORGE_DISPATCH=always swaps them too)"
         )
     r = regions.get(k["dir"])
     if r and r.get("skipped"):

@@ -180,7 +180,6 @@ def test_apply_replaces_every_instance_and_outputs_match(exported, capsys, monke
     assert set(r["spread"]) == {"eager", "forge"} and len(r["speedup_vs_eager_spread"]) == 2
     assert r["compile_skipped"] == "--no-compile"
 
-    monkeypatch.delenv("FORGE_DISPATCH")
     rc, out, err = _main(capsys, "apply", LLAMA, exported, "--samples", "2")
     assert rc == 0, err
     assert "region R1 (rms_norm, 8 calls) [bf16[2x16x64]]: 5 instance(s) replaced (capture found 4)" in out
@@ -191,7 +190,21 @@ def test_apply_replaces_every_instance_and_outputs_match(exported, capsys, monke
     assert "eager + forge" in out and "skipped (host backend" in out and "speedup over eager" in out
 
 
-def test_region_and_op_kernels_together(exported, tmp_path, capsys):
+def test_instances_the_guard_sends_to_the_reference_stay_pytorchs(exported, capsys, monkeypatch):
+    """Guarded dispatch at rewrite time: shapes the kernel would not run on keep the model's own
+    calls (which torch.compile can still fuse), counted as kept; no error, outputs unchanged."""
+    monkeypatch.setenv("FORGE_DISPATCH", "never")
+    rc, out, err = _main(capsys, "apply", LLAMA, exported, "--samples", "2", "--no-compile", "--json")
+    assert rc == 0, err
+    r = json.loads(out)
+    assert r["replacements"] == 0 and r["regions"][0]["kept"] == 5 and r["check"]["passed"]
+    assert r["forge_ms"] > 0
+    rc, out, err = _main(capsys, "apply", LLAMA, exported, "--samples", "2", "--no-compile")
+    assert rc == 0 and "5 more left to PyTorch" in out
+
+
+def test_region_and_op_kernels_together(exported, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FORGE_DISPATCH", "always")
     from tests.integration.test_apply import kernel_dir
 
     silu = kernel_dir(
@@ -218,11 +231,12 @@ def test_region_kernel_without_its_signature_is_one_line(exported, tmp_path, cap
     _one_line_error(rc, out, err, "region R1 of llama_block without its signature", "--regions --select")
 
 
-def test_compile_pair_traces_the_custom_op(exported, tmp_path):
+def test_compile_pair_traces_the_custom_op(exported, tmp_path, monkeypatch):
     """torch.compile of the rewritten graph keeps the exported operator opaque (its fake
     implementation gives the shapes); aot_eager traces as Inductor does, without its C++ build."""
     from forge_tui.model.apply import apply
 
+    monkeypatch.setenv("FORGE_DISPATCH", "always")
     model = tmp_path / "tiny_norms.py"
     model.write_text(TINY)
     r = apply(model, [exported], backend="host", samples=2, compile=True, compile_backend="aot_eager")
@@ -233,9 +247,10 @@ def test_compile_pair_traces_the_custom_op(exported, tmp_path):
     assert r["compile_skipped"] is None
 
 
-def test_a_compile_failure_is_its_columns_line(exported, tmp_path):
+def test_a_compile_failure_is_its_columns_line(exported, tmp_path, monkeypatch):
     from forge_tui.model.apply import apply
 
+    monkeypatch.setenv("FORGE_DISPATCH", "always")
     model = tmp_path / "tiny_norms.py"
     model.write_text(TINY)
     r = apply(model, [exported], backend="host", samples=2, compile=True, compile_backend="no_such_backend")
