@@ -197,7 +197,9 @@ def _model_parsers(sub) -> None:
     cp.add_argument("--json", action="store_true")
     _mode_arg(cp, what="the task files it writes")
     _db_arg(cp)
-    ap = sub.add_parser("apply", help="run a model with exported kernels swapped in; check outputs, time it")
+    ap = sub.add_parser(
+        "apply", help="run a model with exported kernels (ops, fusion regions) swapped in; check outputs, time it"
+    )
     ap.add_argument("model", help="model file (as for capture)")
     ap.add_argument("kernel_dirs", nargs="+", metavar="KERNEL_DIR", help="directories written by forge-tui export")
     _backend_arg(ap, help="auto: the kernels' backend (cuda kernels run the model on the GPU)")

@@ -39,12 +39,11 @@ from forge_tui.model.apply_graph import calls, leaves, trace
 from forge_tui.model.apply_kernels import OP, REGION, Kernel, dispatch_of, load_kernel_dir
 from forge_tui.model.apply_match import region_miss, replace_ops, replace_regions
 from forge_tui.model.apply_report import check_outputs, format_report, kernel_entry, timing_fields
-from forge_tui.model.capture.describe import dtype_name
 from forge_tui.model.capture.model_file import build, load_model_file, resolve_device, run_forward
 from forge_tui.model.errors import ApplyError
 from forge_tui.model.loader import one_line as _first_line
 
-__all__ = ["Kernel", "apply", "format_report", "load_kernel_dir", "dtype_name"]
+__all__ = ["Kernel", "apply", "format_report", "load_kernel_dir"]
 
 #: Why the compile pair is skipped by default on the host (the report says it).
 HOST_COMPILE_SKIP = (
