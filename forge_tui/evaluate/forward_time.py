@@ -11,8 +11,9 @@ drift hits all alike; medians with p10-p90):
   error's first line (the others are still timed);
 * on cuda every column is captured into a CUDA graph (:func:`~forge_tui.evaluate.optime.cuda_graph`)
   and replayed: launch overhead is not what is compared, the kernels are (issue 15's
-  calibration: eager 3.09 ms, eager in a graph 1.40 ms on the same decoder). A column whose
-  capture fails is timed eagerly and says so in its ``method``;
+  calibration: eager 3.09 ms, eager in a graph 1.40 ms on the same decoder). When a
+  column's capture fails, it and its partner (eager with eager + forge, the compiled pair
+  together) are timed eagerly and say so in their ``method``;
 * on the host the callables run as they are.
 
 Imports torch: only ``apply`` (which runs the model anyway) imports this module.
@@ -105,8 +106,6 @@ def time_forwards(
     Raises:
         Whatever a column's plain (not compiled) forward raises while it is prepared or timed.
     """
-    from forge_tui.evaluate.optime import cuda_graph
-
     graphs = backend_for_device(device).supports_cuda_graphs
     out: list[Timed] = []
     ready: list[tuple[Timed, Callable[[], object]]] = []
@@ -124,14 +123,9 @@ def time_forwards(
         else:
             raise ValueError(f"column {col.name} has neither a forward nor a module")
         res.method = "eager"
-        if graphs:
-            try:
-                fn, _ = cuda_graph(fn)
-                res.method = "cuda_graph"
-            except Exception as exc:  # noqa: BLE001 - a forward that syncs: timed eagerly, and said so
-                torch.cuda.synchronize()
-                res.method = f"eager (CUDA graph capture failed: {one_line(exc)[:120]})"
         ready.append((res, fn))
+    if graphs:
+        ready = _graphs(ready, {c.name: c.module is not None for c in columns})
     compiled = {c.name for c in columns if c.module is not None}
     try:
         _time_ready(ready, device, samples, warmup)
@@ -144,6 +138,35 @@ def time_forwards(
             if res.name in compiled:
                 res.error = f"torch.compile forward failed while timed: {one_line(exc)[:200]}"
         _time_ready([(r, f) for r, f in ready if r.name not in compiled], device, samples, warmup)
+    return out
+
+
+def _graphs(ready: list, compiled: dict) -> list:
+    """Each column captured in a CUDA graph. Columns compare in pairs (eager with eager +
+    forge, compiled with compiled): when one of a pair cannot be captured (a host sync, a
+    launch on another stream), its partner is timed eagerly too, so a pair is always timed
+    the same way."""
+    from forge_tui.evaluate.optime import cuda_graph
+
+    out = list(ready)
+    for kind in (False, True):
+        idx = [i for i, (res, _) in enumerate(ready) if compiled.get(res.name, False) is kind]
+        replays, failed = {}, None
+        for i in idx:
+            res, fn = ready[i]
+            try:
+                replays[i], _ = cuda_graph(fn)
+            except Exception as exc:  # noqa: BLE001 - a forward that syncs: the pair is timed eagerly, and says so
+                torch.cuda.synchronize()
+                failed = f"eager (CUDA graph capture of {res.name} failed: {one_line(exc)[:120]})"
+                break
+        for i in idx:
+            res, fn = ready[i]
+            if failed is None:
+                res.method = "cuda_graph"
+                out[i] = (res, replays[i])
+            else:
+                res.method = failed
     return out
 
 

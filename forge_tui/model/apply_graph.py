@@ -8,8 +8,10 @@ same arguments as a captured node and :func:`calls` gives it the same identity
 (:func:`~forge_tui.model.capture.describe.call_key`) and the same reads: a region's
 signature, recorded by capture, can be found node for node. (torch.export would
 functionalise in-place calls and run its own decompositions: its graph is not the one
-capture saw.) Real-mode tracing runs Python control flow for real, so models that branch
-on values or shapes trace as they ran.
+capture saw.) Real-mode tracing runs Python control flow for real: a branch on a shape or
+on a value read to the host (``.item()``, ``if mask.any():``) is taken as this forward took
+it and the value is burnt into the graph, which is right for the fixed inputs apply runs
+(``get_inputs()``'s) and would be wrong for others.
 
 The model's parameters and buffers are traced as inputs (``torch.func.functional_call``),
 so each graph read of a weight is named by its dotted name; the returned GraphModule holds
@@ -95,7 +97,8 @@ def trace(model: torch.nn.Module, inputs: list, what: str) -> Traced:
 
     try:
         with torch.no_grad():
-            traced = make_fx(forward, tracing_mode="real")(*values, *tensors)
+            # values read on the host (.item(), a branch on a tensor) are burnt in as they were
+            traced = make_fx(forward, tracing_mode="real", _error_on_data_dependent_ops=False)(*values, *tensors)
     except Exception as exc:  # noqa: BLE001 - model code: one line
         raise ApplyError(f"cannot trace the forward of {what} with torch.fx (make_fx): {_first_line(exc)}") from exc
     return _lift(traced, names, values, tensors)

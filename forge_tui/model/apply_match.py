@@ -18,7 +18,9 @@ value from outside. Its parameters are whatever that layer's calls read.
 :func:`replace_region` puts one call of the kernel's operator after the live output
 (inputs as the model has them, then the instance's weights in the operator's order),
 points the output's readers at it and erases the instance's calls (views still read
-elsewhere stay). An input that is a non-contiguous view is passed as it is: the exported
+elsewhere stay) and what only they read: the dead code the swap made. (Not a whole-graph
+dead-code elimination: dead code the model already had, such as a value read to the host
+with ``.item()``, stays, so both forwards do the same other work.) An input that is a non-contiguous view is passed as it is: the exported
 operator makes it contiguous before the launch (one copy), since the kernel was searched on
 contiguous inputs; each such instance is counted (``Kernel.non_contiguous``).
 
@@ -190,12 +192,23 @@ def find_instances(cs: list[Call], signature: list, claimed: set) -> tuple[list[
 
 
 def _erase(graph: fx.Graph, local: list[Call]) -> None:
+    """Erase an instance's calls (views still read elsewhere stay), then what only they read:
+    the dead code the swap made, and only that (dead code the model already had, such as a
+    value read to the host, stays in both forwards)."""
+    inputs: list[fx.Node] = []
     for c in reversed(local):
         nd = c.node
         for g in [u for u in nd.users if u.target is operator.getitem and not u.users]:
             graph.erase_node(g)
         if not nd.users:
+            inputs += nd.all_input_nodes
             graph.erase_node(nd)
+    while inputs:
+        nd = inputs.pop()
+        if getattr(nd, "_erased", False) or nd.users or nd.op != "call_function" or nd.is_impure():
+            continue
+        inputs += nd.all_input_nodes
+        graph.erase_node(nd)
 
 
 def replace_region(gm: fx.GraphModule, k: Kernel, inst: Instance, weights: dict[str, str]) -> None:
@@ -228,7 +241,6 @@ def replace_regions(gm: fx.GraphModule, kernels: list[Kernel], weights: dict[str
         k.skipped += skipped
         for inst in found:
             replace_region(gm, k, inst, weights)
-    gm.graph.eliminate_dead_code()
     gm.recompile()
 
 

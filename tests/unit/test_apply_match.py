@@ -49,7 +49,7 @@ def _model(dim=16, leak=False, rows=4):
 
 
 def _signature(model, inputs) -> list:
-    """The signature capture records for the model's first fusion region."""
+    """The signature capture records for the model's last fusion region (a layer's)."""
 
     def run(mode):
         with torch.no_grad(), mode:
@@ -57,7 +57,7 @@ def _signature(model, inputs) -> list:
 
     graph = record_graph(model, inputs, run)
     regions = [i for i in partition(graph) if kernels_of(graph, i) >= 2]
-    return json.loads(signature(graph, regions[0]))
+    return json.loads(signature(graph, regions[-1]))
 
 
 def _region_body(x, g, b):
@@ -137,3 +137,28 @@ def test_an_op_kernel_replaces_calls_and_writes_back_in_place():
     assert replace_ops(traced.gm, [k]) == {} and k.replaced == 1
     (got,) = traced.gm(x)
     torch.testing.assert_close(got, torch.relu(x * 2) + 1)
+
+
+def test_values_read_on_the_host_are_burnt_in_and_their_reads_stay():
+    """A branch on ``.item()`` traces as the forward took it; the read itself stays in the
+    graph (the eager model pays it too), only what the swap made dead is erased."""
+
+    class Branchy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = Layer(16, 0)
+
+        def forward(self, x):
+            if bool((x > 100).any()):  # never true here: the graph keeps the other path
+                x = x * 0
+            return self.layer(x)
+
+    model, inputs = Branchy().eval(), [torch.randn(4, 16)]
+    sig = _signature(model, inputs)
+    traced = trace(model, inputs, "branchy")
+    k = _kernel(sig)
+    replace_regions(traced.gm, [k], traced.weights)
+    left = [str(c.node.target) for c in calls(traced.gm)]
+    assert k.replaced == 1 and "aten._local_scalar_dense.default" in left and "aten.tanh.default" not in left
+    with torch.no_grad():
+        torch.testing.assert_close(traced.gm(*inputs)[0], model(*inputs))
