@@ -179,7 +179,8 @@ def _no_match(name: str, kernels: list[Kernel], misses: dict, cs) -> str:
     for k in kernels:
         if k.kind == REGION:
             parts.append(f"no instance of {k.label} in {name}: {region_miss(cs, k)}")
-    src = {k.capture.get("model") for k in kernels if k.kind == REGION} - {Path(name).stem, None}
+    src = {str(k.capture.get("model")) for k in kernels if k.kind == REGION and k.capture.get("model")}
+    src.discard(Path(name).stem)
     hint = f" (the region kernels were captured from {', '.join(sorted(src))})" if src else ""
     return "; ".join(parts) + hint + " - export kernels of tasks captured from this model"
 

@@ -179,7 +179,8 @@ def _arg_nodes(x, out: list) -> None:
 def source(nd: fx.Node) -> tuple[fx.Node, int]:
     """``(producer, output index)`` of a value node: a ``getitem`` of a multi-output call names its output."""
     if nd.op == "call_function" and nd.target is operator.getitem and isinstance(nd.args[0], fx.Node):
-        return nd.args[0], int(nd.args[1])
+        k = nd.args[1]
+        return nd.args[0], k if isinstance(k, int) else 0
     return nd, 0
 
 

@@ -124,7 +124,9 @@ class _Search:
                 return None
             if r[0] == "w":
                 val = arg.meta.get("val")
-                if not is_weight(src[0]) or list(val.shape) != list(r[2]) or str(val.dtype) != r[3]:
+                if not is_weight(src[0]) or not isinstance(val, torch.Tensor):
+                    return None
+                if list(val.shape) != list(r[2]) or str(val.dtype) != r[3]:
                     return None
             elif is_weight(src[0]):
                 return None
