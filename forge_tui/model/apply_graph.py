@@ -184,6 +184,14 @@ def source(nd: fx.Node) -> tuple[fx.Node, int]:
     return nd, 0
 
 
+def arg_nodes(nd: fx.Node) -> list[fx.Node]:
+    """The tensor arguments of a call node as it is now (args, then kwargs, depth first)."""
+    out: list[fx.Node] = []
+    _arg_nodes(list(nd.args), out)
+    _arg_nodes(list(nd.kwargs.values()), out)
+    return out
+
+
 def calls(gm: fx.GraphModule) -> list[Call]:
     """The aten calls of ``gm`` in run order (``getitem`` and other Python calls skipped)."""
     out: list[Call] = []
@@ -193,16 +201,14 @@ def calls(gm: fx.GraphModule) -> list[Call]:
         args = fx.node.map_arg(nd.args, _val)
         kwargs = fx.node.map_arg(nd.kwargs, _val)
         key = call_key(str(nd.target), describe(list(args)), {k: describe(v) for k, v in kwargs.items()})
-        arg_nodes: list[fx.Node] = []
-        _arg_nodes(list(nd.args), arg_nodes)
-        _arg_nodes(list(nd.kwargs.values()), arg_nodes)
+        args_ = arg_nodes(nd)
         out.append(
             Call(
                 len(out),
                 nd,
                 key,
-                [source(a) for a in arg_nodes],
-                arg_nodes,
+                [source(a) for a in args_],
+                args_,
                 op_kind(nd.target) == "view",
                 mutation(nd.target) == "inplace",
             )

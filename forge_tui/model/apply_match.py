@@ -42,7 +42,7 @@ from typing import Optional
 import torch
 import torch.fx as fx
 
-from forge_tui.model.apply_graph import Call, calls, is_weight, value_node, value_users
+from forge_tui.model.apply_graph import Call, arg_nodes, calls, is_weight, value_node, value_users
 from forge_tui.model.apply_kernels import OP, Kernel
 from forge_tui.model.capture.describe import describe, spec_text, tensor_specs
 
@@ -213,12 +213,18 @@ def _erase(graph: fx.Graph, local: list[Call]) -> None:
         graph.erase_node(nd)
 
 
-def replace_region(gm: fx.GraphModule, k: Kernel, inst: Instance, weights: dict[str, str]) -> None:
+def replace_region(
+    gm: fx.GraphModule, k: Kernel, inst: Instance, weights: dict[str, str], swapped: Optional[dict] = None
+) -> None:
     """Swap one instance for a call of ``k``'s operator; records it on ``k`` (see the module
     docstring). An instance whose shapes the kernel's guard sends to the reference is left
-    as it is (:meth:`Kernel.wanted`)."""
+    as it is (:meth:`Kernel.wanted`). ``swapped`` maps the output nodes of instances already
+    swapped to their operator calls (an instance reading another's output reads the call),
+    and gets this one's."""
+    swapped = {} if swapped is None else swapped
     n_in = len(k.capture["inputs"])
     args = [inst.inputs[j] for j in range(n_in)] + [inst.weights[j] for j in k.param_order]
+    args = [swapped.get(a, a) for a in args]
     if not k.wanted([a.meta.get("val") for a in args]):
         return
     graph = gm.graph
@@ -226,10 +232,11 @@ def replace_region(gm: fx.GraphModule, k: Kernel, inst: Instance, weights: dict[
         new = graph.call_function(k.target, tuple(args))
     new.meta["val"] = inst.output.meta.get("val")
     inst.output.replace_all_uses_with(new)
+    swapped[inst.output] = new
     _erase(graph, inst.calls)
     k.replaced += 1
     k.instances.append([weights.get(str(inst.weights[j].target), str(inst.weights[j].target)) for j in k.param_order])
-    if any(not inst.inputs[j].meta["val"].is_contiguous() for j in range(n_in)):
+    if any(not args[j].meta["val"].is_contiguous() for j in range(n_in)):
         k.non_contiguous += 1
 
 
@@ -241,8 +248,9 @@ def replace_regions(gm: fx.GraphModule, kernels: list[Kernel], weights: dict[str
     for k in order:
         found, skipped = find_instances(calls(gm), k.capture["signature"], claimed)
         k.skipped += skipped
+        swapped: dict = {}
         for inst in found:
-            replace_region(gm, k, inst, weights)
+            replace_region(gm, k, inst, weights, swapped)
     gm.recompile()
 
 
@@ -263,18 +271,20 @@ def replace_ops(gm: fx.GraphModule, kernels: list[Kernel]) -> dict[str, str]:
                 desc = [describe(list(args)), {n: describe(v) for n, v in kwargs.items()}]
                 misses.setdefault(c.op, ", ".join(spec_text(s) for s in tensor_specs(desc)))
             continue
-        if not k.wanted([a.meta.get("val") for a in c.args]):
+        args = arg_nodes(c.node)  # as they are now: an earlier swap may have replaced one
+        if not k.wanted([a.meta.get("val") for a in args]):
             continue
         with graph.inserting_before(c.node):
-            new = graph.call_function(k.target, tuple(c.args))
+            new = graph.call_function(k.target, tuple(args))
         new.meta["val"] = c.node.meta.get("val")
         if c.inplace:  # relu_: the kernel computed relu; write it into the argument
             with graph.inserting_after(new):
-                new = graph.call_function(torch.ops.aten.copy_.default, (c.args[0], new))
+                new = graph.call_function(torch.ops.aten.copy_.default, (args[0], new))
+            new.meta["val"] = c.node.meta.get("val")
         c.node.replace_all_uses_with(new)
         graph.erase_node(c.node)
         k.replaced += 1
-        if any(not a.meta["val"].is_contiguous() for a in c.args):
+        if any(not a.meta["val"].is_contiguous() for a in args):
             k.non_contiguous += 1
     gm.recompile()
     return misses

@@ -162,3 +162,47 @@ def test_values_read_on_the_host_are_burnt_in_and_their_reads_stay():
     assert k.replaced == 1 and "aten._local_scalar_dense.default" in left and "aten.tanh.default" not in left
     with torch.no_grad():
         torch.testing.assert_close(traced.gm(*inputs)[0], model(*inputs))
+
+
+def test_an_instance_reading_another_swapped_instance_reads_its_call():
+    """Two instances in a row (the first's output is also returned, so capture keeps them
+    apart): the second's input is the first's operator call, not the erased calls."""
+
+    class Chain(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = Layer(16, 0), Layer(16, 1)
+
+        def forward(self, x):
+            y = torch.tanh(x * self.a.g) + self.a.b
+            z = torch.tanh(y * self.b.g) + self.b.b
+            return z, y
+
+    model, inputs = Chain().eval(), [torch.randn(4, 16)]
+    sig = _signature(model, inputs)
+    traced = trace(model, inputs, "chain")
+    k = _kernel(sig)
+    replace_regions(traced.gm, [k], traced.weights)
+    traced.gm.graph.lint()
+    assert k.replaced == 2
+    with torch.no_grad():
+        for got, want in zip(traced.gm(*inputs), model(*inputs)):
+            torch.testing.assert_close(got, want)
+
+
+def test_chained_op_swaps_read_the_earlier_swap():
+    from forge_tui.model.apply_kernels import OP
+    from forge_tui.model.capture.describe import call_key, describe
+
+    class Twice(nn.Module):
+        def forward(self, x):
+            return torch.relu(torch.relu(x - 1) - 1)
+
+    x = torch.randn(4, 8)
+    traced = trace(Twice(), [x], "twice")
+    key = call_key("aten.relu.default", describe([x]), {})
+    k = Kernel(Path("k"), {"capture": {}}, OP, "aten.relu.default", key, lambda t: t.clamp_min(0))
+    replace_ops(traced.gm, [k])
+    traced.gm.graph.lint()
+    assert k.replaced == 2
+    torch.testing.assert_close(traced.gm(x)[0], torch.relu(torch.relu(x - 1) - 1))
