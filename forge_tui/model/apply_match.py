@@ -266,9 +266,9 @@ def replace_ops(gm: fx.GraphModule, kernels: list[Kernel]) -> dict[str, str]:
         k = next((k for k in ops if k.key == c.key), None)
         if k is None:
             if any(k.op == c.op for k in ops):
-                args = fx.node.map_arg(c.node.args, lambda a: a.meta.get("val"))
-                kwargs = fx.node.map_arg(c.node.kwargs, lambda a: a.meta.get("val"))
-                desc = [describe(list(args)), {n: describe(v) for n, v in kwargs.items()}]
+                vals = fx.node.map_arg(c.node.args, lambda a: a.meta.get("val"))
+                kwvals = fx.node.map_arg(c.node.kwargs, lambda a: a.meta.get("val"))
+                desc = [describe(list(vals)), {n: describe(v) for n, v in kwvals.items()}]
                 misses.setdefault(c.op, ", ".join(spec_text(s) for s in tensor_specs(desc)))
             continue
         args = arg_nodes(c.node)  # as they are now: an earlier swap may have replaced one
