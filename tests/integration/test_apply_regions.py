@@ -128,7 +128,9 @@ def exported(tmp_path_factory):
     """The R1 (rms_norm) region of llama_block: captured, searched from RMS_SEED, exported."""
     root = tmp_path_factory.mktemp("apply-regions")
     db, tasks = root / "forge.db", root / "tasks"
-    rc, out = _cli("--db", db, "capture", LLAMA, "--regions", "--no-time", "--select", "R1", "--out", tasks)
+    rc, out = _cli(
+        "--db", db, "capture", LLAMA, "--backend", "host", "--regions", "--no-time", "--select", "R1", "--out", tasks
+    )
     assert rc == 0, out
     (task,) = tasks.glob("region_R1_*.py")
     text = task.read_text()
