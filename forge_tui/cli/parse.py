@@ -197,12 +197,26 @@ def _model_parsers(sub) -> None:
     cp.add_argument("--json", action="store_true")
     _mode_arg(cp, what="the task files it writes")
     _db_arg(cp)
-    ap = sub.add_parser("apply", help="run a model with exported kernels swapped in; check outputs, time it")
+    ap = sub.add_parser(
+        "apply", help="run a model with exported kernels (ops, fusion regions) swapped in; check outputs, time it"
+    )
     ap.add_argument("model", help="model file (as for capture)")
     ap.add_argument("kernel_dirs", nargs="+", metavar="KERNEL_DIR", help="directories written by forge-tui export")
     _backend_arg(ap, help="auto: the kernels' backend (cuda kernels run the model on the GPU)")
     ap.add_argument(
-        "--samples", type=int, default=None, help="timed forwards each, before and after (default 150 cuda, 31 host)"
+        "--samples", type=int, default=None, help="timed forwards per column, interleaved (default 150 cuda, 31 host)"
+    )
+    cg = ap.add_mutually_exclusive_group()
+    cg.add_argument(
+        "--compile",
+        dest="compile",
+        action="store_const",
+        const=True,
+        default=None,
+        help="also time torch.compile and torch.compile + forge (default: on cuda yes, on the host no)",
+    )
+    cg.add_argument(
+        "--no-compile", dest="compile", action="store_const", const=False, help="time eager and eager + forge only"
     )
     ap.add_argument("--json", action="store_true")
     _db_arg(ap)

@@ -13,18 +13,23 @@
   of input shapes is checked against the embedded PyTorch reference in fp64 with the
   search's tolerances (``ForgeKernelMismatch`` on a mismatch; ``FORGE_VERIFY=0`` skips it);
 * ``manifest.json``: ``{"task", "origin", "backend", "signature", "run_id", "node_id",
-  "speedup", "capture", "module": "forge_kernel.py", "function": "forward", "coverage", ...}``;
+  "speedup", "capture", "module": "forge_kernel.py", "function": "forward", "op", "inputs",
+  "params" (the operator's arguments after the inputs), "region" (for a fusion region's task:
+  id, pattern, model, instances, how the operator is called per instance; else null),
+  "coverage", ...}``;
 
 The module dispatches guardedly (:mod:`forge_tui.model.coverage`): the kernel runs only on
 the input shapes and dtypes it was timed on and won on (``COVERAGE``), the reference
 elsewhere, unless ``FORGE_DISPATCH=always``; ``stats()`` counts both sides by shape.
-* ``README.md``: a short usage note.
+* ``README.md``: a short usage note (:mod:`forge_tui.model.export_readme`).
 
 Catalog tasks embed the reference function and the task's ``sizes_of`` (their source text,
 checked here to reproduce the task). Task files embed the file's whole text; the operator
 takes the file's tensor inputs, then the model's parameters and buffers, and ``forward``
 binds those from ``Model(*get_init_inputs())`` built with the search's seed
-(``forward_with(model, *inputs)`` takes them from your own instance instead).
+(``forward_with(model, *inputs)`` takes them from your own instance instead, and
+``call(*inputs, *params)`` takes them as tensors: a fusion region's operator is called so
+per instance, each layer with its own weights; ``forge-tui apply`` swaps them in).
 
 ``forge_kernel.py`` is the template files in ``templates/`` filled with the task's values
 (:mod:`forge_tui.model.template`); :func:`render_module` works out the values in steps
@@ -50,11 +55,11 @@ from forge_tui.core.status import NodeStatus
 from forge_tui.evaluate.backends import available_backends, get_backend
 from forge_tui.model import coverage, template
 from forge_tui.model.errors import ExportError
+from forge_tui.model.export_readme import MODULE_FILE, readme
 from store import Store
 
 #: Files an export writes (and replaces) in its directory.
 KERNEL_FILES = {b.name: b.kernel_filename for b in available_backends()}
-MODULE_FILE = "forge_kernel.py"
 
 
 @dataclass(frozen=True)
@@ -179,6 +184,8 @@ def export_run(
         "op": f"forge::{op_name(task.name)}",
         "source": KERNEL_FILES[backend],
         "inputs": [{"name": a.name, "dtype": a.dtype} for a in _user_inputs(task)],
+        "params": _param_names(task),
+        "region": _region_info(task),
         "device": device.get("gpu") or device.get("cpu") or "",
         "description": node.description,
         "coverage": cover,
@@ -191,7 +198,7 @@ def export_run(
         (out / KERNEL_FILES[backend]).write_text(node.source)
         (out / MODULE_FILE).write_text(module)
         (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-        (out / "README.md").write_text(_readme(task, backend, manifest))
+        (out / "README.md").write_text(readme(task, backend, manifest))
         files = [KERNEL_FILES[backend], MODULE_FILE, "manifest.json", "README.md"]
         if build:
             files += _prebuild(node.source, backend, device, out)
@@ -214,6 +221,32 @@ def _user_inputs(task) -> list:
     from forge_tui.model.taskfile import layout_of
 
     return ins[: len(layout_of(task)["input_names"])]
+
+
+def _param_names(task) -> list:
+    """The operator's tensor arguments after the user's inputs: a task file's parameters then
+    buffers (the task model's attribute names, ``PARAM_NAMES``); none for catalog tasks."""
+    if task.origin == "catalog":
+        return []
+    from forge_tui.model.taskfile import layout_of
+
+    return list(layout_of(task)["param_names"])
+
+
+def _region_info(task) -> Optional[dict]:
+    """For a fusion region's task (``FORGE_CAPTURE["kind"] == "region"``): what ``apply``
+    swaps and how the operator is called per instance; None for other tasks."""
+    cap = task.capture if isinstance(task.capture, dict) else None
+    if not cap or cap.get("kind") != "region":
+        return None
+    names = [a.name for a in _user_inputs(task)] + _param_names(task)
+    return {
+        "id": cap.get("region"),
+        "pattern": cap.get("pattern"),
+        "model": cap.get("model"),
+        "instances": cap.get("count"),
+        "call": f"torch.ops.forge.{op_name(task.name)}({', '.join(names)})",
+    }
 
 
 def _prebuild(source: str, backend: str, device: dict, out: Path) -> list:
@@ -421,48 +454,3 @@ def _self_check(task, text: str) -> None:
     out = torch.empty(want.shape, dtype=want.dtype)
     if tuple(int(s) for s in ns["_sizes"](inputs, out)) != tuple(int(s) for s in task.sizes(dims)):
         raise ExportError(f"the embedded launch sizes of {task.name} differ from the task's on {name}")
-
-
-def _readme(task, backend: str, manifest: dict) -> str:
-    user = manifest["inputs"]
-    args = ", ".join(i["name"] for i in user)
-    where = get_backend(backend).tensor_place
-    kind = f"{manifest['speedup']:.3f}x over eager PyTorch ({manifest['speedup_kind']})" if manifest["speedup"] else ""
-    lines = [
-        f"# {task.name}: exported by forge-tui (run {manifest['run_id']}, node {manifest['node_id']}, {backend})",
-        "",
-        f"{task.description}. {kind}".strip(),
-        "",
-        f"- `{manifest['source']}`: the kernel; `{MODULE_FILE}`: a module that needs only torch and "
-        f"{get_backend(backend).compiler_name}; `manifest.json`: what this is.",
-        "",
-        "```python",
-        'import sys; sys.path.insert(0, "/path/to/this/dir")',
-        "import forge_kernel",
-        f"y = forge_kernel.forward({args})        # {', '.join(i['name'] + ': ' + i['dtype'] for i in user)}; {where}",
-        f"y = torch.ops.{manifest['op'].replace('::', '.')}({args}{'' if task.origin == 'catalog' else ', *params'})"
-        "   # the same, as a torch custom operator",
-        "```",
-        "",
-        f"First use compiles `{manifest['source']}` into `.forge_build/` beside the module (or loads a",
-        "`kernel.so` here that is fresh: built by `forge-tui export --build`, or newer than the source).",
-        "The first call on each new set of input shapes is checked against the PyTorch reference",
-        "(`ForgeKernelMismatch` if it disagrees; `FORGE_VERIFY=0` skips the check). The operator has a",
-        "fake (meta) implementation, so `torch.compile` traces through it.",
-        "",
-        "Guarded dispatch: the kernel runs only on the input shapes and dtypes it was timed on and",
-        "beat eager on (`coverage` in manifest.json, `COVERAGE` in the module); other calls run the",
-        "PyTorch reference. `FORGE_DISPATCH=always` uses the kernel everywhere, `FORGE_DISPATCH=never`",
-        "nowhere; `forge_kernel.stats()` counts the calls sent to each, by shape.",
-    ]
-    if task.origin != "catalog":
-        lines += [
-            "",
-            "The operator takes the task file's tensor inputs and then the model's parameters and buffers.",
-            "`forward(...)` uses `Model(*get_init_inputs())` built as in the search (`torch.manual_seed(0)`);",
-            "`forward_with(model, ...)` uses your own instance's parameters and buffers (e.g. trained",
-            "weights). Shapes other than the task file's are allowed when the ranks match; each is",
-            "verified on its first call.",
-        ]
-    lines += ["", f"Launch signature: `{manifest['signature']}`", ""]
-    return "\n".join(lines)

@@ -1,0 +1,203 @@
+"""What ``forge-tui apply`` reports: the output check, the kernels and regions used, the four
+timings and their speedups, as a dict (``--json``) and as text (:func:`format_report`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from forge_tui.model.apply_kernels import REGION, Kernel
+from forge_tui.model.capture.describe import dtype_name
+
+#: The timed columns, in report order, and their labels.
+COLUMNS = (
+    ("eager", "eager"),
+    ("forge", "eager + forge"),
+    ("compile", "torch.compile"),
+    ("compile_forge", "torch.compile + forge"),
+)
+
+
+def check_outputs(ref: list, got: list) -> dict:
+    """Each output tensor against the original forward's, within its dtype's tolerance
+    (:func:`forge_tui.evaluate.trials.compare`, :data:`kernels.base.TOLERANCES`); integer
+    outputs must be equal. Returns ``{"passed", "max_abs_err", "max_rel_err", "tolerance",
+    "note", "outputs"}`` of the worst output."""
+    from forge_tui.evaluate.trials import compare
+
+    if len(ref) != len(got):
+        return {
+            "passed": False,
+            "max_abs_err": None,
+            "max_rel_err": None,
+            "tolerance": "",
+            "note": f"the forward returned {len(got)} tensors instead of {len(ref)}",
+            "outputs": len(ref),
+        }
+    worst = None
+    for r, g in zip(ref, got):
+        if r.dtype.is_floating_point:
+            v = compare(g, r.to(torch.float64), dtype_name(r.dtype))
+            v = (*v[:3], f"{dtype_name(r.dtype)}: {v[3]}", v[4])
+        else:
+            same = g.shape == r.shape and bool(torch.equal(g, r))
+            v = (
+                same,
+                0.0 if same else float("inf"),
+                0.0 if same else float("inf"),
+                f"{dtype_name(r.dtype)}: exact",
+                "" if same else "integer outputs differ",
+            )
+        if worst is None or (not v[0], v[1]) > (not worst[0], worst[1]):
+            worst = v
+    if worst is None:
+        worst = (True, 0.0, 0.0, "", "the forward returns no tensor")
+
+    def finite(x):
+        return x if x is not None and x != float("inf") else None
+
+    return {
+        "passed": worst[0],
+        "max_abs_err": finite(worst[1]),
+        "max_rel_err": finite(worst[2]),
+        "tolerance": worst[3],
+        "note": worst[4],
+        "outputs": len(ref),
+    }
+
+
+def kernel_entry(k: Kernel, dispatch: Optional[dict], region: bool = False) -> dict:
+    """A kernel's part of the report (``region``: the shorter entry of the ``regions`` list)."""
+    cap = k.capture
+    if region:
+        return {
+            "id": cap.get("region"),
+            "pattern": cap.get("pattern"),
+            "model": cap.get("model"),
+            "dir": str(k.dir),
+            "instances": k.replaced,
+            "kept": k.kept,
+            "captured_instances": cap.get("count"),
+            "params": k.instances,
+            "non_contiguous": k.non_contiguous,
+            "skipped": k.skipped,
+        }
+    return {
+        "dir": str(k.dir),
+        "kind": k.kind,
+        "op": k.op,
+        "label": k.label,
+        "replaced": k.replaced,
+        "kept": k.kept,
+        "non_contiguous": k.non_contiguous,
+        "speedup": k.manifest.get("speedup"),
+        "dispatch": dispatch,
+    }
+
+
+def timing_fields(timed: Optional[list], compile_skipped: Optional[str]) -> dict:
+    """The report's timing keys from :func:`forge_tui.evaluate.forward_time.time_forwards`'s
+    result (None: not timed, the check failed)."""
+    from forge_tui.evaluate.forward_time import speedup
+
+    by = {t.name: t for t in timed or []}
+    out: dict = {
+        f"{name}_ms": (by[name].stats.median if name in by and by[name].stats else None) for name, _ in COLUMNS
+    }
+    out["spread"] = {
+        name: [by[name].stats.p10, by[name].stats.p90] for name, _ in COLUMNS if name in by and by[name].stats
+    }
+    out["speedup_vs_eager"], out["speedup_vs_eager_spread"] = speedup(by.get("eager"), by.get("forge"))
+    out["speedup_vs_compile"], out["speedup_vs_compile_spread"] = speedup(by.get("compile"), by.get("compile_forge"))
+    out["compile_skipped"] = compile_skipped
+    if timed is None:
+        out["latency"], out["speedup"] = None, None
+        return out
+    lat: dict = {
+        "method": by["forge"].method if "forge" in by else "",
+        "samples": next((t.stats.n for t in timed if t.stats), 0),
+    }
+    for name, _ in COLUMNS:
+        lat[name] = by[name].as_dict() if name in by else None
+    lat["before"], lat["after"] = lat["eager"], lat["forge"]
+    out["latency"], out["speedup"] = lat, out["speedup_vs_eager"]
+    return out
+
+
+def _dispatch_line(d: dict) -> str:
+    def side(name: str) -> str:
+        per = d.get(name) or {}
+        where = ", ".join(f"{s}: {n}" for s, n in sorted(per.items()))
+        return f"{name} {sum(per.values())}" + (f" [{where}]" if where else "")
+
+    return f"    dispatch: {side('kernel')}; {side('reference')}"
+
+
+def _kernel_lines(k: dict, regions: dict) -> list[str]:
+    sp = f", {k['speedup']:.3f}x in its search" if isinstance(k.get("speedup"), (int, float)) else ""
+    if k["kind"] == REGION:
+        r = regions.get(k["dir"], {})
+        got = f"{k['replaced']} instance(s) replaced (capture found {r.get('captured_instances')})"
+        line = f"  {k['dir']}: {k['label']}: {got}{sp}"
+    else:
+        line = f"  {k['dir']}: {k['label']}: {k['replaced']} call(s) replaced{sp}"
+    lines = [line]
+    if k.get("non_contiguous"):
+        lines.append(
+            f"    {k['non_contiguous']} of them read a non-contiguous view: the operator copies it to "
+            "contiguous first (the kernel was searched on contiguous inputs)"
+        )
+    if k.get("kept"):
+        lines.append(
+            f"    {k['kept']} more left to PyTorch: the kernel lost or was not timed on their shapes "
+            "(guarded dispatch; FORGE_DISPATCH=always swaps them too)"
+        )
+    r = regions.get(k["dir"])
+    if r and r.get("skipped"):
+        lines.append(f"    {len(r['skipped'])} match(es) skipped: {r['skipped'][0]}")
+    if k.get("dispatch"):
+        lines.append(_dispatch_line(k["dispatch"]))
+    return lines
+
+
+def _column_line(label: str, d: Optional[dict], skipped: Optional[str], usual: str) -> str:
+    if d is None:
+        return f"  {label:22s} " + (f"skipped ({skipped})" if skipped else "-")
+    if d.get("error"):
+        return f"  {label:22s} failed: {d['error']}"
+    method = "" if d.get("method") == usual else f"  [{d.get('method')}]"
+    return f"  {label:22s} {d['median_ms']:9.3f} ms  (p10 {d['p10_ms']:.3f}, p90 {d['p90_ms']:.3f}){method}"
+
+
+def format_report(r: dict) -> str:
+    """Text report of :func:`forge_tui.model.apply.apply`'s result."""
+    lines = [f"{Path(r['model']).name} on {r['device']} ({r['backend']})"]
+    regions = {g["dir"]: g for g in r.get("regions", [])}
+    for k in r["kernels"]:
+        lines += _kernel_lines(k, regions)
+    c = r["check"]
+    if c["passed"]:
+        err = f"max abs err {c['max_abs_err']:.3g}" if c["max_abs_err"] is not None else ""
+        lines.append(f"outputs match the original forward ({err}; {c['tolerance']})")
+    else:
+        lines.append(f"outputs DIFFER from the original forward: {c['note']} ({c['tolerance']})")
+        return "\n".join(lines)
+    lat = r["latency"]
+    graphs = lat["method"] == "cuda_graph"
+    how = "each captured in a CUDA graph" if graphs else "eager calls"
+    lines.append(f"forward latency (median of {lat['samples']}, interleaved, cache flushed, {how}):")
+    for name, label in COLUMNS:
+        skip = r.get("compile_skipped") if "compile" in name else None
+        lines.append(_column_line(label, lat.get(name), skip, lat["method"]))
+
+    def sp(name: str, what: str) -> str:
+        v, s = r.get(name), r.get(f"{name}_spread")
+        if v is None:
+            return f"{what}: -"
+        return f"{what}: {v:.3f}x" + (f" (p10-p90 {s[0]:.2f}-{s[1]:.2f})" if s else "")
+
+    lines.append(sp("speedup_vs_eager", "end-to-end speedup over eager"))
+    lines.append(sp("speedup_vs_compile", "end-to-end speedup over torch.compile"))
+    return "\n".join(lines)
