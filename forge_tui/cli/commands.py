@@ -238,7 +238,7 @@ def cmd_ls(args, store: Store) -> int:
     elif not rows:
         print(f"no runs in {store.path}; start one with: forge-tui run softmax")
     else:
-        print(render.runs_table(rows, best))
+        print(render.runs_table(rows, best, {c.id: c for c in store.list_campaigns()}))
     return 0
 
 
