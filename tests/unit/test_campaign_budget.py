@@ -1,0 +1,54 @@
+"""A campaign's budget split (share x distance to the roofline, a floor each, an exact total)
+and its ``--gpus`` slots."""
+
+from __future__ import annotations
+
+import pytest
+
+from forge_tui.campaign.budget import RegionCost, distances, split_iterations, split_seconds, weights
+from forge_tui.campaign.scheduler import CampaignError, make_slots
+
+
+def test_distance_is_eager_time_over_the_roofline_floor():
+    # 1 MB in 1 us at 4000 GB/s: the floor is 0.25 us, so eager is 4x from it
+    costs = [RegionCost(0.5, 1.0, 1_000_000), RegionCost(0.1, 0.1, 1_000_000), RegionCost(0.2, None, 10)]
+    assert distances(costs, 4000.0) == pytest.approx([4.0, 1.0, None])  # faster than the floor reads 1
+    assert distances(costs, None) == pytest.approx([10.0, 1.0, None])  # no bandwidth: relative to the closest
+    assert weights(costs, 4000.0) == pytest.approx([2.0, 0.1, 0.0])
+
+
+def test_iterations_follow_share_times_distance_with_a_floor_and_an_exact_total():
+    costs = [RegionCost(0.40, 40.0, 4_000_000), RegionCost(0.10, 10.0, 4_000_000), RegionCost(0.10, 40.0, 1_000_000)]
+    ws = weights(costs, 1000.0)  # floors 4, 4, 1 us: distances 10, 2.5, 40; weights 4, 0.25, 4
+    assert ws == pytest.approx([4.0, 0.25, 4.0])
+    its = split_iterations(ws, 20)
+    # 60 in all (N x regions); 5 each first (N // 4), the other 45 as 21.8 : 1.4 : 21.8
+    assert its == [27, 6, 27]
+    assert split_iterations([1.0, 0.0], 1) == [1, 1]  # the floor is at least one iteration
+    assert split_iterations([3.0, 1.0], 0) == [0, 0]
+    assert split_iterations([], 10) == []
+
+
+def test_no_timings_split_evenly_and_seconds_split_the_same_way():
+    ws = weights([RegionCost(None, None, 0), RegionCost(None, None, 0)], None)
+    assert ws == [1.0, 1.0] and split_iterations(ws, 7) == [7, 7]
+    secs = split_seconds([3.0, 1.0], 400.0)
+    assert sum(secs) == pytest.approx(400.0) and secs[0] == pytest.approx(50 + 300 * 0.75)
+    assert split_seconds([3.0, 1.0], None) == [None, None]
+
+
+def test_gpu_slots():
+    two = lambda: ["0", "1"]  # noqa: E731
+    assert [(s.label, s.env) for s in make_slots("cuda", "all", two)] == [
+        ("GPU 0", {"CUDA_VISIBLE_DEVICES": "0"}),
+        ("GPU 1", {"CUDA_VISIBLE_DEVICES": "1"}),
+    ]
+    assert [s.env for s in make_slots("cuda", "1", lambda: ["4", "6"])] == [{"CUDA_VISIBLE_DEVICES": "6"}]
+    with pytest.raises(CampaignError, match="no GPU 2"):
+        make_slots("cuda", "0,2", two)
+    with pytest.raises(CampaignError, match="use all"):
+        make_slots("cuda", "zero", two)
+    with pytest.raises(CampaignError, match="no GPU is visible"):
+        make_slots("cuda", "all", lambda: [])
+    assert len(make_slots("host", "all")) == 1 and len(make_slots("host", "3")) == 3
+    assert make_slots("host", "0,1")[1].env == {}
