@@ -65,7 +65,7 @@ class StoreCampaigns:
             s.add(row)
             s.flush()
             for k, r in enumerate(regions):
-                s.add(CampaignRegion(campaign_id=row.id, position=r.get("position", k), created_at=stamp, **r))
+                s.add(CampaignRegion(**{"position": k, **r, "campaign_id": row.id, "created_at": stamp}))
             return CampaignRead.model_validate(row, from_attributes=True)
 
     def update_campaign(self, campaign_id: int, **fields: Any) -> CampaignRead:

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Optional
 
 from forge_tui.campaign import report as rp
-from forge_tui.campaign.scheduler import CampaignError, Scheduler, make_slots
+from forge_tui.campaign.scheduler import CampaignError, Scheduler, make_slots, new_run
+from forge_tui.core.errors import one_line
 
 #: Where a campaign writes when no ``-o DIR`` is given: ``forge-optimize/<model stem>/``.
 DEFAULT_DIR = "forge-optimize"
@@ -105,7 +106,6 @@ class Campaigner:
             db_path=self.store.path,
             logs_dir=out_dir / "logs",
             log=self.log,
-            seed=int(campaign.config.get("seed", 0)),
         )
         state = sched.run()
         if state != "finished":
@@ -157,9 +157,17 @@ class Campaigner:
         from forge_tui.campaign.plan import plan_regions
 
         o = self.o
+        if o.proposer == "llm":  # the endpoint must be configured before anything is captured
+            from types import SimpleNamespace
+
+            from forge_tui.llm.config import load, missing
+
+            why = missing(load(SimpleNamespace(model=None, base_url=None, timeout=None)))
+            if why:
+                raise CampaignError(why)
         path = Path(o.model or "").resolve()
         out_dir = Path(o.out or Path(DEFAULT_DIR) / path.stem).resolve()
-        rows, facts = plan_regions(
+        rows, facts, tasks = plan_regions(
             self.store,
             str(path),
             backend=backend,
@@ -192,6 +200,12 @@ class Campaigner:
             share = "-" if r.share is None else f"{100 * r.share:.1f}%"
             if r.state == "skipped":
                 self.log(f"skip    {r.region} ({r.pattern or 'no pattern'}, {share}): {r.note}")
+                continue
+            try:  # every search's run now: the campaign is one group in ls and the app from the start
+                new_run(self.store, c, r, tasks.get(r.region))
+            except Exception as exc:  # noqa: BLE001 - SearchError...: this region fails, the others go on
+                self.store.update_campaign_region(r.id, state="failed", note=f"cannot start its search: {one_line(exc)}")
+                self.log(f"failed  {r.region}: cannot start its search: {one_line(exc)}")
             else:
                 dist = "" if r.distance is None else f", {r.distance:.1f}x from the roofline"
                 if r.distance is not None and not facts.get("bandwidth_gbs"):

@@ -47,14 +47,15 @@ def plan_regions(
     budget_s: Optional[float],
     tasks_dir: Path,
     log: Callable[[str], None],
-) -> tuple[list[dict], dict]:
+) -> tuple[list[dict], dict, dict]:
     """Capture ``model_file`` on ``backend``, pick and write the regions' tasks, share the budget.
 
     Returns:
-        ``(rows, facts)``: one dict of :class:`store.models.CampaignRegionBase` columns per
-        region of the capture (picked ones ``state`` ``pending`` with ``iterations`` and
+        ``(rows, facts, tasks)``: one dict of :class:`store.models.CampaignRegionBase` columns
+        per region of the capture (picked ones ``state`` ``pending`` with ``iterations`` and
         ``budget_s``; the others ``skipped`` with ``note``), by share; ``facts``: the
-        bandwidth used and how many regions the capture found.
+        bandwidth used and how many regions the capture found; ``tasks``: the picked
+        regions' loaded tasks by region id (their runs are created from them, not loaded again).
 
     Raises:
         CaptureError: the model file does not load or its forward raises (one line).
@@ -94,7 +95,7 @@ def plan_regions(
             row["note"] = why
             continue
         row["bytes_moved"] = _bytes(task)
-        picked.append((row, r))
+        picked.append((row, task))
     bw = bandwidth_gbs(backend)
     costs = [RegionCost(row["share"], row["eager_us"], row.get("bytes_moved", 0)) for row, _ in picked]
     ws = weights(costs, bw)
@@ -107,7 +108,8 @@ def plan_regions(
     _free_device(backend)
     for k, row in enumerate(rows):
         row["position"] = k
-    return rows, {"bandwidth_gbs": bw, "regions_found": len(rows)}
+    tasks = {row["region"]: task for row, task in picked}
+    return rows, {"bandwidth_gbs": bw, "regions_found": len(rows)}, tasks
 
 
 def _searchable(path: str, backend: str, proposer: str):
@@ -116,7 +118,7 @@ def _searchable(path: str, backend: str, proposer: str):
     from forge_tui.core.errors import user_message
     from forge_tui.model.taskfile import load_task_file
 
-    try:
+    try:  # the load write_region_tasks just did (load_task_file caches it by text, path, origin, mode)
         task = load_task_file(path, origin="captured")
     except Exception as exc:  # noqa: BLE001 - one line in the report
         return None, f"its task file does not load: {user_message(exc) or exc}"

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from forge_tui.core.config import RunConfig
+from forge_tui.core.config import DEFAULTS, RunConfig, default_parallel
 from forge_tui.core.errors import ForgeError, one_line
 from forge_tui.core.present import run_best, speedup_cell
 from forge_tui.core.status import RunStatus
@@ -103,6 +103,54 @@ def _indices(spec: str) -> list[int]:
     return list(dict.fromkeys(int(p) for p in parts))
 
 
+def new_run(store, campaign, region, task=None):
+    """Create a region's search run and link it to the campaign (one transaction); returns the run.
+
+    With ``task`` (the region's loaded task, as planning loaded it) the run is stored from it
+    (``forge_tui.search.runner.create_run``, with the settings ``forge-tui run`` would give it:
+    the default ``parallel``, ``repairs``, the LLM endpoint's settings for llm), so the task file
+    is not loaded again; without, through ``forge_tui.search.create.create_run`` (loads it).
+
+    Raises:
+        SearchError, TaskError, RunConfigError: the run cannot be created (one line).
+    """
+    seed = int(campaign.config.get("seed", 0))
+    if task is None:
+        from forge_tui.search.create import create_run
+
+        cfg = RunConfig(
+            task=region.task_path,
+            iterations=region.iterations,
+            backend=campaign.backend,
+            proposer=campaign.proposer,
+            seed=seed,
+        )
+        run = create_run(store, cfg)
+    else:
+        from forge_tui.search.runner import create_run as store_run
+
+        config: dict = {"repairs": DEFAULTS.repairs, "parallel": default_parallel(campaign.proposer, campaign.backend)}
+        if campaign.proposer == "llm":
+            from types import SimpleNamespace
+
+            from forge_tui.llm.config import llm_run_config
+
+            config.update(llm_run_config(SimpleNamespace(model=None, base_url=None, timeout=None)))
+        run = store_run(
+            store,
+            task,
+            backend=campaign.backend,
+            proposer=campaign.proposer,
+            iterations=region.iterations,
+            seed=seed,
+            c=DEFAULTS.c,
+            model=config.get("model", ""),
+            config=config,
+        )
+    store.link_campaign_run(region.id, run.id)
+    return run
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     """Ask the kernel to SIGKILL this child when the campaign dies (Linux ``PR_SET_PDEATHSIG``)."""
     try:
@@ -133,12 +181,11 @@ class Scheduler:
         db_path: the database the children open.
         logs_dir: each region's child writes ``<region>.log`` there (appended across resumes).
         log: one line per start and finish.
-        seed: the runs' seed (``forge-tui run --seed``).
     """
 
-    def __init__(self, store, campaign, slots: list[Slot], *, db_path: Path, logs_dir: Path, log, seed: int = 0):
+    def __init__(self, store, campaign, slots: list[Slot], *, db_path: Path, logs_dir: Path, log):
         self.store, self.campaign, self.slots = store, campaign, slots
-        self.db_path, self.logs_dir, self.log, self.seed = Path(db_path), Path(logs_dir), log, seed
+        self.db_path, self.logs_dir, self.log = Path(db_path), Path(logs_dir), log
         self.active: dict[str, _Active] = {}
         self.stopping = False
 
@@ -194,12 +241,11 @@ class Scheduler:
         run = self._run_of(region)
         if run is None:
             try:
-                run = self._create(region)
+                run = new_run(self.store, self.campaign, region)
             except Exception as exc:  # noqa: BLE001 - SearchError, TaskError...: the region fails, the campaign goes on
                 self.store.update_campaign_region(region.id, state="failed", note=one_line(exc))
                 self.log(f"failed  {region.region}: cannot start its search: {one_line(exc)}")
                 return
-            region = self.store.link_campaign_run(region.id, run.id)
         status, reason = effective_state(run)
         if status == RunStatus.FINISHED and run.iterations_done >= run.iterations_target:
             self.store.update_campaign_region(region.id, state="done")
@@ -239,18 +285,6 @@ class Scheduler:
                     self.store.link_campaign_run(region.id, run.id)
                     return self.store.get_run(run.id)
         return None
-
-    def _create(self, region):
-        from forge_tui.search.create import create_run
-
-        cfg = RunConfig(
-            task=region.task_path,
-            iterations=region.iterations,
-            backend=self.campaign.backend,
-            proposer=self.campaign.proposer,
-            seed=self.seed,
-        )
-        return create_run(self.store, cfg)
 
     def _spawn(self, run_id: int, name: str, slot: Slot) -> subprocess.Popen:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
