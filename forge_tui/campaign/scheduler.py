@@ -247,7 +247,7 @@ class Scheduler:
                 self.log(f"failed  {region.region}: cannot start its search: {one_line(exc)}")
                 return
         status, reason = effective_state(run)
-        if status == RunStatus.FINISHED and run.iterations_done >= run.iterations_target:
+        if status == RunStatus.FINISHED:  # its target reached, or the tuner's space exhausted
             self.store.update_campaign_region(region.id, state="done")
             self.log(f"done    {region.region}: run {run.id} finished before (not searched again)")
             return
