@@ -27,6 +27,7 @@ from sqlalchemy import delete, func, update
 from sqlmodel import Session, col, select
 
 from store import lease, migrations, testing
+from store.campaigns import StoreCampaigns
 from store.errors import LeaseHeld, StoreCannotOpen, StoreError, StoreNotFound
 from store.faults import faults
 from store.lease import LEASE_STALE_S
@@ -44,7 +45,6 @@ from store.models import (
     Task,
     TaskRead,
 )
-from store.campaigns import StoreCampaigns
 from store.reads import StoreReads
 from store.session import (
     DB_ERRORS,

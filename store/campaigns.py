@@ -147,7 +147,9 @@ class StoreCampaigns:
         with self.session() as s:
             row = s.exec(
                 select(Campaign)
-                .where(Campaign.model_file == model_file, Campaign.model_hash == model_hash, Campaign.backend == backend)
+                .where(
+                    Campaign.model_file == model_file, Campaign.model_hash == model_hash, Campaign.backend == backend
+                )
                 .order_by(col(Campaign.id).desc())
             ).first()
             return None if row is None else CampaignRead.model_validate(row, from_attributes=True)

@@ -85,7 +85,9 @@ class Campaigner:
             self.log(f"campaign {campaign.id} of this model finished before; its report (--new starts another):")
             return self._print(rp.build_report(self.store, campaign, apply=campaign.report.get("apply"), wall_s=None))
         backend = campaign.backend if campaign is not None else str(resolve_backend(self.o.backend))
-        slots = make_slots(backend, campaign.config.get("gpus", self.o.gpus) if campaign and self.o.gpus == "all" else self.o.gpus)
+        slots = make_slots(
+            backend, campaign.config.get("gpus", self.o.gpus) if campaign and self.o.gpus == "all" else self.o.gpus
+        )
         if campaign is None:
             campaign = self._plan(backend)
         else:
@@ -99,14 +101,7 @@ class Campaigner:
             return 1
         self.log(f"campaign {campaign.id}: {len(picked)} search(es) on {', '.join(s.label for s in slots)}")
         out_dir = Path(campaign.out_dir)
-        sched = Scheduler(
-            self.store,
-            campaign,
-            slots,
-            db_path=self.store.path,
-            logs_dir=out_dir / "logs",
-            log=self.log,
-        )
+        sched = Scheduler(self.store, campaign, slots, db_path=self.store.path, logs_dir=out_dir / "logs", log=self.log)
         state = sched.run()
         if state != "finished":
             self.store.update_campaign(campaign.id, status="interrupted", status_reason="searches left to run")
@@ -118,7 +113,11 @@ class Campaigner:
                 f"(or --resume {campaign.id}) continues it"
             )
             return 3
-        dirs = [d for r in self.store.campaign_regions(campaign.id) if (d := rp.export_region(self.store, r, out_dir, self.log))]
+        dirs = [
+            d
+            for r in self.store.campaign_regions(campaign.id)
+            if (d := rp.export_region(self.store, r, out_dir, self.log))
+        ]
         self.log(f"apply   {len(dirs)} kernel(s) to {Path(campaign.model_file).name} ...")
         applied = rp.run_apply(campaign.model_file, dirs, db_path=self.store.path, backend=campaign.backend)
         campaign = self.store.update_campaign(
@@ -204,7 +203,9 @@ class Campaigner:
             try:  # every search's run now: the campaign is one group in ls and the app from the start
                 new_run(self.store, c, r, tasks.get(r.region))
             except Exception as exc:  # noqa: BLE001 - SearchError...: this region fails, the others go on
-                self.store.update_campaign_region(r.id, state="failed", note=f"cannot start its search: {one_line(exc)}")
+                self.store.update_campaign_region(
+                    r.id, state="failed", note=f"cannot start its search: {one_line(exc)}"
+                )
                 self.log(f"failed  {r.region}: cannot start its search: {one_line(exc)}")
             else:
                 dist = "" if r.distance is None else f", {r.distance:.1f}x from the roofline"

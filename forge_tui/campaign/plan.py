@@ -126,8 +126,10 @@ def _searchable(path: str, backend: str, proposer: str):
         return task, None
     seed = task.seed_source(backend)
     if not seed:
+        pattern = (task.capture or {}).get("pattern")
         return task, (
-            "no seed kernel for its pattern" + (f" ({task.capture.get('pattern')})" if task.capture.get("pattern") else "")
+            "no seed kernel for its pattern"
+            + (f" ({pattern})" if pattern else "")
             + " and the tune proposer needs one: --proposer llm (an LLM endpoint) searches it"
         )
     from forge_tui.search.proposers.base import ProposerError

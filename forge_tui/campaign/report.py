@@ -58,7 +58,9 @@ def export_region(store, region, out_dir: Path, log: Callable[[str], None]) -> O
         res = export_run(store, run.id, target)
     except Exception as exc:  # noqa: BLE001 - ExportError, TaskError...: one line in the report
         why = one_line(exc)
-        store.update_campaign_region(region.id, export_dir="", note=(region.note + "; " if region.note else "") + f"export failed: {why}")
+        store.update_campaign_region(
+            region.id, export_dir="", note=(region.note + "; " if region.note else "") + f"export failed: {why}"
+        )
         log(f"export  {region.region}: failed: {why}")
         return None
     store.update_campaign_region(region.id, export_dir=str(res.directory))
@@ -76,11 +78,7 @@ def run_apply(model_file: str, dirs: list[str], *, db_path: Path, backend: str) 
         argv += ["--backend", backend]
     try:
         proc = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            timeout=APPLY_TIMEOUT_S,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            argv, capture_output=True, text=True, timeout=APPLY_TIMEOUT_S, env={**os.environ, "PYTHONUNBUFFERED": "1"}
         )
     except subprocess.TimeoutExpired:
         return {"exit_code": None, "error": f"apply ran past {APPLY_TIMEOUT_S} s and was stopped"}
@@ -133,7 +131,11 @@ def build_report(store, campaign, *, apply: Optional[dict], wall_s: Optional[flo
     """``campaign.json``: the campaign, its picked and skipped regions, apply's result."""
     regions = store.campaign_regions(campaign.id)
     picked = [region_summary(store, r) for r in regions if r.state != "skipped"]
-    skipped = [{"region": r.region, "pattern": r.pattern or None, "share": r.share, "reason": r.note} for r in regions if r.state == "skipped"]
+    skipped = [
+        {"region": r.region, "pattern": r.pattern or None, "share": r.share, "reason": r.note}
+        for r in regions
+        if r.state == "skipped"
+    ]
     return {
         "campaign": campaign.id,
         "model_file": campaign.model_file,
@@ -195,7 +197,9 @@ def _apply_line(ap: dict) -> str:
         return ap["error"]
     res = ap.get("result") or {}
     figures = [
-        f"{k} {res[k]:.3f} ms" for k in ("eager_ms", "forge_ms", "compile_ms", "compile_forge_ms") if isinstance(res.get(k), (int, float))
+        f"{k} {res[k]:.3f} ms"
+        for k in ("eager_ms", "forge_ms", "compile_ms", "compile_forge_ms")
+        if isinstance(res.get(k), (int, float))
     ]
     check = res.get("check", {})
     passed = check.get("passed") if isinstance(check, dict) else None

@@ -193,7 +193,9 @@ class Scheduler:
     def run(self) -> str:
         """Run every region not yet done; ``"finished"`` when none is left to run, else
         ``"interrupted"`` (Ctrl-C, SIGTERM, or a search that stopped early: run again)."""
-        todo = [r for r in self.store.campaign_regions(self.campaign.id) if r.state in ("pending", "running", "stopped")]
+        todo = [
+            r for r in self.store.campaign_regions(self.campaign.id) if r.state in ("pending", "running", "stopped")
+        ]
         left_over = False
         old = signal.signal(signal.SIGTERM, _raise_interrupt) if _main_thread() else None
         try:
@@ -212,7 +214,9 @@ class Scheduler:
         finally:
             if old is not None:
                 signal.signal(signal.SIGTERM, old)
-        left = [r for r in self.store.campaign_regions(self.campaign.id) if r.state in ("pending", "running", "stopped")]
+        left = [
+            r for r in self.store.campaign_regions(self.campaign.id) if r.state in ("pending", "running", "stopped")
+        ]
         return "interrupted" if (left or left_over) else "finished"
 
     def _drain(self) -> None:

@@ -256,7 +256,11 @@ def _optimize_parser(sub) -> None:
     )
     op.add_argument("--seed", type=int, default=DEFAULTS.seed, help="random seed of the searches")
     op.add_argument(
-        "-o", "--output", default=None, metavar="DIR", help="task files, kernels, campaign.json (default forge-optimize/<model>/)"
+        "-o",
+        "--output",
+        default=None,
+        metavar="DIR",
+        help="task files, kernels, campaign.json (default forge-optimize/<model>/)",
     )
     op.add_argument("--json", action="store_true", help="print campaign.json (the log goes to stderr)")
     _db_arg(op)
