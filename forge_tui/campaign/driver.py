@@ -23,20 +23,23 @@ from forge_tui.core.errors import one_line
 
 #: Where a campaign writes when no ``-o DIR`` is given: ``forge-optimize/<model stem>/``.
 DEFAULT_DIR = "forge-optimize"
+#: Regions searched (``--top``) and iterations per region (``--iterations``) when not given.
+TOP, ITERATIONS = 4, 50
 
 
 @dataclass(frozen=True)
 class Options:
-    """``forge-tui optimize``'s flags (see ``forge_tui.cli.parse``)."""
+    """``forge-tui optimize``'s flags (see ``forge_tui.cli.parse``); ``top`` and ``iterations``
+    None: not given (``TOP`` and ``ITERATIONS`` for a new campaign; a continued one keeps its own)."""
 
     model: Optional[str]
     resume: Optional[int] = None
-    top: int = 4
-    iterations: int = 50
+    top: Optional[int] = None
+    iterations: Optional[int] = None
     budget_s: Optional[float] = None
     gpus: str = "all"
     backend: str = "auto"
-    proposer: str = "tune"
+    proposer: str = "auto"  # auto: tune where a region has a seed, else llm with an endpoint
     out: Optional[str] = None
     json: bool = False
     new: bool = False
@@ -53,9 +56,9 @@ def file_hash(path: Path) -> str:
 
 def check_options(o: Options) -> Optional[str]:
     """One line for a flag out of range, else None."""
-    if o.top < 1:
+    if o.top is not None and o.top < 1:
         return "--top must be 1 or more"
-    if not 1 <= o.iterations <= 1_000_000:
+    if o.iterations is not None and not 1 <= o.iterations <= 1_000_000:
         return "--iterations must be between 1 and 1,000,000"
     if o.budget_s is not None and not o.budget_s > 0:
         return "--budget-s must be more than 0 seconds"
@@ -156,14 +159,12 @@ class Campaigner:
         from forge_tui.campaign.plan import plan_regions
 
         o = self.o
-        if o.proposer == "llm":  # the endpoint must be configured before anything is captured
-            from types import SimpleNamespace
+        top, iterations = o.top or TOP, o.iterations or ITERATIONS
+        from forge_tui.campaign.plan import llm_problem
 
-            from forge_tui.llm.config import load, missing
-
-            why = missing(load(SimpleNamespace(model=None, base_url=None, timeout=None)))
-            if why:
-                raise CampaignError(why)
+        llm_why = llm_problem() if o.proposer != "tune" else "not asked for"
+        if o.proposer == "llm" and llm_why:  # the endpoint must be configured before anything is captured
+            raise CampaignError(llm_why)
         path = Path(o.model or "").resolve()
         out_dir = Path(o.out or Path(DEFAULT_DIR) / path.stem).resolve()
         rows, facts, tasks = plan_regions(
@@ -171,19 +172,20 @@ class Campaigner:
             str(path),
             backend=backend,
             proposer=o.proposer,
-            top=o.top,
-            iterations=o.iterations,
+            llm_ok=llm_why is None,
+            top=top,
+            iterations=iterations,
             budget_s=o.budget_s,
             tasks_dir=out_dir / "tasks",
             log=self.log,
         )
         config = {
-            "top": o.top,
-            "iterations": o.iterations,
+            "top": top,
+            "iterations": iterations,
             "budget_s": o.budget_s,
             "gpus": o.gpus,
             "seed": o.seed,
-            "floor": max(1, o.iterations // 4),
+            "floor": max(1, iterations // 4),
             **facts,
         }
         c = self.store.create_campaign(
@@ -200,8 +202,9 @@ class Campaigner:
             if r.state == "skipped":
                 self.log(f"skip    {r.region} ({r.pattern or 'no pattern'}, {share}): {r.note}")
                 continue
+            task, proposer = tasks.get(r.region, (None, None))
             try:  # every search's run now: the campaign is one group in ls and the app from the start
-                new_run(self.store, c, r, tasks.get(r.region))
+                run = new_run(self.store, c, r, task, proposer)
             except Exception as exc:  # noqa: BLE001 - SearchError...: this region fails, the others go on
                 self.store.update_campaign_region(
                     r.id, state="failed", note=f"cannot start its search: {one_line(exc)}"
@@ -211,7 +214,10 @@ class Campaigner:
                 dist = "" if r.distance is None else f", {r.distance:.1f}x from the roofline"
                 if r.distance is not None and not facts.get("bandwidth_gbs"):
                     dist = f", distance {r.distance:.1f} (relative: no bandwidth figure)"
-                self.log(f"pick    {r.region} ({r.pattern or 'no pattern'}, {share}{dist}): {r.iterations} iterations")
+                self.log(
+                    f"pick    {r.region} ({r.pattern or 'no pattern'}, {share}{dist}): "
+                    f"{r.iterations} iterations, {run.proposer}"
+                )
         return c
 
     def _say_kept(self, c) -> None:
@@ -220,13 +226,12 @@ class Campaigner:
         done = sum(r.state in ("done", "failed") for r in regions)
         todo = sum(r.state in ("pending", "running", "stopped") for r in regions)
         self.log(f"campaign {c.id} of {Path(c.model_file).name} continues: {done} search(es) ended, {todo} to run")
-        changed = [
-            f"--{k.replace('_', '-')} {cfg.get(k)}"
-            for k, v in (("top", o.top), ("iterations", o.iterations), ("budget_s", o.budget_s))
-            if cfg.get(k) != v
-        ]
-        if changed or o.proposer != c.proposer:
-            self.log(f"  its plan is kept ({', '.join(changed + [f'--proposer {c.proposer}'])}); --new plans another")
+        asked = (("top", o.top), ("iterations", o.iterations), ("budget_s", o.budget_s))
+        kept = [f"--{k.replace('_', '-')} {cfg.get(k)}" for k, v in asked if v is not None and cfg.get(k) != v]
+        if o.proposer != "auto" and o.proposer != c.proposer:
+            kept.append(f"--proposer {c.proposer}")
+        if kept:
+            self.log(f"  its plan is kept ({', '.join(kept)}, not what was asked now); --new plans another")
 
     def _print(self, rep: dict) -> int:
         if self.o.json:

@@ -5,8 +5,9 @@ Picking: regions by share of the forward (largest first); a region is searchable
 become a task (``capture --regions`` lists no refusal) and the search can start from it: the
 tune proposer needs the task's seed kernel (``task.seed_source(backend)``, a catalog pattern's
 seed that capture writes beside the task file through ``FORGE_CAPTURE["seeds"]``) with ``@tune``
-knobs; the LLM proposer writes the first kernel itself. The first ``top`` searchable regions are
-picked; every other region is listed as skipped with the reason.
+knobs; the LLM proposer writes the first kernel itself. ``auto`` (the default) tunes a region
+that has such a seed and gives the others to the LLM when an endpoint is configured. The first
+``top`` searchable regions are picked; every other region is listed as skipped with the reason.
 
 torch is imported here (capture runs the model); the CLI imports this module lazily.
 """
@@ -42,6 +43,7 @@ def plan_regions(
     *,
     backend: str,
     proposer: str,
+    llm_ok: bool = False,
     top: int,
     iterations: int,
     budget_s: Optional[float],
@@ -54,8 +56,10 @@ def plan_regions(
         ``(rows, facts, tasks)``: one dict of :class:`store.models.CampaignRegionBase` columns
         per region of the capture (picked ones ``state`` ``pending`` with ``iterations`` and
         ``budget_s``; the others ``skipped`` with ``note``), by share; ``facts``: the
-        bandwidth used and how many regions the capture found; ``tasks``: the picked
-        regions' loaded tasks by region id (their runs are created from them, not loaded again).
+        bandwidth used and how many regions the capture found; ``tasks``: ``(loaded task,
+        proposer)`` of each picked region by region id (its run is created from them, the
+        task file not loaded again). ``proposer``: ``auto``, ``tune`` or ``llm``; ``llm_ok``:
+        an LLM endpoint is configured (``auto`` then searches seedless regions with it).
 
     Raises:
         CaptureError: the model file does not load or its forward raises (one line).
@@ -90,12 +94,12 @@ def plan_regions(
             continue
         made = write_region_tasks(store, rs, [r], tasks_dir)[0]
         row.update(task_path=made["path"], task_id=made["task_id"], task_name=made["name"])
-        task, why = _searchable(made["path"], backend, proposer)
+        task, chosen, why = _searchable(made["path"], backend, proposer, llm_ok)
         if why:
             row["note"] = why
             continue
         row["bytes_moved"] = _bytes(task)
-        picked.append((row, task))
+        picked.append((row, (task, chosen)))
     bw = bandwidth_gbs(backend)
     costs = [RegionCost(row["share"], row["eager_us"], row.get("bytes_moved", 0)) for row, _ in picked]
     ws = weights(costs, bw)
@@ -112,34 +116,64 @@ def plan_regions(
     return rows, {"bandwidth_gbs": bw, "regions_found": len(rows)}, tasks
 
 
-def _searchable(path: str, backend: str, proposer: str):
-    """``(task, None)`` when a search of the task file can start with ``proposer``, else
-    ``(task or None, why)``."""
+def _searchable(path: str, backend: str, proposer: str, llm_ok: bool):
+    """``(task, chosen proposer, None)`` when a search of the task file can start, else
+    ``(task or None, None, why)``."""
     from forge_tui.core.errors import user_message
     from forge_tui.model.taskfile import load_task_file
 
     try:  # the load write_region_tasks just did (load_task_file caches it by text, path, origin, mode)
         task = load_task_file(path, origin="captured")
     except Exception as exc:  # noqa: BLE001 - one line in the report
-        return None, f"its task file does not load: {user_message(exc) or exc}"
+        return None, None, f"its task file does not load: {user_message(exc) or exc}"
+    chosen, why = choose_proposer(task, backend, proposer, llm_ok)
+    return task, chosen, why
+
+
+def choose_proposer(task, backend: str, proposer: str, llm_ok: bool) -> tuple[Optional[str], Optional[str]]:
+    """``(proposer, None)`` for a region's task, or ``(None, why it cannot be searched)``:
+    ``llm`` always searches; ``tune`` needs a seed kernel with ``@tune`` knobs; ``auto`` is
+    ``tune`` where it can, else ``llm`` when ``llm_ok`` (an endpoint is configured)."""
     if proposer == ProposerName.LLM:
-        return task, None
+        return ProposerName.LLM.value, None
+    why = seed_problem(task, backend)
+    if why is None:
+        return ProposerName.TUNE.value, None
+    if proposer == "auto" and llm_ok:
+        return ProposerName.LLM.value, None
+    return None, why + " and no LLM endpoint is configured (OPENAI_BASE_URL, the config file)"
+
+
+def seed_problem(task, backend: str) -> Optional[str]:
+    """Why the tuner cannot search ``task`` on ``backend`` (no seed kernel, or no ``@tune``
+    knob in it), else None."""
     seed = task.seed_source(backend)
     if not seed:
         pattern = (task.capture or {}).get("pattern")
-        return task, (
-            "no seed kernel for its pattern"
-            + (f" ({pattern})" if pattern else "")
-            + " and the tune proposer needs one: --proposer llm (an LLM endpoint) searches it"
-        )
+        return "no seed kernel for its pattern" + (f" ({pattern})" if pattern else "")
     from forge_tui.search.proposers.base import ProposerError
     from forge_tui.search.proposers.tune import TuneProposer
 
     try:
         TuneProposer().check_seed(seed)
     except ProposerError as exc:
-        return task, f"its seed kernel cannot be tuned: {exc}"
-    return task, None
+        return f"its seed kernel cannot be tuned ({exc})"
+    return None
+
+
+def llm_problem() -> Optional[str]:
+    """Why no LLM endpoint can be used (one line), else None (flags aside: the environment and
+    the config file, as ``forge-tui run`` reads them)."""
+    from types import SimpleNamespace
+
+    from forge_tui.llm.config import load, missing
+
+    try:
+        return missing(load(SimpleNamespace(model=None, base_url=None, timeout=None)))
+    except Exception as exc:  # noqa: BLE001 - ConfigError: a broken file is a reason too
+        from forge_tui.core.errors import one_line
+
+        return one_line(exc)
 
 
 def _bytes(task) -> int:

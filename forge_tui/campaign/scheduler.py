@@ -1,7 +1,6 @@
 """Running a campaign's searches: one child process per slot (a GPU, or a host slot) at a time.
 
-Each region's run is created here (``forge_tui.search.create.create_run``, as ``forge-tui run``
-does) and linked to the campaign in one store transaction, then driven by a child
+Each region's run is created here (:func:`new_run`, as ``forge-tui run`` stores one) and linked to the campaign in one store transaction, then driven by a child
 ``python -m forge_tui.cli --db DB resume RUN --headless`` with ``CUDA_VISIBLE_DEVICES`` naming
 its GPU: the same command continues a run a killed campaign left interrupted, so a first start
 and a continuation are one path (``forge-tui resume``'s machinery: in-flight nodes evaluated
@@ -16,8 +15,9 @@ alone, so a campaign started again after a SIGKILL reads the same truth:
 - a run still driven by a live process (a child of a campaign killed a moment ago): waited for.
 
 Children die with the campaign (``PR_SET_PDEATHSIG`` on Linux), so a killed campaign leaves
-interrupted runs, not orphan searches. Ctrl-C (or SIGTERM) stops starting searches, lets the
-running ones stop after their nodes in flight, and leaves the campaign ``interrupted``.
+interrupted runs, not orphan searches. Ctrl-C (or SIGTERM) stops starting searches, asks the
+running ones to stop (``forge-tui stop``'s request; they end after their nodes in flight, and
+are killed after ``STOP_WAIT_S``), and leaves the campaign ``interrupted``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from forge_tui.core.config import DEFAULTS, RunConfig, default_parallel
+from forge_tui.core.config import DEFAULTS, default_parallel
 from forge_tui.core.errors import ForgeError, one_line
 from forge_tui.core.present import run_best, speedup_cell
 from forge_tui.core.status import RunStatus
@@ -103,52 +103,52 @@ def _indices(spec: str) -> list[int]:
     return list(dict.fromkeys(int(p) for p in parts))
 
 
-def new_run(store, campaign, region, task=None):
+def new_run(store, campaign, region, task=None, proposer: Optional[str] = None):
     """Create a region's search run and link it to the campaign (one transaction); returns the run.
 
-    With ``task`` (the region's loaded task, as planning loaded it) the run is stored from it
-    (``forge_tui.search.runner.create_run``, with the settings ``forge-tui run`` would give it:
-    the default ``parallel``, ``repairs``, the LLM endpoint's settings for llm), so the task file
-    is not loaded again; without, through ``forge_tui.search.create.create_run`` (loads it).
+    The run is stored from the region's task (``task``: as planning loaded it, so the file is
+    not loaded again; else loaded from ``region.task_path``) with the settings ``forge-tui run``
+    would give it (the default ``parallel`` and ``repairs``, the LLM endpoint's settings for an
+    llm run). ``proposer``: as planning chose it; else the campaign's, ``auto`` decided again.
 
     Raises:
-        SearchError, TaskError, RunConfigError: the run cannot be created (one line).
+        CampaignError, SearchError, TaskError, ConfigError: the run cannot be created (one line).
     """
-    seed = int(campaign.config.get("seed", 0))
+    from forge_tui.campaign.plan import choose_proposer, llm_problem
+    from forge_tui.search.runner import create_run as store_run
+
     if task is None:
-        from forge_tui.search.create import create_run
+        from forge_tui.model.taskfile import load_task_file
 
-        cfg = RunConfig(
-            task=region.task_path,
-            iterations=region.iterations,
-            backend=campaign.backend,
-            proposer=campaign.proposer,
-            seed=seed,
-        )
-        run = create_run(store, cfg)
-    else:
-        from forge_tui.search.runner import create_run as store_run
+        task = load_task_file(region.task_path, origin="captured")
+    if proposer is None:
+        llm_ok = campaign.proposer != "tune" and llm_problem() is None
+        proposer, why = choose_proposer(task, campaign.backend, campaign.proposer, llm_ok)
+        if proposer is None:
+            raise CampaignError(why or "no proposer can search it")
+    config: dict = {"repairs": DEFAULTS.repairs, "parallel": default_parallel(proposer, campaign.backend)}
+    if proposer == "llm":
+        why = llm_problem()
+        if why:
+            raise CampaignError(why)
+        from types import SimpleNamespace
 
-        config: dict = {"repairs": DEFAULTS.repairs, "parallel": default_parallel(campaign.proposer, campaign.backend)}
-        if campaign.proposer == "llm":
-            from types import SimpleNamespace
+        from forge_tui.llm.config import llm_run_config
 
-            from forge_tui.llm.config import llm_run_config
-
-            config.update(llm_run_config(SimpleNamespace(model=None, base_url=None, timeout=None)))
-        run = store_run(
-            store,
-            task,
-            backend=campaign.backend,
-            proposer=campaign.proposer,
-            iterations=region.iterations,
-            seed=seed,
-            c=DEFAULTS.c,
-            model=config.get("model", ""),
-            config=config,
-        )
+        config.update(llm_run_config(SimpleNamespace(model=None, base_url=None, timeout=None)))
+    run = store_run(
+        store,
+        task,
+        backend=campaign.backend,
+        proposer=proposer,
+        iterations=region.iterations,
+        seed=int(campaign.config.get("seed", 0)),
+        c=DEFAULTS.c,
+        model=config.get("model", ""),
+        config=config,
+    )
     store.link_campaign_run(region.id, run.id)
-    return run
+    return store.get_run(run.id)
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -220,12 +220,13 @@ class Scheduler:
         return "interrupted" if (left or left_over) else "finished"
 
     def _drain(self) -> None:
-        """After an interrupt: pass SIGINT on to the children, wait for them, record each."""
+        """After an interrupt: ask each search to stop (a Ctrl-C at the terminal reached them
+        already; a SIGTERM to the campaign did not), wait for them, record each."""
         for a in self.active.values():
             if a.proc is not None and a.proc.poll() is None:
                 try:
-                    a.proc.send_signal(signal.SIGINT)
-                except OSError:
+                    self.store.request_control(a.run_id, "stop")
+                except Exception:  # noqa: BLE001 - the store is what failed: the children get killed below
                     pass
         deadline = time.monotonic() + STOP_WAIT_S
         while self.active and time.monotonic() < deadline:

@@ -451,7 +451,7 @@ def cmd_optimize(args, store: Store) -> int:
         budget_s=args.budget_s,
         gpus=args.gpus,
         backend=args.backend,
-        proposer=args.proposer,
+        proposer=args.campaign_proposer,
         out=args.output,
         json=args.json,
         new=args.new,

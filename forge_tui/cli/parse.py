@@ -233,11 +233,11 @@ def _optimize_parser(sub) -> None:
     op.add_argument("model", nargs="?", default=None, metavar="MODEL.py", help="model file (as for capture)")
     op.add_argument("--resume", type=int, default=None, metavar="ID", help="continue campaign ID (see forge-tui ls)")
     op.add_argument("--new", action="store_true", help="plan a new campaign even if this model has one")
-    op.add_argument("--top", type=int, default=4, metavar="K", help="search at most K regions, by share (default 4)")
+    op.add_argument("--top", type=int, default=None, metavar="K", help="search at most K regions, by share (default 4)")
     op.add_argument(
         "--iterations",
         type=int,
-        default=DEFAULTS.iterations,
+        default=None,
         metavar="N",
         help=f"N x regions iterations in all, shared by share x distance to the roofline (default {DEFAULTS.iterations})",
     )
@@ -252,7 +252,11 @@ def _optimize_parser(sub) -> None:
     )
     _backend_arg(op)
     op.add_argument(
-        "--proposer", choices=PROPOSER_CHOICES, default=None, help="tune (default without an LLM endpoint) or llm"
+        "--proposer",
+        dest="campaign_proposer",
+        choices=("auto", *PROPOSER_CHOICES),
+        default="auto",
+        help="auto (default): tune where a region has a seed kernel, else llm when an endpoint is configured",
     )
     op.add_argument("--seed", type=int, default=DEFAULTS.seed, help="random seed of the searches")
     op.add_argument(

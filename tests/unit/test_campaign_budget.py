@@ -52,3 +52,24 @@ def test_gpu_slots():
         make_slots("cuda", "all", lambda: [])
     assert len(make_slots("host", "all")) == 1 and len(make_slots("host", "3")) == 3
     assert make_slots("host", "0,1")[1].env == {}
+
+
+class _Task:
+    def __init__(self, seed):
+        self.seed, self.capture = seed, {"pattern": "rms_norm"}
+
+    def seed_source(self, backend):
+        return self.seed
+
+
+def test_proposer_choice_per_region():
+    from forge_tui.campaign.plan import choose_proposer
+
+    knobs = "// @tune CHUNK: 64, 256\n#define CHUNK 64\n"
+    assert choose_proposer(_Task(knobs), "host", "auto", False) == ("tune", None)
+    assert choose_proposer(_Task(None), "host", "auto", True) == ("llm", None)  # no seed: the LLM writes one
+    assert choose_proposer(_Task(knobs), "host", "llm", True) == ("llm", None)
+    chosen, why = choose_proposer(_Task(None), "host", "auto", False)
+    assert chosen is None and why.startswith("no seed kernel for its pattern (rms_norm) and no LLM endpoint")
+    chosen, why = choose_proposer(_Task("int x;"), "host", "tune", True)  # tune is asked for: no LLM fallback
+    assert chosen is None and "cannot be tuned" in why
