@@ -230,6 +230,8 @@ class Campaigner:
         kept = [f"--{k.replace('_', '-')} {cfg.get(k)}" for k, v in asked if v is not None and cfg.get(k) != v]
         if o.proposer != "auto" and o.proposer != c.proposer:
             kept.append(f"--proposer {c.proposer}")
+        if o.out is not None and Path(o.out).resolve() != Path(c.out_dir):
+            kept.append(f"-o {c.out_dir}")
         if kept:
             self.log(f"  its plan is kept ({', '.join(kept)}, not what was asked now); --new plans another")
 
