@@ -73,3 +73,45 @@ def test_proposer_choice_per_region():
     assert chosen is None and why.startswith("no seed kernel for its pattern (rms_norm) and no LLM endpoint")
     chosen, why = choose_proposer(_Task("int x;"), "host", "tune", True)  # tune is asked for: no LLM fallback
     assert chosen is None and "cannot be tuned" in why
+
+
+def _campaign_with_runs(tmp_path, budget_s=None):
+    from store import Store
+
+    s = Store(tmp_path / "f.db")
+    t = s.add_task(name="t", origin="captured", reference_source="", spec={}, signature="", content_hash="h")
+    c = s.create_campaign(model_file="/m.py", model_hash="h", backend="host", proposer="tune", out_dir=str(tmp_path),
+                          config={}, regions=[dict(region="R1", task_id=t.id, iterations=3, budget_s=budget_s)])  # fmt: skip
+    (reg,) = s.campaign_regions(c.id)
+    run = s.create_run(task_id=t.id, task_name="t", iterations_target=3)
+    s.link_campaign_run(reg.id, run.id)
+    return s, c, run
+
+
+def test_a_search_past_its_time_budget_is_asked_to_stop_and_counts_as_done(tmp_path):
+    import time
+
+    from forge_tui.campaign.scheduler import Scheduler, Slot, _Active
+
+    s, c, run = _campaign_with_runs(tmp_path, budget_s=5.0)
+    lines: list[str] = []
+    sched = Scheduler(s, c, [Slot("slot 1")], db_path=s.path, logs_dir=tmp_path / "logs", log=lines.append)
+    (reg,) = s.campaign_regions(c.id)
+    active = _Active(reg.id, run.id, Slot("slot 1"), None, t0=time.monotonic() - 6.0)
+    sched._check_budget(active)
+    assert active.stop_requested and s.get_run(run.id).control == "stop"
+    s.update_run(run.id, status="interrupted", status_reason="stopped on request")
+    assert sched._finish(active) == "done"
+    (reg,) = s.campaign_regions(c.id)
+    assert reg.state == "done" and reg.note.startswith("time budget spent") and reg.seconds >= 6.0
+
+
+def test_a_finished_run_is_never_searched_again(tmp_path):
+    from forge_tui.campaign.scheduler import Scheduler, Slot
+
+    s, c, run = _campaign_with_runs(tmp_path)
+    s.update_run(run.id, status="finished", iterations_done=1)  # the tuner's space ran out at 1 of 3
+    lines: list[str] = []
+    sched = Scheduler(s, c, [Slot("slot 1")], db_path=s.path, logs_dir=tmp_path / "logs", log=lines.append)
+    assert sched.run() == "finished" and not sched.active
+    assert s.campaign_regions(c.id)[0].state == "done" and "not searched again" in lines[0]
