@@ -11,7 +11,8 @@ The facade's helpers live beside it: ``store.session`` (engine, pragmas, init lo
 run's single-writer lease), ``store.faults`` (fault injection for tests), ``store.errors``
 (a :class:`StoreError` subclass per case, with its exit code), ``store.reads`` (the facade's
 read-only methods: node details, LLM exchanges, events, the UI's light reads; a mixin of
-:class:`Store`) and ``store.testing`` (reads and writes only tests use).
+:class:`Store`), ``store.campaigns`` (optimize campaigns, schema 5; a mixin too) and
+``store.testing`` (reads and writes only tests use).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from sqlalchemy import delete, func, update
 from sqlmodel import Session, col, select
 
 from store import lease, migrations, testing
+from store.campaigns import StoreCampaigns
 from store.errors import LeaseHeld, StoreCannotOpen, StoreError, StoreNotFound
 from store.faults import faults
 from store.lease import LEASE_STALE_S
@@ -59,7 +61,7 @@ from store.session import (
 __all__ = ["LEASE_STALE_S", "Store", "StoreError", "default_db_path", "now_iso"]
 
 
-class Store(StoreReads):
+class Store(StoreCampaigns, StoreReads):
     """Handle on one forge-tui SQLite file.
 
     Args:

@@ -27,9 +27,9 @@ from typing import Optional
 
 from sqlmodel import Session
 
-#: The facade's source files (``Store`` and its read mixin): the Store method a commit belongs
+#: The facade's source files (``Store`` and its mixins): the Store method a commit belongs
 #: to is its frame in one of these files.
-_API_FILES = (str(Path(__file__).with_name("api.py")), str(Path(__file__).with_name("reads.py")))
+_API_FILES = tuple(str(Path(__file__).with_name(f)) for f in ("api.py", "reads.py", "campaigns.py"))
 #: Frames of the commit plumbing, skipped when naming the Store method.
 _PLUMBING = ("session", "commit", "_store_method")
 

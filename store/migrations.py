@@ -28,6 +28,11 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE llmexchange ADD COLUMN reasoning VARCHAR NOT NULL DEFAULT ''",
         "ALTER TABLE llmexchange ADD COLUMN request_json VARCHAR NOT NULL DEFAULT '{}'",
     ],
+    # schema 5: optimize campaigns (the campaign and campaignregion tables come from create_all)
+    4: [
+        "ALTER TABLE run ADD COLUMN campaign_id INTEGER",
+        "CREATE INDEX IF NOT EXISTS ix_run_campaign_id ON run (campaign_id)",
+    ],
 }
 
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, ClassVar, Optional
 from pydantic import ConfigDict
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Node and run statuses live in the shared vocabulary (re-exported here for store callers).
 # What a node's confirmed_speedup says: one reading, core's (re-exported for store callers).
@@ -110,6 +110,8 @@ class RunBase(SQLModel):
     heartbeat_at: Optional[float] = None  # time.time() seconds
     control: str = ""  # "", "pause", "stop": a request the search process obeys
     elapsed_s: float = 0.0
+    #: The ``optimize`` campaign this run searches a region for (schema 5), else None.
+    campaign_id: Optional[int] = Field(default=None, index=True)
 
 
 class Run(RunBase, table=True):
@@ -286,6 +288,73 @@ class EventRead(EventBase, _Frozen):
     id: int
 
     payload = _decoded("payload_json", dict, "the event's details")
+
+
+class CampaignBase(SQLModel):
+    """One ``forge-tui optimize`` campaign (schema 5): a model file, the regions picked from its
+    capture and one search per region (:class:`CampaignRegionBase`)."""
+
+    model_file: str = ""  # the model file's absolute path
+    model_hash: str = Field(default="", index=True)  # sha256 of its bytes
+    backend: str = "host"
+    proposer: str = "tune"
+    status: str = "created"  # created | running | finished | interrupted | failed
+    status_reason: str = ""
+    out_dir: str = ""  # -o DIR: task files, kernels/, campaign.json
+    config_json: str = "{}"  # top, iterations, budget_s, gpus, floor, bandwidth_gbs
+    report_json: str = "{}"  # the last report (exports, apply's JSON or error)
+    owner_host: Optional[str] = None
+    owner_pid: Optional[int] = None
+    created_at: str = ""
+    updated_at: str = ""
+    finished_at: Optional[str] = None
+
+
+class Campaign(CampaignBase, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+
+
+class CampaignRead(CampaignBase, _Frozen):
+    id: int
+
+    config = _decoded("config_json", dict, "the campaign's settings (top, iterations, budget_s, gpus ...)")
+    report = _decoded("report_json", dict, "the last report (exports, apply)")
+
+
+class CampaignRegionBase(SQLModel):
+    """One region of a campaign (schema 5): picked (with its search's budget and run) or skipped
+    (``state`` ``skipped``, ``note`` says why). Times in us are per call of the region."""
+
+    campaign_id: int = Field(foreign_key="campaign.id", index=True)
+    position: int = 0  # rank by share within the campaign
+    region: str = ""  # R3
+    pattern: str = ""
+    share: Optional[float] = None
+    count: int = 0
+    kernels: int = 0
+    eager_us: Optional[float] = None
+    bytes_moved: int = 0
+    distance: Optional[float] = None  # eager time over the roofline floor
+    iterations: int = 0
+    budget_s: Optional[float] = None
+    task_path: str = ""
+    task_id: Optional[int] = None
+    task_name: str = ""
+    run_id: Optional[int] = None
+    state: str = "pending"  # pending | running | done | failed | skipped
+    note: str = ""
+    seconds: float = 0.0  # search wall seconds spent so far
+    export_dir: str = ""
+    created_at: str = ""
+    updated_at: str = ""
+
+
+class CampaignRegion(CampaignRegionBase, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+
+
+class CampaignRegionRead(CampaignRegionBase, _Frozen):
+    id: int
 
 
 @dataclass(frozen=True, slots=True)

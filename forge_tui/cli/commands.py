@@ -238,7 +238,7 @@ def cmd_ls(args, store: Store) -> int:
     elif not rows:
         print(f"no runs in {store.path}; start one with: forge-tui run softmax")
     else:
-        print(render.runs_table(rows, best))
+        print(render.runs_table(rows, best, {c.id: c for c in store.list_campaigns()}))
     return 0
 
 
@@ -439,6 +439,33 @@ def cmd_llm(args, store) -> int:
     return 0
 
 
+def cmd_optimize(args, store: Store) -> int:
+    """``forge-tui optimize MODEL.py``: a campaign over the model's fusion regions (forge_tui.campaign)."""
+    from forge_tui.campaign import Campaigner, Options
+
+    opts = Options(
+        model=args.model,
+        resume=args.resume,
+        top=args.top,
+        iterations=args.iterations,
+        budget_s=args.budget_s,
+        gpus=args.gpus,
+        backend=args.backend,
+        proposer=args.campaign_proposer,
+        out=args.output,
+        json=args.json,
+        new=args.new,
+        seed=args.seed,
+    )
+    from forge_tui.campaign.driver import check_options
+
+    why = check_options(opts) or flag_problem(seed=args.seed)
+    if why:
+        return fail(why)
+    preflight()
+    return Campaigner(store, opts).run()
+
+
 COMMANDS = {
     "run": cmd_run,
     "resume": cmd_resume,
@@ -453,4 +480,5 @@ COMMANDS = {
     "apply": cmd_apply,
     "llm": cmd_llm,
     "export": cmd_export,
+    "optimize": cmd_optimize,
 }

@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     _mode_arg(tk)
     _db_arg(tk)
     _model_parsers(sub)
+    _optimize_parser(sub)
     lm = sub.add_parser("llm", help="LLM endpoint tools")
     lm_sub = lm.add_subparsers(dest="llm_cmd", required=True)
     lc = lm_sub.add_parser("check", help="send one small request to the configured endpoint")
@@ -236,3 +237,48 @@ def _model_parsers(sub) -> None:
     )
     ex.add_argument("--json", action="store_true")
     _db_arg(ex)
+
+
+def _optimize_parser(sub) -> None:
+    """``optimize``: a campaign over a model's fusion regions (forge_tui.campaign)."""
+    op = sub.add_parser(
+        "optimize", help="capture a model's fusion regions, search the ones worth it, export and apply the winners"
+    )
+    op.add_argument("model", nargs="?", default=None, metavar="MODEL.py", help="model file (as for capture)")
+    op.add_argument("--resume", type=int, default=None, metavar="ID", help="continue campaign ID (see forge-tui ls)")
+    op.add_argument("--new", action="store_true", help="plan a new campaign even if this model has one")
+    op.add_argument("--top", type=int, default=None, metavar="K", help="search at most K regions, by share (default 4)")
+    op.add_argument(
+        "--iterations",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"N x regions iterations in all, shared by share x distance to the roofline (default {DEFAULTS.iterations})",
+    )
+    op.add_argument(
+        "--budget-s", type=float, default=None, metavar="S", help="seconds of search in all, shared the same way"
+    )
+    op.add_argument(
+        "--gpus",
+        default="all",
+        metavar="0,1|all",
+        help="GPUs to search on, one search each at a time (default all visible); host: parallel searches (default 1)",
+    )
+    _backend_arg(op)
+    op.add_argument(
+        "--proposer",
+        dest="campaign_proposer",
+        choices=("auto", *PROPOSER_CHOICES),
+        default="auto",
+        help="auto (default): tune where a region has a seed kernel, else llm when an endpoint is configured",
+    )
+    op.add_argument("--seed", type=int, default=DEFAULTS.seed, help="random seed of the searches")
+    op.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="DIR",
+        help="task files, kernels, campaign.json (default forge-optimize/<model>/)",
+    )
+    op.add_argument("--json", action="store_true", help="print campaign.json (the log goes to stderr)")
+    _db_arg(op)

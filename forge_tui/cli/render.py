@@ -50,26 +50,52 @@ def run_summary(r, best=None) -> dict:
         "iterations": r.iterations_target,
         "status_reason": reason,
         "device": _device(r.device_json),
+        "campaign": getattr(r, "campaign_id", None),
     }
 
 
-def runs_table(rows: list, best: dict) -> str:
-    """``forge-tui ls``: one line per run (``best``: best node summaries by run id), then the marks' legend."""
+def runs_table(rows: list, best: dict, campaigns: Optional[dict] = None) -> str:
+    """``forge-tui ls``: one line per run (``best``: best node summaries by run id), then the marks' legend.
+
+    Runs of an ``optimize`` campaign (``campaigns``: campaign read models by id) are listed
+    together under a line naming the campaign, where its newest run would be."""
     runs = [run_summary(r, best.get(r.id)) for r in rows]
     w = max(4, *(len(r["task"]) for r in runs))
     lines = [
         f"{'id':>4}  {'task':{w}} {'status':12} {'backend':7} {'proposer':8} {'iterations':>10} {'best':>8}    created"
     ]  # after the best column, its mark's slot
+    lines_of: dict = {}
     for r, row in zip(runs, rows):
         shown, mark = speedup_cell(*run_best(row, best.get(row.id)))
         its = f"{r['nodes']}/{r['iterations']}"
-        lines.append(
+        lines_of.setdefault(r["campaign"], []).append(
             f"{r['id']:>4}  {r['task']:{w}} {r['status']:12} {r['backend']:7} {r['proposer']:8} "
             f"{its:>10} {shown:>8} {mark}  {r['created_at']}"
         )
+    shown_groups: set = set()
+    for r in runs:
+        cid = r["campaign"]
+        if cid is None:
+            lines.append(lines_of[None].pop(0))
+        elif cid not in shown_groups:
+            shown_groups.add(cid)
+            ids = [x["id"] for x in runs if x["campaign"] == cid]
+            lines.append(_campaign_line(cid, (campaigns or {}).get(cid), ids))
+            lines += lines_of[cid]
     if any(r["best_speedup"] for r in runs):
         lines.append(f"best: {legends()[0]}")
     return "\n".join(lines)
+
+
+def _campaign_line(cid: int, c, ids: list) -> str:
+    """The line above a campaign's runs in ``ls`` (``ids``: its runs, listed below it)."""
+    runs = f"run{'s' * (len(ids) != 1)} {', '.join(map(str, ids))}"
+    if c is None:
+        return f"campaign {cid}: {runs}"
+    from store.campaigns import campaign_state
+
+    name = c.model_file.rsplit("/", 1)[-1]
+    return f"campaign {cid}: {name} {campaign_state(c)}, {runs} ({c.backend}; forge-tui optimize --resume {cid})"
 
 
 def node_dicts(nodes: list, llm: dict) -> list[dict]:

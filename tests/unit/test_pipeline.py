@@ -66,4 +66,4 @@ def test_schema_3_file_migrates_to_4_and_keeps_its_rows(tmp_path):
     con = sqlite3.connect(db)
     assert {"flags_json", "profile_json"} <= {r[1] for r in con.execute("PRAGMA table_info(node)")}
     assert {"reasoning", "request_json"} <= {r[1] for r in con.execute("PRAGMA table_info(llmexchange)")}
-    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "4"
+    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)

@@ -61,7 +61,10 @@ NARROW_COLUMNS = (
     ("created", "created"),
     ("why", "reason"),
 )
-SORTS = ("id", "task", "status", "best", "created")
+#: Shown after ``id`` while any run belongs to an ``optimize`` campaign (``C1``): a campaign's
+#: runs are one group (sort ``campaign`` puts them together; the filter takes ``c1``).
+CAMPAIGN_COLUMN = ("camp", "campaign")
+SORTS = ("id", "task", "status", "best", "created", "campaign")
 POLL_S = 1.0
 
 
@@ -79,7 +82,16 @@ def sort_key(run: RunRead, key: str):
         return (-(run.best_speedup or 0.0), -run.id)
     if key == "created":
         return (run.created_at, run.id)
+    if key == "campaign":  # a campaign's runs together, newest campaign first; the others after
+        cid = getattr(run, "campaign_id", None)
+        return (cid is None, -(cid or 0), -run.id)
     return (-run.id,)
+
+
+def campaign_cell(run: RunRead) -> str:
+    """``C1`` for a run of campaign 1, ``-`` for a run of its own."""
+    cid = getattr(run, "campaign_id", None)
+    return f"C{cid}" if cid is not None else "-"
 
 
 class RunsScreen(Screen):
@@ -109,6 +121,7 @@ class RunsScreen(Screen):
         self._chain = False
         self._timer = None
         self.narrow: Optional[bool] = None
+        self.grouped = False  # a campaign column is shown (some run belongs to a campaign)
         self.last_form: Optional[RunConfig] = None  # the new-search form last started
         self._tasks: list[str] = []
 
@@ -138,12 +151,18 @@ class RunsScreen(Screen):
         if narrow == self.narrow:
             return
         self.narrow = narrow
-        table = self.query_one(RunsTable)
-        table.clear(columns=True)
-        for label, key in NARROW_COLUMNS if narrow else COLUMNS:
-            table.add_column(label, key=key)
+        self._set_columns()
         if self.runs:
             self.refresh_table()
+
+    def _set_columns(self) -> None:
+        table = self.query_one(RunsTable)
+        table.clear(columns=True)
+        cols = list(NARROW_COLUMNS if self.narrow else COLUMNS)
+        if self.grouped:
+            cols.insert(1, CAMPAIGN_COLUMN)
+        for label, key in cols:
+            table.add_column(label, key=key)
 
     # ------------------------------------------------------------------ data
     def _kick(self) -> None:
@@ -218,6 +237,7 @@ class RunsScreen(Screen):
                     r.proposer,
                     r.model,
                     device_name(r.device_json),
+                    campaign_cell(r) if getattr(r, "campaign_id", None) is not None else "",
                     r.created_at,
                 ]
             ).lower()
@@ -226,6 +246,10 @@ class RunsScreen(Screen):
         return sorted(out, key=lambda r: sort_key(r, self.sort))
 
     def refresh_table(self) -> None:
+        grouped = any(getattr(r, "campaign_id", None) is not None for r in self.runs)
+        if grouped != self.grouped:
+            self.grouped = grouped
+            self._set_columns()
         table = self.query_one(RunsTable)
         keep = self.selected_run_id()
         table.clear()
@@ -233,16 +257,18 @@ class RunsScreen(Screen):
         for r in runs:
             state = display_status(r)
             status = Text(state, style=RUN_STYLE.get(state, ""))
-            why = short(display_reason(r), NARROW_REASON_WIDTH if self.narrow else REASON_WIDTH)
+            width = NARROW_REASON_WIDTH - 6 * self.grouped if self.narrow else REASON_WIDTH  # room for camp
+            why = short(display_reason(r), width)
             value, kind = run_best(r, self.best.get(r.id))
             best = Text(speedup_text(value), style=speedup_style(value))
             if speedup_mark(kind):
                 best.append(f" {speedup_mark(kind)}", style=MARK_STYLE[kind])
             done = f"{r.iterations_done}/{r.iterations_target}"
+            lead = [str(r.id), campaign_cell(r)] if self.grouped else [str(r.id)]
             if self.narrow:
                 created = fmt_created(r.created_at)
                 table.add_row(
-                    str(r.id),
+                    *lead,
                     r.task_name,
                     status,
                     f"{r.backend}/{r.proposer}",
@@ -254,7 +280,7 @@ class RunsScreen(Screen):
                 )
             else:
                 table.add_row(
-                    str(r.id),
+                    *lead,
                     r.task_name,
                     status,
                     r.backend,

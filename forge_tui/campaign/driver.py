@@ -1,0 +1,254 @@
+"""``forge-tui optimize MODEL.py``: plan a campaign (or pick up the one this model already has),
+run its searches, then export, apply and report.
+
+A campaign is found again by the model file's absolute path, the sha256 of its bytes and the
+backend (or by ``--resume ID``): a campaign of the same file that is not finished is continued
+with its stored plan (settings given again are ignored, and said so); a finished one prints its
+report again; ``--new`` plans a fresh one. A changed model file is a new model: ``--resume``
+refuses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from forge_tui.campaign import report as rp
+from forge_tui.campaign.scheduler import CampaignError, Scheduler, make_slots, new_run
+from forge_tui.core.errors import one_line
+
+#: Where a campaign writes when no ``-o DIR`` is given: ``forge-optimize/<model stem>/``.
+DEFAULT_DIR = "forge-optimize"
+#: Regions searched (``--top``) and iterations per region (``--iterations``) when not given.
+TOP, ITERATIONS = 4, 50
+
+
+@dataclass(frozen=True)
+class Options:
+    """``forge-tui optimize``'s flags (see ``forge_tui.cli.parse``); ``top`` and ``iterations``
+    None: not given (``TOP`` and ``ITERATIONS`` for a new campaign; a continued one keeps its own)."""
+
+    model: Optional[str]
+    resume: Optional[int] = None
+    top: Optional[int] = None
+    iterations: Optional[int] = None
+    budget_s: Optional[float] = None
+    gpus: str = "all"
+    backend: str = "auto"
+    proposer: str = "auto"  # auto: tune where a region has a seed, else llm with an endpoint
+    out: Optional[str] = None
+    json: bool = False
+    new: bool = False
+    seed: int = 0
+
+
+def file_hash(path: Path) -> str:
+    """sha256 of a file's bytes (hex). Raises CampaignError when it cannot be read."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise CampaignError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def check_options(o: Options) -> Optional[str]:
+    """One line for a flag out of range, else None."""
+    if o.top is not None and o.top < 1:
+        return "--top must be 1 or more"
+    if o.iterations is not None and not 1 <= o.iterations <= 1_000_000:
+        return "--iterations must be between 1 and 1,000,000"
+    if o.budget_s is not None and not o.budget_s > 0:
+        return "--budget-s must be more than 0 seconds"
+    if o.model is None and o.resume is None:
+        return "name a model file (forge-tui optimize MODEL.py) or a campaign (--resume ID)"
+    return None
+
+
+class Campaigner:
+    """One ``optimize`` invocation. ``log`` lines go to stdout, or stderr under ``--json``."""
+
+    def __init__(self, store, options: Options):
+        self.store, self.o = store, options
+        self.t0 = time.monotonic()
+
+    def log(self, line: str) -> None:
+        print(line, file=sys.stderr if self.o.json else sys.stdout, flush=True)
+
+    # ------------------------------------------------------------------ entry
+    def run(self) -> int:
+        """The exit code: 0 finished, 3 interrupted (run again to continue), 1 nothing searched
+        or a failure, 2 a refused setting."""
+        from forge_tui.search.runner import resolve_backend
+
+        campaign = self._existing()
+        if campaign is not None and campaign.status == "finished" and not self.o.new:
+            self.log(f"campaign {campaign.id} of this model finished before; its report (--new starts another):")
+            return self._print(rp.build_report(self.store, campaign, apply=campaign.report.get("apply"), wall_s=None))
+        backend = campaign.backend if campaign is not None else str(resolve_backend(self.o.backend))
+        slots = make_slots(
+            backend, campaign.config.get("gpus", self.o.gpus) if campaign and self.o.gpus == "all" else self.o.gpus
+        )
+        if campaign is None:
+            campaign = self._plan(backend)
+        else:
+            self._say_kept(campaign)
+        campaign = self.store.claim_campaign(campaign.id)
+        picked = [r for r in self.store.campaign_regions(campaign.id) if r.state != "skipped"]
+        if not picked:
+            self.store.update_campaign(campaign.id, status="failed", status_reason="no region can be searched")
+            self.log("no region of this model can be searched (see the skipped ones)")
+            self._print(rp.build_report(self.store, self.store.get_campaign(campaign.id), apply=None, wall_s=None))
+            return 1
+        self.log(f"campaign {campaign.id}: {len(picked)} search(es) on {', '.join(s.label for s in slots)}")
+        out_dir = Path(campaign.out_dir)
+        sched = Scheduler(self.store, campaign, slots, db_path=self.store.path, logs_dir=out_dir / "logs", log=self.log)
+        state = sched.run()
+        if state != "finished":
+            self.store.update_campaign(campaign.id, status="interrupted", status_reason="searches left to run")
+            rep = rp.build_report(self.store, self.store.get_campaign(campaign.id), apply=None, wall_s=self._wall())
+            rp.write_report(rep, out_dir)
+            self._print(rep)
+            self.log(
+                f"campaign {campaign.id} interrupted: `forge-tui optimize {campaign.model_file}` "
+                f"(or --resume {campaign.id}) continues it"
+            )
+            return 3
+        dirs = [
+            d
+            for r in self.store.campaign_regions(campaign.id)
+            if (d := rp.export_region(self.store, r, out_dir, self.log))
+        ]
+        self.log(f"apply   {len(dirs)} kernel(s) to {Path(campaign.model_file).name} ...")
+        applied = rp.run_apply(campaign.model_file, dirs, db_path=self.store.path, backend=campaign.backend)
+        campaign = self.store.update_campaign(
+            campaign.id, status="finished", finished_at=_now(), report={"apply": applied}
+        )
+        rep = rp.build_report(self.store, campaign, apply=applied, wall_s=self._wall())
+        rp.write_report(rep, out_dir)
+        return self._print(rep)
+
+    # ------------------------------------------------------------------ steps
+    def _existing(self):
+        """The campaign to continue (``--resume``, else this model's newest one), or None."""
+        o = self.o
+        if o.resume is not None:
+            c = self.store.get_campaign(o.resume)
+            path = Path(c.model_file)
+            if o.model is not None and Path(o.model).resolve() != path:
+                raise CampaignError(f"campaign {c.id} is of {path}, not {o.model}")
+            if not path.is_file():
+                raise CampaignError(f"campaign {c.id}'s model file {path} is gone")
+            if file_hash(path) != c.model_hash:
+                raise CampaignError(
+                    f"{path} changed since campaign {c.id} planned it: `forge-tui optimize {path} --new` plans another"
+                )
+            return c
+        path = Path(o.model or "").resolve()
+        if not path.is_file():
+            raise CampaignError(f"no such model file: {o.model}")
+        if o.new:
+            return None
+        from forge_tui.search.runner import resolve_backend
+
+        return self.store.find_campaign(str(path), file_hash(path), str(resolve_backend(o.backend)))
+
+    def _plan(self, backend: str):
+        from forge_tui.campaign.plan import plan_regions
+
+        o = self.o
+        top, iterations = o.top or TOP, o.iterations or ITERATIONS
+        from forge_tui.campaign.plan import llm_problem
+
+        llm_why = llm_problem() if o.proposer != "tune" else "not asked for"
+        if o.proposer == "llm" and llm_why:  # the endpoint must be configured before anything is captured
+            raise CampaignError(llm_why)
+        path = Path(o.model or "").resolve()
+        out_dir = Path(o.out or Path(DEFAULT_DIR) / path.stem).resolve()
+        rows, facts, tasks = plan_regions(
+            self.store,
+            str(path),
+            backend=backend,
+            proposer=o.proposer,
+            llm_ok=llm_why is None,
+            top=top,
+            iterations=iterations,
+            budget_s=o.budget_s,
+            tasks_dir=out_dir / "tasks",
+            log=self.log,
+        )
+        config = {
+            "top": top,
+            "iterations": iterations,
+            "budget_s": o.budget_s,
+            "gpus": o.gpus,
+            "seed": o.seed,
+            "floor": max(1, iterations // 4),
+            **facts,
+        }
+        c = self.store.create_campaign(
+            model_file=str(path),
+            model_hash=file_hash(path),
+            backend=backend,
+            proposer=o.proposer,
+            out_dir=str(out_dir),
+            config=config,
+            regions=rows,
+        )
+        for r in self.store.campaign_regions(c.id):
+            share = "-" if r.share is None else f"{100 * r.share:.1f}%"
+            if r.state == "skipped":
+                self.log(f"skip    {r.region} ({r.pattern or 'no pattern'}, {share}): {r.note}")
+                continue
+            task, proposer = tasks.get(r.region, (None, None))
+            try:  # every search's run now: the campaign is one group in ls and the app from the start
+                run = new_run(self.store, c, r, task, proposer)
+            except Exception as exc:  # noqa: BLE001 - SearchError...: this region fails, the others go on
+                self.store.update_campaign_region(
+                    r.id, state="failed", note=f"cannot start its search: {one_line(exc)}"
+                )
+                self.log(f"failed  {r.region}: cannot start its search: {one_line(exc)}")
+            else:
+                dist = "" if r.distance is None else f", {r.distance:.1f}x from the roofline"
+                if r.distance is not None and not facts.get("bandwidth_gbs"):
+                    dist = f", distance {r.distance:.1f} (relative: no bandwidth figure)"
+                self.log(
+                    f"pick    {r.region} ({r.pattern or 'no pattern'}, {share}{dist}): "
+                    f"{r.iterations} iterations, {run.proposer}"
+                )
+        return c
+
+    def _say_kept(self, c) -> None:
+        cfg, o = c.config, self.o
+        regions = self.store.campaign_regions(c.id)
+        done = sum(r.state in ("done", "failed") for r in regions)
+        todo = sum(r.state in ("pending", "running", "stopped") for r in regions)
+        self.log(f"campaign {c.id} of {Path(c.model_file).name} continues: {done} search(es) ended, {todo} to run")
+        asked = (("top", o.top), ("iterations", o.iterations), ("budget_s", o.budget_s))
+        kept = [f"--{k.replace('_', '-')} {cfg.get(k)}" for k, v in asked if v is not None and cfg.get(k) != v]
+        if o.proposer != "auto" and o.proposer != c.proposer:
+            kept.append(f"--proposer {c.proposer}")
+        if o.out is not None and Path(o.out).resolve() != Path(c.out_dir):
+            kept.append(f"-o {c.out_dir}")
+        if kept:
+            self.log(f"  its plan is kept ({', '.join(kept)}, not what was asked now); --new plans another")
+
+    def _print(self, rep: dict) -> int:
+        if self.o.json:
+            import json
+
+            print(json.dumps(rep, indent=1), flush=True)
+        else:
+            print(rp.summary_table(rep), flush=True)
+        return 0
+
+    def _wall(self) -> float:
+        return time.monotonic() - self.t0
+
+
+def _now() -> str:
+    from store import now_iso
+
+    return now_iso()

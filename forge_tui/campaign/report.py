@@ -1,0 +1,209 @@
+"""The end of a campaign: export each search's best node, run ``apply`` on the model with them,
+write ``DIR/campaign.json`` and the summary table.
+
+Export is ``forge-tui export RUN -o DIR/kernels/<region>`` (the same function, in this process:
+the run's best node, a confirmed one first). ``apply`` is run as the CLI command it is
+(``forge-tui apply MODEL DIR/kernels/... --json``, a child process): its JSON, or its one-line
+error, goes into the report unchanged; the campaign never judges the model itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable, Optional
+
+from forge_tui.core.errors import one_line
+from forge_tui.core.present import CONFIRMATION_JSON, run_best, speedup_cell
+from store import StoreNotFound
+from store.campaigns import campaign_state
+from store.lease import effective_state
+
+#: Wall-clock limit of the ``apply`` child (seconds): a model's forward timed four ways.
+APPLY_TIMEOUT_S = 1800
+
+
+def _best_node(store, run):
+    if run is None or run.best_node_id is None:
+        return None
+    try:
+        return store.get_node(run.best_node_id)
+    except StoreNotFound:
+        return None
+
+
+def export_region(store, region, out_dir: Path, log: Callable[[str], None]) -> Optional[str]:
+    """Export the best node of a done region's run into ``out_dir/kernels/<region>``; returns
+    that directory, or None (no run, no ok node, or the export failed: said in the log and
+    the region's note). An earlier export of the same node is kept as it is."""
+    from forge_tui.model.export import export_run
+
+    if region.run_id is None or region.state != "done":
+        return None
+    run = store.get_run(region.run_id)
+    node = _best_node(store, run)
+    if node is None:
+        return None
+    target = Path(out_dir) / "kernels" / region.region
+    try:
+        manifest = json.loads((target / "manifest.json").read_text())
+        if manifest.get("run_id") == run.id and manifest.get("node_id") == node.id and region.export_dir:
+            return region.export_dir
+    except (OSError, ValueError):
+        pass
+    try:
+        res = export_run(store, run.id, target)
+    except Exception as exc:  # noqa: BLE001 - ExportError, TaskError...: one line in the report
+        why = one_line(exc)
+        store.update_campaign_region(
+            region.id, export_dir="", note=(region.note + "; " if region.note else "") + f"export failed: {why}"
+        )
+        log(f"export  {region.region}: failed: {why}")
+        return None
+    store.update_campaign_region(region.id, export_dir=str(res.directory))
+    log(f"export  {region.region}: node {node.id} of run {run.id} -> {res.directory}")
+    return str(res.directory)
+
+
+def run_apply(model_file: str, dirs: list[str], *, db_path: Path, backend: str) -> dict:
+    """``forge-tui apply MODEL DIRS... --json`` as a child process: ``{"exit_code", "result"}``
+    with apply's JSON, or ``{"exit_code", "error"}`` with its one-line error."""
+    if not dirs:
+        return {"exit_code": None, "error": "no exported kernel to apply"}
+    argv = [sys.executable, "-m", "forge_tui.cli", "--db", str(db_path), "apply", model_file, *dirs, "--json"]
+    if backend:
+        argv += ["--backend", backend]
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=APPLY_TIMEOUT_S, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
+    except subprocess.TimeoutExpired:
+        return {"exit_code": None, "error": f"apply ran past {APPLY_TIMEOUT_S} s and was stopped"}
+    try:
+        return {"exit_code": proc.returncode, "result": json.loads(proc.stdout)}
+    except ValueError:
+        lines = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
+        err = lines[-1].removeprefix("forge-tui: ") if lines else f"apply exited with {proc.returncode}"
+        return {"exit_code": proc.returncode, "error": err}
+
+
+def region_summary(store, region) -> dict:
+    """One region of ``campaign.json``: the plan's figures, its run's state and best."""
+    run = None
+    if region.run_id is not None:
+        try:
+            run = store.get_run(region.run_id)
+        except StoreNotFound:
+            run = None
+    node = _best_node(store, run)
+    value, kind = run_best(run, node) if run is not None else (None, "")
+    status = effective_state(run)[0] if run is not None else None
+    return {
+        "region": region.region,
+        "pattern": region.pattern or None,
+        "share": region.share,
+        "count": region.count,
+        "kernels": region.kernels,
+        "eager_us": region.eager_us,
+        "bytes": region.bytes_moved,
+        "distance": region.distance,
+        "iterations": region.iterations,
+        "budget_s": region.budget_s,
+        "task": region.task_path or None,
+        "run_id": region.run_id,
+        "run_status": status,
+        "iterations_done": run.iterations_done if run is not None else 0,
+        "state": region.state,
+        "note": region.note,
+        "seconds": round(region.seconds, 1),
+        "best_node": node.id if node is not None else None,
+        "best_speedup": value,
+        "confirmed": CONFIRMATION_JSON.get(kind) if kind else None,
+        "best_speedup_search": node.speedup if node is not None else None,
+        "exported": region.export_dir or None,
+    }
+
+
+def build_report(store, campaign, *, apply: Optional[dict], wall_s: Optional[float]) -> dict:
+    """``campaign.json``: the campaign, its picked and skipped regions, apply's result."""
+    regions = store.campaign_regions(campaign.id)
+    picked = [region_summary(store, r) for r in regions if r.state != "skipped"]
+    skipped = [
+        {"region": r.region, "pattern": r.pattern or None, "share": r.share, "reason": r.note}
+        for r in regions
+        if r.state == "skipped"
+    ]
+    return {
+        "campaign": campaign.id,
+        "model_file": campaign.model_file,
+        "model_hash": campaign.model_hash,
+        "backend": campaign.backend,
+        "proposer": campaign.proposer,
+        "status": campaign_state(campaign),
+        "settings": campaign.config,
+        "out_dir": campaign.out_dir,
+        "regions": picked,
+        "skipped": skipped,
+        "apply": apply,
+        "wall_s": None if wall_s is None else round(wall_s, 1),
+    }
+
+
+def write_report(report: dict, out_dir: Path) -> Path:
+    """``out_dir/campaign.json`` (written whole, then renamed into place)."""
+    path = Path(out_dir) / "campaign.json"
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(report, indent=1))
+    os.replace(tmp, path)
+    return path
+
+
+def summary_table(report: dict) -> str:
+    """The text summary: one line per searched region, the skipped ones, apply's outcome."""
+    rows = report["regions"]
+    lines = [
+        f"campaign {report['campaign']}: {Path(report['model_file']).name} on {report['backend']} "
+        f"({report['proposer']}), {report['status']}"
+    ]
+    lines.append(
+        f"{'region':6} {'pattern':18} {'share':>6} {'iters':>7} {'best':>9}  {'confirmed':9} {'state':8} exported"
+    )
+    for r in rows:
+        share = "-" if r["share"] is None else f"{100 * r['share']:.1f}%"
+        its = f"{r['iterations_done']}/{r['iterations']}"
+        shown, mark = speedup_cell(r["best_speedup"], "confirmed" if r["confirmed"] == "confirmed" else "")
+        conf = {"confirmed": "yes", "failed": "failed"}.get(r["confirmed"] or "", "no")
+        lines.append(
+            f"{r['region']:6} {(r['pattern'] or '-')[:18]:18} {share:>6} {its:>7} {shown:>9}  {conf:9} "
+            f"{r['state']:8} {r['exported'] or '-'}"
+        )
+        if r["note"]:
+            lines.append(f"{'':6} {r['note']}")
+    for s in report["skipped"]:
+        share = "-" if s["share"] is None else f"{100 * s['share']:.1f}%"
+        lines.append(f"skipped {s['region']} ({s['pattern'] or 'no pattern'}, {share}): {s['reason']}")
+    ap = report.get("apply")
+    if ap is not None:
+        lines.append(f"apply: {_apply_line(ap)}")
+    lines.append(f"report: {Path(report['out_dir']) / 'campaign.json'}")
+    return "\n".join(lines)
+
+
+def _apply_line(ap: dict) -> str:
+    if "error" in ap:
+        return ap["error"]
+    res = ap.get("result") or {}
+    figures = [
+        f"{k} {res[k]:.3f} ms"
+        for k in ("eager_ms", "forge_ms", "compile_ms", "compile_forge_ms")
+        if isinstance(res.get(k), (int, float))
+    ]
+    check = res.get("check", {})
+    passed = check.get("passed") if isinstance(check, dict) else None
+    out = ", ".join(figures) or "ran"
+    if passed is not None:
+        out += f"; outputs {'match' if passed else 'DIFFER'}"
+    return out + f" (exit {ap.get('exit_code')})"

@@ -1,0 +1,117 @@
+"""A campaign's budget split (share x distance to the roofline, a floor each, an exact total)
+and its ``--gpus`` slots."""
+
+from __future__ import annotations
+
+import pytest
+
+from forge_tui.campaign.budget import RegionCost, distances, split_iterations, split_seconds, weights
+from forge_tui.campaign.scheduler import CampaignError, make_slots
+
+
+def test_distance_is_eager_time_over_the_roofline_floor():
+    # 1 MB in 1 us at 4000 GB/s: the floor is 0.25 us, so eager is 4x from it
+    costs = [RegionCost(0.5, 1.0, 1_000_000), RegionCost(0.1, 0.1, 1_000_000), RegionCost(0.2, None, 10)]
+    assert distances(costs, 4000.0) == pytest.approx([4.0, 1.0, None])  # faster than the floor reads 1
+    assert distances(costs, None) == pytest.approx([10.0, 1.0, None])  # no bandwidth: relative to the closest
+    assert weights(costs, 4000.0) == pytest.approx([2.0, 0.1, 0.0])
+
+
+def test_iterations_follow_share_times_distance_with_a_floor_and_an_exact_total():
+    costs = [RegionCost(0.40, 40.0, 4_000_000), RegionCost(0.10, 10.0, 4_000_000), RegionCost(0.10, 40.0, 1_000_000)]
+    ws = weights(costs, 1000.0)  # floors 4, 4, 1 us: distances 10, 2.5, 40; weights 4, 0.25, 4
+    assert ws == pytest.approx([4.0, 0.25, 4.0])
+    its = split_iterations(ws, 20)
+    # 60 in all (N x regions); 5 each first (N // 4), the other 45 as 21.8 : 1.4 : 21.8
+    assert its == [27, 6, 27]
+    assert split_iterations([1.0, 0.0], 1) == [1, 1]  # the floor is at least one iteration
+    assert split_iterations([3.0, 1.0], 0) == [0, 0]
+    assert split_iterations([], 10) == []
+
+
+def test_no_timings_split_evenly_and_seconds_split_the_same_way():
+    ws = weights([RegionCost(None, None, 0), RegionCost(None, None, 0)], None)
+    assert ws == [1.0, 1.0] and split_iterations(ws, 7) == [7, 7]
+    secs = split_seconds([3.0, 1.0], 400.0)
+    assert sum(secs) == pytest.approx(400.0) and secs[0] == pytest.approx(50 + 300 * 0.75)
+    assert split_seconds([3.0, 1.0], None) == [None, None]
+
+
+def test_gpu_slots():
+    two = lambda: ["0", "1"]  # noqa: E731
+    assert [(s.label, s.env) for s in make_slots("cuda", "all", two)] == [
+        ("GPU 0", {"CUDA_VISIBLE_DEVICES": "0"}),
+        ("GPU 1", {"CUDA_VISIBLE_DEVICES": "1"}),
+    ]
+    assert [s.env for s in make_slots("cuda", "1", lambda: ["4", "6"])] == [{"CUDA_VISIBLE_DEVICES": "6"}]
+    with pytest.raises(CampaignError, match="no GPU 2"):
+        make_slots("cuda", "0,2", two)
+    with pytest.raises(CampaignError, match="use all"):
+        make_slots("cuda", "zero", two)
+    with pytest.raises(CampaignError, match="no GPU is visible"):
+        make_slots("cuda", "all", lambda: [])
+    assert len(make_slots("host", "all")) == 1 and len(make_slots("host", "3")) == 3
+    assert make_slots("host", "0,1")[1].env == {}
+
+
+class _Task:
+    def __init__(self, seed):
+        self.seed, self.capture = seed, {"pattern": "rms_norm"}
+
+    def seed_source(self, backend):
+        return self.seed
+
+
+def test_proposer_choice_per_region():
+    from forge_tui.campaign.plan import choose_proposer
+
+    knobs = "// @tune CHUNK: 64, 256\n#define CHUNK 64\n"
+    assert choose_proposer(_Task(knobs), "host", "auto", False) == ("tune", None)
+    assert choose_proposer(_Task(None), "host", "auto", True) == ("llm", None)  # no seed: the LLM writes one
+    assert choose_proposer(_Task(knobs), "host", "llm", True) == ("llm", None)
+    chosen, why = choose_proposer(_Task(None), "host", "auto", False)
+    assert chosen is None and why.startswith("no seed kernel for its pattern (rms_norm) and no LLM endpoint")
+    chosen, why = choose_proposer(_Task("int x;"), "host", "tune", True)  # tune is asked for: no LLM fallback
+    assert chosen is None and "cannot be tuned" in why
+
+
+def _campaign_with_runs(tmp_path, budget_s=None):
+    from store import Store
+
+    s = Store(tmp_path / "f.db")
+    t = s.add_task(name="t", origin="captured", reference_source="", spec={}, signature="", content_hash="h")
+    c = s.create_campaign(model_file="/m.py", model_hash="h", backend="host", proposer="tune", out_dir=str(tmp_path),
+                          config={}, regions=[dict(region="R1", task_id=t.id, iterations=3, budget_s=budget_s)])  # fmt: skip
+    (reg,) = s.campaign_regions(c.id)
+    run = s.create_run(task_id=t.id, task_name="t", iterations_target=3)
+    s.link_campaign_run(reg.id, run.id)
+    return s, c, run
+
+
+def test_a_search_past_its_time_budget_is_asked_to_stop_and_counts_as_done(tmp_path):
+    import time
+
+    from forge_tui.campaign.scheduler import Scheduler, Slot, _Active
+
+    s, c, run = _campaign_with_runs(tmp_path, budget_s=5.0)
+    lines: list[str] = []
+    sched = Scheduler(s, c, [Slot("slot 1")], db_path=s.path, logs_dir=tmp_path / "logs", log=lines.append)
+    (reg,) = s.campaign_regions(c.id)
+    active = _Active(reg.id, run.id, Slot("slot 1"), None, t0=time.monotonic() - 6.0)
+    sched._check_budget(active)
+    assert active.stop_requested and s.get_run(run.id).control == "stop"
+    s.update_run(run.id, status="interrupted", status_reason="stopped on request")
+    assert sched._finish(active) == "done"
+    (reg,) = s.campaign_regions(c.id)
+    assert reg.state == "done" and reg.note.startswith("time budget spent") and reg.seconds >= 6.0
+
+
+def test_a_finished_run_is_never_searched_again(tmp_path):
+    from forge_tui.campaign.scheduler import Scheduler, Slot
+
+    s, c, run = _campaign_with_runs(tmp_path)
+    s.update_run(run.id, status="finished", iterations_done=1)  # the tuner's space ran out at 1 of 3
+    lines: list[str] = []
+    sched = Scheduler(s, c, [Slot("slot 1")], db_path=s.path, logs_dir=tmp_path / "logs", log=lines.append)
+    assert sched.run() == "finished" and not sched.active
+    assert s.campaign_regions(c.id)[0].state == "done" and "not searched again" in lines[0]
