@@ -62,6 +62,7 @@ class Kernel:
     replaced: int = 0
     instances: list[list[str]] = field(default_factory=list)
     non_contiguous: int = 0
+    restrided: int = 0  # replacements whose output was copied into the model's (non-contiguous) strides
     skipped: list[str] = field(default_factory=list)
     #: The module's ``stats()`` (guarded dispatch counts by shape), None for older exports.
     stats: Optional[Callable[[], dict]] = field(default=None, repr=False)

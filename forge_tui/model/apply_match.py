@@ -213,6 +213,26 @@ def _erase(graph: fx.Graph, local: list[Call]) -> None:
         graph.erase_node(nd)
 
 
+def restride(t: torch.Tensor, stride: list[int]) -> torch.Tensor:
+    """``t``'s values in a new tensor with the given strides (what the model's own calls
+    returned there: an elementwise chain on a transposed input keeps its layout, and the
+    traced graph's later ``view`` calls rely on it)."""
+    return torch.empty_strided(t.shape, stride, dtype=t.dtype, device=t.device).copy_(t)
+
+
+def _model_strides(graph: fx.Graph, new: fx.Node, k: Kernel) -> fx.Node:
+    """``new`` (a kernel's contiguous output), copied into the strides the replaced call's
+    output had when they differ (counted in ``k.restrided``), inserted right after it."""
+    val = new.meta.get("val")
+    if not isinstance(val, torch.Tensor) or val.is_contiguous():
+        return new
+    with graph.inserting_after(new):
+        out = graph.call_function(restride, (new, list(val.stride())))
+    out.meta["val"] = val
+    k.restrided += 1
+    return out
+
+
 def replace_region(
     gm: fx.GraphModule, k: Kernel, inst: Instance, weights: dict[str, str], swapped: Optional[dict] = None
 ) -> None:
@@ -230,7 +250,8 @@ def replace_region(
     graph = gm.graph
     with graph.inserting_after(inst.output):
         new = graph.call_function(k.target, tuple(args))
-    new.meta["val"] = inst.output.meta.get("val")
+        new.meta["val"] = inst.output.meta.get("val")
+        new = _model_strides(graph, new, k)
     inst.output.replace_all_uses_with(new)
     swapped[inst.output] = new
     _erase(graph, inst.calls)
@@ -276,7 +297,9 @@ def replace_ops(gm: fx.GraphModule, kernels: list[Kernel]) -> dict[str, str]:
             continue
         with graph.inserting_before(c.node):
             new = graph.call_function(k.target, tuple(args))
-        new.meta["val"] = c.node.meta.get("val")
+            new.meta["val"] = c.node.meta.get("val")
+            if not c.inplace:
+                new = _model_strides(graph, new, k)
         if c.inplace:  # relu_: the kernel computed relu; write it into the argument
             with graph.inserting_after(new):
                 new = graph.call_function(torch.ops.aten.copy_.default, (args[0], new))

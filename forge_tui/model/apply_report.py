@@ -82,6 +82,7 @@ def kernel_entry(k: Kernel, dispatch: Optional[dict], region: bool = False) -> d
             "captured_instances": cap.get("count"),
             "params": k.instances,
             "non_contiguous": k.non_contiguous,
+            "restrided": k.restrided,
             "skipped": k.skipped,
         }
     return {
@@ -92,6 +93,7 @@ def kernel_entry(k: Kernel, dispatch: Optional[dict], region: bool = False) -> d
         "replaced": k.replaced,
         "kept": k.kept,
         "non_contiguous": k.non_contiguous,
+        "restrided": k.restrided,
         "speedup": k.manifest.get("speedup"),
         "dispatch": dispatch,
     }
@@ -148,6 +150,11 @@ def _kernel_lines(k: dict, regions: dict) -> list[str]:
         lines.append(
             f"    {k['non_contiguous']} of them read a non-contiguous view: the operator copies it to "
             "contiguous first (the kernel was searched on contiguous inputs)"
+        )
+    if k.get("restrided"):
+        lines.append(
+            f"    {k['restrided']} of them return into the model's own strides (a copy: the model's "
+            "calls kept a transposed layout that later views rely on)"
         )
     if k.get("kept"):
         lines.append(

@@ -206,3 +206,36 @@ def test_chained_op_swaps_read_the_earlier_swap():
     traced.gm.graph.lint()
     assert k.replaced == 2
     torch.testing.assert_close(traced.gm(x)[0], torch.relu(torch.relu(x - 1) - 1))
+
+
+class Transposed(nn.Module):
+    """linear, view + transpose (no copy), the region ``tanh(y * g) + b`` on the transposed view
+    (its output keeps the transposed layout), then a view that relies on that layout."""
+
+    def __init__(self, dim: int = 16):
+        super().__init__()
+        self.lin = nn.Linear(dim, dim, bias=False)
+        self.g = nn.Parameter(torch.full((4,), 0.5))
+        self.b = nn.Parameter(torch.full((4,), -1.0))
+
+    def forward(self, x):  # x (2, 8, 16): view (2, 8, 4, 4), transpose -> (2, 4, 8, 4)
+        y = self.lin(x).view(2, 8, 4, 4).transpose(1, 2)
+        out = torch.tanh(y * self.g) + self.b
+        return out.transpose(1, 2).view(2, 8, 16)  # a view only because out kept y's layout
+
+
+def test_a_kernel_output_takes_the_models_strides():
+    """A contiguous kernel output is copied into the layout the model's calls returned, so the
+    traced graph's later views still hold (the rotary region of a Llama decoder)."""
+    torch.manual_seed(0)
+    model, inputs = Transposed().eval(), [torch.randn(2, 8, 16)]
+    with torch.no_grad():
+        want = model(*inputs)
+    sig = _signature(model, inputs)
+    traced = trace(model, inputs, "transposed")
+    k = _kernel(sig, target=lambda x, g, b: _region_body(x.view(2, 8, 4, 4).transpose(1, 2), g, b).contiguous())
+    replace_regions(traced.gm, [k], traced.weights)
+    assert k.replaced == 1 and k.restrided == 1
+    with torch.no_grad():
+        (got,) = traced.gm(*inputs)
+    torch.testing.assert_close(got, want)
