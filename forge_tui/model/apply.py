@@ -10,7 +10,9 @@ forward once as the reference. It traces the forward into an aten-level torch.fx
 kernel's region and every call of each op kernel's operator for one call of the kernel's
 operator (:mod:`forge_tui.model.apply_match`), dead-code-eliminates, runs the rewritten
 graph and checks its outputs against the reference within the output dtype's tolerance
-(:data:`kernels.base.TOLERANCES`). The exported operators dispatch guardedly: a shape or
+(:data:`kernels.base.TOLERANCES`); a bf16/fp16 forward that differs by more is judged against
+the same model run in fp32, next to eager's own error there
+(:func:`forge_tui.model.apply_report.precision_check`). The exported operators dispatch guardedly: a shape or
 dtype their kernel was not timed on, or lost on, runs the PyTorch reference
 (``FORGE_DISPATCH``); the report gives their ``stats()``.
 
@@ -38,7 +40,7 @@ from forge_tui.evaluate.backends import backend_for_device
 from forge_tui.model.apply_graph import calls, leaves, trace
 from forge_tui.model.apply_kernels import OP, REGION, Kernel, dispatch_of, load_kernel_dir
 from forge_tui.model.apply_match import region_miss, replace_ops, replace_regions
-from forge_tui.model.apply_report import check_outputs, format_report, kernel_entry, timing_fields
+from forge_tui.model.apply_report import check_outputs, format_report, kernel_entry, precision_check, timing_fields
 from forge_tui.model.capture.model_file import build, load_model_file, resolve_device, run_forward
 from forge_tui.model.errors import ApplyError
 from forge_tui.model.loader import one_line as _first_line
@@ -126,6 +128,10 @@ def apply(
             f"forward of Model in {mf.path.name} raised {_first_line(exc)} (with the kernels swapped in)"
         ) from exc
     check = check_outputs(ref, got)
+    if not check["passed"] and any(r.dtype in (torch.bfloat16, torch.float16) for r in ref):
+        ref32 = _fp32_forward(mf, model, inputs)
+        if ref32 is not None and len(ref32) == len(ref):
+            check = precision_check(ref, got, ref32, check)
     dispatch = {id(k): dispatch_of(k) for k in kernels}  # the checked forward's calls, before timing adds more
     result: dict = {
         "model": str(mf.path),
@@ -145,6 +151,21 @@ def apply(
         timed = _time(mf, model, inputs, forge, gm, tensors, device, compiler, samples, warmup)
     result.update(timing_fields(timed, skipped))
     return result
+
+
+def _fp32_forward(mf, model: torch.nn.Module, inputs: list) -> Optional[list]:
+    """The forward of a copy of the model in fp32 (parameters, buffers and floating inputs
+    cast), or None where it cannot run so (the plain check's verdict then stands)."""
+    import copy
+
+    try:
+        m32 = copy.deepcopy(model).float()
+        xs = [x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+        out = _snapshot(run_forward(mf, m32, xs))
+        del m32
+        return [o.float() if o.is_floating_point() else o for o in out]
+    except Exception:  # noqa: BLE001 - a model that only runs in its own dtype: no second opinion
+        return None
 
 
 def _time(mf, model, inputs, forge, gm, tensors, device, compiler, samples, warmup):

@@ -239,3 +239,20 @@ def test_a_kernel_output_takes_the_models_strides():
     with torch.no_grad():
         (got,) = traced.gm(*inputs)
     torch.testing.assert_close(got, want)
+
+
+def test_a_bf16_forward_is_judged_against_the_model_in_fp32():
+    """Beyond one op's tolerance of eager bf16 but no worse than eager against fp32: passes;
+    clearly worse: fails, with both errors in the note."""
+    from forge_tui.model.apply_report import precision_check
+
+    torch.manual_seed(0)
+    ref32 = torch.randn(4096)
+    eager = (ref32 + 0.02 * torch.randn(4096)).bfloat16()  # eager's own rounding drift
+    near = (ref32 + 0.02 * torch.randn(4096)).bfloat16()  # as far from fp32, elsewhere
+    far = (ref32 + 0.2 * torch.randn(4096)).bfloat16()
+    first = {"passed": False, "note": "n of 4096 out of tolerance", "tolerance": "bfloat16: ...", "max_abs_err": 0.1}
+    ok = precision_check([eager], [near], [ref32], first)
+    assert ok["passed"] and "within 2x of eager's own" in ok["note"] and len(ok["precision"]) == 1
+    bad = precision_check([eager], [far], [ref32], first)
+    assert not bad["passed"] and "more than 2x eager's own" in bad["note"]
