@@ -101,7 +101,37 @@ def trace(model: torch.nn.Module, inputs: list, what: str) -> Traced:
             traced = make_fx(forward, tracing_mode="real", _error_on_data_dependent_ops=False)(*values, *tensors)
     except Exception as exc:  # noqa: BLE001 - model code: one line
         raise ApplyError(f"cannot trace the forward of {what} with torch.fx (make_fx): {_first_line(exc)}") from exc
+    _drop_host_reads(traced.graph)
+    traced.recompile()
     return _lift(traced, names, values, tensors)
+
+
+#: aten calls that read a device value on the host (a synchronisation, never capturable in a
+#: CUDA graph): once traced, the branch they decided is burnt in and their result is unused.
+HOST_READS = {"aten._local_scalar_dense.default", "aten.item.default", "aten.is_nonzero.default", "aten.equal.default"}
+
+
+def _drop_host_reads(graph: fx.Graph) -> int:
+    """Erase unused host reads (:data:`HOST_READS`) and the calls that only fed them; returns
+    how many calls went. The trace already took the branch they decided (values burnt in), so
+    the outputs cannot change; what changes is that the traced forward has no host
+    synchronisation left and can be captured in a CUDA graph, as transformers' own code
+    skips such checks while a stream is capturing."""
+    gone = 0
+    for nd in list(graph.nodes):
+        if nd.op == "call_function" and str(nd.target) in HOST_READS and not nd.users:
+            todo = [nd]
+            while todo:
+                cur = todo.pop()
+                if cur.users or cur.op != "call_function" or getattr(cur.target, "_schema", None) is None:
+                    continue
+                if cur is not nd and cur.target._schema.is_mutable:
+                    continue
+                feeds = [a for a in cur.all_input_nodes]
+                graph.erase_node(cur)
+                gone += 1
+                todo.extend(feeds)
+    return gone
 
 
 def _lift(traced: fx.GraphModule, names: list[str], values: list, tensors: list) -> Traced:
