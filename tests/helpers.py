@@ -93,3 +93,18 @@ def one_line_error(rc: int, out: str, err: str, *words: str, code: int = 2) -> s
 def one_line_error_of(res: subprocess.CompletedProcess, *words: str, code: int = 2) -> str:
     """:func:`one_line_error` of a finished ``run_cli`` process."""
     return one_line_error(res.returncode, res.stdout, res.stderr, *words, code=code)
+
+
+def one_fast_per_seed_file(names: list[str]) -> list:
+    """``names`` as pytest params: the first task of each seed file runs in the fast lane,
+    the others (dtype and variant siblings of the same seed file) in the slow lane."""
+    import pytest
+
+    from kernels.registry import catalog
+
+    tasks, seen, out = catalog(), set(), []
+    for n in names:
+        d = tasks[n].seed_dir
+        out.append(n if d not in seen else pytest.param(n, marks=pytest.mark.slow))
+        seen.add(d)
+    return out

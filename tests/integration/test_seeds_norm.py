@@ -8,11 +8,12 @@ import pytest
 
 from forge_tui.evaluate.evaluator import Evaluator
 from kernels.registry import get_task
+from tests.helpers import one_fast_per_seed_file
 
 NAMES = ["rms_norm_upcast_bf16", "gemma_rms_norm_bf16", "add_rms_norm_bf16", "batch_norm_relu", "batch_norm_add_relu"]
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", one_fast_per_seed_file(NAMES))
 def test_host_seed_is_ok(name):
     task = get_task(name)
     ev = Evaluator(task, "host", trials=1, stage_limits={"correctness": 20, "load": 20, "determinism": 20})

@@ -10,6 +10,7 @@ import pytest
 
 from forge_tui.evaluate.evaluator import Evaluator
 from kernels.registry import get_task
+from tests.helpers import one_fast_per_seed_file
 
 NAMES = [
     "group_norm_silu",
@@ -25,7 +26,7 @@ NAMES = [
 ]
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", one_fast_per_seed_file(NAMES))
 def test_host_seed_is_ok(name):
     task = get_task(name)
     ev = Evaluator(task, "host")

@@ -8,6 +8,7 @@ import pytest
 
 from forge_tui.evaluate.evaluator import Evaluator
 from kernels.registry import catalog
+from tests.helpers import one_fast_per_seed_file
 
 TASKS = catalog()
 NAMES = [
@@ -22,7 +23,7 @@ NAMES = [
 ]
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", one_fast_per_seed_file(NAMES))
 def test_host_seed_evaluates_ok(name):
     task = TASKS[name]
     ev = Evaluator(task, "host")
