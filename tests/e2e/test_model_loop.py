@@ -72,7 +72,9 @@ def test_model_loop_script_on_the_block(tmp_path):
     assert res["ok"] and res["show"]["run"]["status"] == "finished"
     assert res["show"]["nodes"][0]["description"].startswith("seed kernel from") and len(res["show"]["nodes"]) == 3
     assert res["export"]["capture"]["op"] == "aten._softmax.default"
-    assert res["apply"]["replacements"] == 1 and res["apply"]["check"]["passed"]
+    # swapped, or matched and left to PyTorch where the kernel lost on the host (guarded dispatch)
+    ap = res["apply"]
+    assert ap["replacements"] + sum(k["kept"] for k in ap["kernels"]) == 1 and ap["check"]["passed"]
     md = (out / "model_loop.md").read_text()
     assert "| block | aten._softmax.default #" in md and "match" in md
     assert (out / "model_loop.log").read_text().count("$ ") >= 5
@@ -127,4 +129,4 @@ def test_interrupted_search_still_exports_and_applies(captured, tmp_path):  # no
     app = run_cli("apply", captured["pool_model"], str(tmp_path / "k"), "--samples", "3", "--json", timeout=240)
     assert app.returncode == 0, app.stdout + app.stderr
     r = json.loads(app.stdout)
-    assert r["replacements"] == 1 and r["check"]["passed"]
+    assert r["replacements"] + sum(k["kept"] for k in r["kernels"]) == 1 and r["check"]["passed"]
