@@ -84,6 +84,10 @@ class Campaigner:
         from forge_tui.search.runner import resolve_backend
 
         campaign = self._existing()
+        if campaign is not None and campaign.status == "failed" and not self.o.new and not self._picked(campaign):
+            # it had nothing to search (no seed, no endpoint): plan again, the cause may be gone
+            self.log(f"campaign {campaign.id} had no region to search; planning again")
+            campaign = None
         if campaign is not None and campaign.status == "finished" and not self.o.new:
             self.log(f"campaign {campaign.id} of this model finished before; its report (--new starts another):")
             return self._print(rp.build_report(self.store, campaign, apply=campaign.report.get("apply"), wall_s=None))
@@ -99,8 +103,16 @@ class Campaigner:
         picked = [r for r in self.store.campaign_regions(campaign.id) if r.state != "skipped"]
         if not picked:
             self.store.update_campaign(campaign.id, status="failed", status_reason="no region can be searched")
-            self.log("no region of this model can be searched (see the skipped ones)")
-            self._print(rp.build_report(self.store, self.store.get_campaign(campaign.id), apply=None, wall_s=None))
+            skipped = self.store.campaign_regions(campaign.id)
+            self.log("no region of this model can be searched" + (" (see the skipped ones)" if skipped else ""))
+            rep = rp.build_report(self.store, self.store.get_campaign(campaign.id), apply=None, wall_s=None)
+            out_dir = Path(campaign.out_dir)
+            try:
+                out_dir.mkdir(parents=True, exist_ok=True)
+                rp.write_report(rep, out_dir)
+            except OSError as exc:
+                self.log(f"cannot write {out_dir / 'campaign.json'}: {exc.strerror}")
+            self._print(rep)
             return 1
         self.log(f"campaign {campaign.id}: {len(picked)} search(es) on {', '.join(s.label for s in slots)}")
         out_dir = Path(campaign.out_dir)
@@ -131,6 +143,10 @@ class Campaigner:
         return self._print(rep)
 
     # ------------------------------------------------------------------ steps
+    def _picked(self, campaign) -> bool:
+        """Whether any region of ``campaign`` was picked for a search."""
+        return any(r.state != "skipped" for r in self.store.campaign_regions(campaign.id))
+
     def _existing(self):
         """The campaign to continue (``--resume``, else this model's newest one), or None."""
         o = self.o

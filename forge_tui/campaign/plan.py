@@ -169,7 +169,7 @@ def llm_problem() -> Optional[str]:
     from forge_tui.llm.config import load, missing
 
     try:
-        return missing(load(SimpleNamespace(model=None, base_url=None, timeout=None)))
+        return missing(load(SimpleNamespace(model=None, base_url=None, timeout=None)), who="optimize")
     except Exception as exc:  # noqa: BLE001 - ConfigError: a broken file is a reason too
         from forge_tui.core.errors import one_line
 

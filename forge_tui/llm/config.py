@@ -299,6 +299,12 @@ def missing(
         if parts.scheme not in ("http", "https") or not parts.netloc:
             return f"the base URL {cfg.base_url!r} is not an http(s) URL (e.g. http://localhost:8000/v1)"
     if not cfg.base_url and not key:
+        if who == "optimize":  # no endpoint flags there: the environment or the config file
+            return (
+                f"{who} needs an endpoint for the LLM: set OPENAI_BASE_URL (e.g. http://localhost:8000/v1) "
+                f"or base_url in the [llm] table of {where}; a hosted API also needs OPENAI_API_KEY and "
+                "FORGE_LLM_MODEL"
+            )
         return (
             f"{who} needs an endpoint: pass --base-url URL (e.g. http://localhost:8000/v1), "
             f"set OPENAI_BASE_URL, or set base_url in the [llm] table of {where}; "

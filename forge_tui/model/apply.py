@@ -113,6 +113,9 @@ def apply(
     total = sum(k.replaced for k in kernels)
     if total == 0 and not any(k.kept for k in kernels):
         raise ApplyError(_no_match(mf.path.name, kernels, misses, before))
+    idle = [k for k in kernels if not k.replaced and not k.kept]
+    if idle:  # the others matched: this one is for another model (or another shape of it)
+        raise ApplyError(f"{idle[0].dir}: " + _no_match(mf.path.name, idle[:1], misses, before))
     tensors = traced.tensor_inputs
 
     def forge():

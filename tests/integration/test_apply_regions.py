@@ -223,6 +223,20 @@ def test_region_kernel_on_another_model_is_one_line(exported, capsys):
     _one_line_error(rc, out, err, "no instance of region R1", "never runs its first call", "captured from llama_block")
 
 
+def test_a_kernel_matching_nothing_among_others_is_one_line(exported, tmp_path, capsys, monkeypatch):
+    """The llama kernel matches; an op kernel for a call the model never makes is an error
+    naming its directory, not a silent 0 replaced."""
+    from tests.integration.test_apply import kernel_dir
+
+    monkeypatch.setenv("FORGE_DISPATCH", "always")
+    gelu = dict(SILU, op="aten.gelu.default", captured_op="aten.gelu.default")
+    other = kernel_dir(
+        tmp_path, "gelu", gelu, "import torch\n\ndef forward(x0):\n    return torch.nn.functional.gelu(x0)\n"
+    )
+    rc, out, err = _main(capsys, "apply", LLAMA, exported, other, "--no-compile")
+    _one_line_error(rc, out, err, str(other), "aten.gelu.default")
+
+
 def test_region_kernel_without_its_signature_is_one_line(exported, tmp_path, capsys):
     old = tmp_path / "old"
     shutil.copytree(exported, old)

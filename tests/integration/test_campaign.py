@@ -138,3 +138,38 @@ def test_optimize_refuses_bad_flags(tmp_path, capsys):
     one_line_error(*main_rc(capsys, "--db", db, "optimize", "m.py", "--top", "0"), "--top")
     one_line_error(*main_rc(capsys, "--db", db, "optimize", tmp_path / "none.py"), "no such model file")
     one_line_error(*main_rc(capsys, "--db", db, "optimize", "--resume", "7"), "no campaign with id 7")
+
+
+_LINEAR = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_nothing_to_search_writes_its_report_and_plans_again(tmp_path, capsys):
+    """A model with no fusion region: exit 1, campaign.json written where the log says; run
+    again, the campaign is planned anew (an endpoint or seed may have come since)."""
+    db, model, out = tmp_path / "f.db", tmp_path / "lin.py", tmp_path / "out"
+    model.write_text(_LINEAR)
+    rc, text, err = main_rc(capsys, "--db", db, "optimize", model, "--backend", "host", "-o", out)
+    assert rc == 1, err
+    assert (out / "campaign.json").is_file() and "see the skipped ones" not in text
+    rc, text, err = main_rc(capsys, "--db", db, "optimize", model, "--backend", "host", "-o", out)
+    assert rc == 1 and "had no region to search; planning again" in text
