@@ -183,6 +183,14 @@ class Campaigner:
             raise CampaignError(llm_why)
         path = Path(o.model or "").resolve()
         out_dir = Path(o.out or Path(DEFAULT_DIR) / path.stem).resolve()
+        from store.campaigns import campaign_holder
+
+        for other in self.store.list_campaigns():  # two live campaigns would write one directory
+            held = campaign_holder(other)
+            if held and Path(other.out_dir).resolve() == out_dir:
+                raise CampaignError(
+                    f"{out_dir} is the directory of a live campaign ({held}); give this one its own -o DIR"
+                )
         rows, facts, tasks = plan_regions(
             self.store,
             str(path),

@@ -173,3 +173,24 @@ def test_nothing_to_search_writes_its_report_and_plans_again(tmp_path, capsys):
     assert (out / "campaign.json").is_file() and "see the skipped ones" not in text
     rc, text, err = main_rc(capsys, "--db", db, "optimize", model, "--backend", "host", "-o", out)
     assert rc == 1 and "had no region to search; planning again" in text
+
+
+def test_a_second_campaign_into_a_live_campaigns_directory_is_refused(tmp_path, capsys):
+    import socket
+
+    from tests.helpers import one_line_error
+
+    db, model, out = tmp_path / "f.db", tmp_path / "lin.py", tmp_path / "out"
+    model.write_text(_LINEAR)
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        s = Store(db)
+        c = s.create_campaign(model_file="/m/other.py", model_hash="x", backend="host", proposer="tune",
+                              out_dir=str(out), config={}, regions=[])  # fmt: skip
+        s.update_campaign(c.id, status="running", owner_pid=live.pid, owner_host=socket.gethostname())
+        s.close()
+        rc, text, err = main_rc(capsys, "--db", db, "optimize", model, "--backend", "host", "-o", out)
+        one_line_error(rc, text, err, "directory of a live campaign", "its own -o DIR")
+    finally:
+        live.kill()
+        live.wait()

@@ -101,7 +101,7 @@ class RunsScreen(Screen):
         Binding("r", "resume_run", "Resume", tooltip="Resume the selected run in the background"),
         Binding("x", "stop_run", "Stop", tooltip="Ask the selected run's search to stop"),
         Binding("delete,D", "delete_run", "Delete", tooltip="Delete the selected run (asks first)"),
-        Binding("s", "cycle_sort", "Sort", tooltip="Cycle the sort column: id, task, status, best, created"),
+        Binding("s", "cycle_sort", "Sort", tooltip="Cycle the sort column: id, task, status, best, created, campaign"),
         Binding("slash", "focus_filter", "Filter", tooltip="Filter runs by text"),
         Binding("escape", "clear_filter", "Clear", show=False),
         Binding("question_mark", "app.help", "Help", tooltip="Show the key bindings"),
