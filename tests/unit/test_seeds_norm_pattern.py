@@ -6,13 +6,13 @@ constant is a ``#define`` line of both seeds. No torch: ``sizes_of`` reads shape
 
 from __future__ import annotations
 
-import math
 import re
 
 import pytest
 
 from forge_tui.model.capture import region_seed
 from kernels.registry import get_task
+from tests.shaped import Shaped
 
 #: task -> {role: shape of a region's tensor} from the models the tasks name
 REGIONS = {
@@ -41,19 +41,6 @@ PATTERNS = {
     "batch_norm_relu": ("batch_norm_relu", {"eps": 1e-5}),
     "batch_norm_add_relu": ("batch_norm_add_relu", {"eps": 1e-5}),
 }
-
-
-class Shaped:
-    """What ``sizes_of`` reads of a tensor: ``shape``, ``dim()``, ``numel()``."""
-
-    def __init__(self, shape: tuple):
-        self.shape = tuple(shape)
-
-    def dim(self) -> int:
-        return len(self.shape)
-
-    def numel(self) -> int:
-        return math.prod(self.shape)
 
 
 def formula(text: str, shapes: dict) -> int:

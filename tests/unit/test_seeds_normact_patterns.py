@@ -12,7 +12,6 @@ division, and ``==`` in checks. No torch: ``sizes_of`` reads shape-only stand-in
 
 from __future__ import annotations
 
-import math
 import re
 
 import pytest
@@ -20,6 +19,7 @@ import pytest
 from forge_tui.model.capture import region_seed
 from kernels.registry import catalog
 from tests.helpers import ROOT
+from tests.shaped import Shaped
 
 TASKS = catalog()
 NAMES = [
@@ -42,19 +42,6 @@ _CALL = re.compile(r"\b(numel|prod)\(([A-Za-z_]\w*(?:\[[^\]]*\])?)\)")
 def evaluate(formula: str, shapes: dict) -> int:
     """A PatternSeed formula over ``{role: shape}``: the region seed adapter's own evaluator."""
     return region_seed.evaluate(formula, shapes)
-
-
-class Shaped:
-    """What ``sizes_of`` reads of a tensor: ``shape``, ``dim()``, ``numel()``."""
-
-    def __init__(self, shape: tuple):
-        self.shape = tuple(shape)
-
-    def dim(self) -> int:
-        return len(self.shape)
-
-    def numel(self) -> int:
-        return math.prod(self.shape)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -10,12 +10,11 @@ The formulas are evaluated by a small translator here (the grammar PatternSeed d
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from forge_tui.model.capture import region_seed
 from kernels.registry import catalog
+from tests.shaped import Shaped
 
 TASKS = catalog()
 POINTWISE = {
@@ -34,19 +33,6 @@ def evaluate(formula: str, shapes: dict) -> int:
     """A PatternSeed formula over ``{role: shape}`` (the adapter's own evaluator); the output
     (``out``) has x's shape, or gate's."""
     return region_seed.evaluate(formula, {"out": shapes.get("x") or shapes.get("gate"), **shapes})
-
-
-class Shaped:
-    """What ``sizes_of`` reads of a tensor: ``shape``, ``dim()``, ``numel()``."""
-
-    def __init__(self, *shape: int):
-        self.shape = tuple(shape)
-
-    def dim(self) -> int:
-        return len(self.shape)
-
-    def numel(self) -> int:
-        return math.prod(self.shape)
 
 
 #: task -> region shapes by role that its seed must serve (Llama at 4 x 512 tokens, ViT, GPT-2)
@@ -84,7 +70,7 @@ def _args(name: str, shapes: dict) -> list:
     """Stand-ins for the task's ``in`` args in order, from the region's shapes by role."""
     task = TASKS[name]
     by_arg = {arg: role for role, arg in task.pattern.roles.items()}
-    return [Shaped(*shapes[by_arg[a.name]]) for a in task.args if a.role == "in"]
+    return [Shaped(shapes[by_arg[a.name]]) for a in task.args if a.role == "in"]
 
 
 @pytest.mark.parametrize("name", sorted(POINTWISE))
