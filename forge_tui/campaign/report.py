@@ -204,6 +204,9 @@ def _apply_line(ap: dict) -> str:
     check = res.get("check", {})
     passed = check.get("passed") if isinstance(check, dict) else None
     out = ", ".join(figures) or "ran"
+    rows = (res.get("compile_choice") or {}).get("rows") or []
+    if rows:
+        out += f"; torch.compile + forge uses {sum(1 for r in rows if r.get('kept'))} of {len(rows)} kernel(s)"
     if passed is not None:
         out += f"; outputs {'match' if passed else 'DIFFER'}"
     return out + f" (exit {ap.get('exit_code')})"

@@ -378,7 +378,14 @@ def cmd_apply(args, store) -> int:
             continue
         seen.add(key)
         dirs.append(d)
-    result = apply(args.model, dirs, backend=args.backend, samples=args.samples, compile=getattr(args, "compile", None))
+    result = apply(
+        args.model,
+        dirs,
+        backend=args.backend,
+        samples=args.samples,
+        compile=getattr(args, "compile", None),
+        choose=not getattr(args, "compile_all", False),
+    )
     print(render.to_json(result) if args.json else format_report(result))
     return 0 if result["check"]["passed"] else 1
 

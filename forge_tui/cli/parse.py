@@ -219,6 +219,11 @@ def _model_parsers(sub) -> None:
     cg.add_argument(
         "--no-compile", dest="compile", action="store_const", const=False, help="time eager and eager + forge only"
     )
+    ap.add_argument(
+        "--compile-all",
+        action="store_true",
+        help="torch.compile + forge uses every kernel (default: only those that beat torch.compile alone)",
+    )
     ap.add_argument("--json", action="store_true")
     _db_arg(ap)
     ex = sub.add_parser("export", help="write a run's kernel as a module for model code")

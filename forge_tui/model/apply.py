@@ -20,7 +20,8 @@ When the check passes it times the forward four ways, interleaved
 (:mod:`forge_tui.evaluate.forward_time`): eager (the model as written), eager + forge (the
 rewritten graph), torch.compile (of the model as written) and torch.compile + forge (of the
 rewritten graph: the custom operators stay opaque inside it, traced through their fake
-implementations), each captured in a CUDA graph on cuda. The compile pair is on by default
+implementations; only the kernels that beat torch.compile alone there, see
+:mod:`forge_tui.model.apply_choice`), each captured in a CUDA graph on cuda. The compile pair is on by default
 on cuda and off on the host (Inductor's C++ build of a forward takes tens of seconds to
 minutes on a CPU); ``compile=True``/``False`` decides either way.
 
@@ -37,6 +38,7 @@ import torch
 from forge_tui.core.config import AUTO
 from forge_tui.core.status import BackendName
 from forge_tui.evaluate.backends import backend_for_device
+from forge_tui.model.apply_choice import choose_for_compile, rewrite
 from forge_tui.model.apply_graph import calls, leaves, trace
 from forge_tui.model.apply_kernels import OP, REGION, Kernel, dispatch_of, load_kernel_dir
 from forge_tui.model.apply_match import region_miss, replace_ops, replace_regions
@@ -67,6 +69,7 @@ def apply(
     warmup: Optional[int] = None,
     compile: Optional[bool] = None,
     compile_backend: str = "inductor",
+    choose: bool = True,
 ) -> dict:
     """Swap exported kernels into a model's forward; check the outputs; time it four ways.
 
@@ -81,6 +84,8 @@ def apply(
         compile_backend: ``torch.compile``'s backend (Inductor; tests pass ``aot_eager``,
             which traces the same way, custom operators through their fake implementations,
             without Inductor's C++ build).
+        choose: torch.compile + forge keeps only the kernels that beat torch.compile alone
+            (:mod:`forge_tui.model.apply_choice`); False keeps every kernel (``--compile-all``).
 
     Returns:
         ``{"model", "device", "backend", "kernels": [{"dir", "kind", "op", "label",
@@ -89,7 +94,8 @@ def apply(
         {"passed", "max_abs_err", "max_rel_err", "tolerance", "note", "outputs"}, "eager_ms",
         "forge_ms", "compile_ms", "compile_forge_ms" (medians, ms, None when not timed),
         "spread": {column: [p10, p90]}, "speedup_vs_eager", "speedup_vs_compile" (and
-        their ``_spread`` [lo, hi]), "compile_skipped", "latency": {"method", "samples",
+        their ``_spread`` [lo, hi]), "compile_skipped", "compile_choice" (None, or
+        ``{"rows", "kept", "error"}``: each used kernel's speedup over torch.compile alone), "latency": {"method", "samples",
         "eager", "forge", "compile", "compile_forge", "before", "after"}, "speedup"}``.
         ``before``/``after``/``speedup`` repeat eager/forge/speedup_vs_eager for readers of
         the one-kernel report. Timing runs only when the check passed.
@@ -148,11 +154,19 @@ def apply(
     on_cuda = backend_for_device(device).supports_cuda_graphs
     want_compile = on_cuda if compile is None else compile
     skipped = None if want_compile else (HOST_COMPILE_SKIP if compile is None else "--no-compile")
-    timed = None
+    timed, choice = None, None
     if check["passed"]:
         compiler = compile_backend if want_compile else None
-        timed = _time(mf, model, inputs, forge, gm, tensors, device, compiler, samples, warmup)
+        gm_c, tensors_c = gm, tensors
+        if compiler and choose:
+            made = choose_for_compile(model, inputs, mf.path.name, kernels, device, compiler, samples, warmup)
+            choice = made.as_dict()
+            if made.kept != [i for i, k in enumerate(kernels) if k.replaced]:
+                sel = rewrite(model, inputs, mf.path.name, [kernels[i] for i in made.kept])
+                gm_c, tensors_c = sel.gm, sel.tensor_inputs
+        timed = _time(mf, model, inputs, forge, (gm_c, tensors_c), device, compiler, samples, warmup)
     result.update(timing_fields(timed, skipped))
+    result["compile_choice"] = choice
     return result
 
 
@@ -171,7 +185,7 @@ def _fp32_forward(mf, model: torch.nn.Module, inputs: list) -> Optional[list]:
         return None
 
 
-def _time(mf, model, inputs, forge, gm, tensors, device, compiler, samples, warmup):
+def _time(mf, model, inputs, forge, compiled_forge, device, compiler, samples, warmup):
     from forge_tui.evaluate.forward_time import Column, time_forwards
 
     def eager():
@@ -182,7 +196,7 @@ def _time(mf, model, inputs, forge, gm, tensors, device, compiler, samples, warm
     if compiler:
         cols += [
             Column("compile", module=model, args=tuple(inputs), backend=compiler),
-            Column("compile_forge", module=gm, args=tuple(tensors), backend=compiler),
+            Column("compile_forge", module=compiled_forge[0], args=tuple(compiled_forge[1]), backend=compiler),
         ]
     try:
         return time_forwards(cols, device, samples=samples, warmup=warmup)

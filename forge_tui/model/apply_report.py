@@ -8,6 +8,7 @@ from typing import Optional
 
 import torch
 
+from forge_tui.model.apply_choice import choice_lines
 from forge_tui.model.apply_kernels import REGION, Kernel
 from forge_tui.model.capture.describe import dtype_name
 
@@ -261,4 +262,4 @@ def format_report(r: dict) -> str:
 
     lines.append(sp("speedup_vs_eager", "end-to-end speedup over eager"))
     lines.append(sp("speedup_vs_compile", "end-to-end speedup over torch.compile"))
-    return "\n".join(lines)
+    return "\n".join(lines + choice_lines(r.get("compile_choice")))

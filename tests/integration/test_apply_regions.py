@@ -261,6 +261,56 @@ def test_compile_pair_traces_the_custom_op(exported, tmp_path, monkeypatch):
     assert lat["compile"]["error"] is None and lat["compile_forge"]["error"] is None, lat
     assert r["compile_ms"] > 0 and r["compile_forge_ms"] > 0 and r["speedup_vs_compile"] > 0
     assert r["compile_skipped"] is None
+    (row,) = r["compile_choice"]["rows"]  # the kernel alone, compiled, against torch.compile alone
+    assert row["dir"] == str(exported) and row["speedup"] > 0 and isinstance(row["kept"], bool)
+    assert r["compile_choice"]["kept"] == int(row["kept"]) and r["compile_choice"]["error"] is None
+
+
+def test_rewrite_swaps_only_the_kernels_given(exported, tmp_path, monkeypatch):
+    """apply_choice.rewrite: a fresh trace with the given kernels only; the report's counts stay."""
+    import torch
+
+    from forge_tui.model.apply_choice import rewrite
+    from forge_tui.model.apply_kernels import load_kernel_dir
+    from forge_tui.model.capture.model_file import build, load_model_file
+
+    monkeypatch.setenv("FORGE_DISPATCH", "always")
+    model = tmp_path / "tiny_norms.py"
+    model.write_text(TINY)
+    mf = load_model_file(model)
+    m, inputs = build(mf, "cpu")
+    k = load_kernel_dir(exported)
+    with_k = rewrite(m, inputs, "tiny", [k])
+    without = rewrite(m, inputs, "tiny", [])
+    targets = [n.target for n in with_k.gm.graph.nodes if n.op == "call_function"]
+    assert targets.count(k.target) == 2 and k.target not in [n.target for n in without.gm.graph.nodes]
+    assert k.replaced == 0 and k.instances == []
+    with torch.no_grad():
+        a, b = with_k.gm(*with_k.tensor_inputs), without.gm(*without.tensor_inputs)
+    assert torch.allclose(a[0].float(), b[0].float(), atol=0.05)
+
+
+def test_a_kernel_that_loses_to_compile_is_left_out_of_it(exported, tmp_path, monkeypatch):
+    """A kernel the choice leaves out: torch.compile + forge is timed without it, and the
+    report says why (the choice's timing is replaced here: tests never assert on timing)."""
+    from forge_tui.model import apply as apply_mod
+    from forge_tui.model.apply_choice import Choice
+    from forge_tui.model.apply_report import format_report
+
+    row = {"dir": str(exported), "label": "R1", "compile_ms": 1.0, "with_ms": 1.2, "speedup": 0.83}
+    monkeypatch.setattr(
+        apply_mod,
+        "choose_for_compile",
+        lambda *a, **k: Choice(rows=[{**row, "spread": [0.8, 0.86], "kept": False, "error": None}], kept=[]),
+    )
+    monkeypatch.setenv("FORGE_DISPATCH", "always")
+    model = tmp_path / "tiny_norms.py"
+    model.write_text(TINY)
+    r = apply_mod.apply(model, [exported], backend="host", samples=2, compile=True, compile_backend="aot_eager")
+    assert r["check"]["passed"] and r["regions"][0]["instances"] == 2  # eager + forge keeps it
+    assert r["compile_forge_ms"] > 0 and r["compile_choice"]["kept"] == 0
+    text = format_report(r)
+    assert "0.830x over torch.compile (p10-p90 0.80-0.86): left out (Inductor's fusion is faster there)" in text
 
 
 def test_a_compile_failure_is_its_columns_line(exported, tmp_path, monkeypatch):

@@ -1,0 +1,147 @@
+"""Which kernels go into torch.compile + forge: only those that beat Inductor's own fusion.
+
+A kernel that wins over eager can still lose inside a compiled forward: Inductor fuses the
+region's ops with their neighbours (a residual add, a cast, the next norm's reads), and an
+opaque custom operator splits that fusion. Measured on the H200 (session 6, a transformers
+Llama decoder, 2 layers): torch.compile 1.188 ms, torch.compile with all four region kernels
+1.751 ms. So ``apply`` decides per kernel, as guarded dispatch decides per shape
+(issue 15: "a kernel is used only where its measurement says it wins"):
+
+1. the forward is traced again once per used kernel, with only that kernel swapped in
+   (:func:`rewrite`), and each is compiled;
+2. ``torch.compile`` of the model and those single-kernel forwards are timed together,
+   interleaved (:func:`forge_tui.evaluate.forward_time.time_forwards`: CUDA graphs on cuda);
+3. a kernel is kept when its forward's median is below torch.compile's (speedup > 1).
+
+The four-way table then times torch.compile + forge with the kept kernels only (a fresh
+trace), in its own interleaved run, so the figure reported is not the one the choice was made
+on (no winner's curse in the report). With no kernel kept, torch.compile + forge is the
+traced forward with nothing swapped, compiled: it times what Inductor does alone. The eager +
+forge column keeps every kernel (each won over eager in its search and its guard).
+
+Imports torch: only ``apply`` imports this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import torch
+
+from forge_tui.model.apply_graph import Traced, trace
+from forge_tui.model.apply_kernels import Kernel
+from forge_tui.model.apply_match import replace_ops, replace_regions
+
+
+def fresh(k: Kernel) -> Kernel:
+    """A copy of ``k`` with its counts cleared (a second rewrite must not add to the report's)."""
+    return dataclasses.replace(k, replaced=0, instances=[], non_contiguous=0, restrided=0, skipped=[], kept=0)
+
+
+def rewrite(model: torch.nn.Module, inputs: list, what: str, kernels: Sequence[Kernel]) -> Traced:
+    """The forward traced again (:func:`forge_tui.model.apply_graph.trace`) with only
+    ``kernels`` swapped in (regions first, then op calls, as ``apply`` does); the kernels'
+    own counts are left untouched.
+
+    Raises:
+        ApplyError: the forward cannot be traced.
+    """
+    traced = trace(model, inputs, what)
+    ks = [fresh(k) for k in kernels]
+    replace_regions(traced.gm, ks, traced.weights)
+    replace_ops(traced.gm, ks)
+    return traced
+
+
+@dataclass
+class Choice:
+    """The per-kernel decision: ``rows`` (one per used kernel: ``dir``, ``label``,
+    ``compile_ms``, ``with_ms`` (medians, ms), ``speedup`` over torch.compile alone, its
+    p10-p90 ``spread``, ``kept``), ``kept`` (indices into the kernels given), ``error``
+    (why no choice was made: a compile or timing failure; then every kernel is kept)."""
+
+    rows: list[dict] = field(default_factory=list)
+    kept: list[int] = field(default_factory=list)
+    error: Optional[str] = None
+
+    def as_dict(self) -> dict:
+        return {"rows": self.rows, "kept": len(self.kept), "error": self.error}
+
+
+def choose_for_compile(
+    model: torch.nn.Module,
+    inputs: list,
+    what: str,
+    kernels: Sequence[Kernel],
+    device: str,
+    compiler: str,
+    samples: Optional[int] = None,
+    warmup: Optional[int] = None,
+) -> Choice:
+    """Time torch.compile of the model against torch.compile of the forward with each used
+    kernel alone (see the module docstring) and keep the kernels that win.
+
+    Args:
+        model, inputs, what: the model, its inputs and its file name (for errors).
+        kernels: the kernels ``apply`` loaded; those that replaced nothing are left out.
+        device: ``cuda``/``cuda:N`` or ``cpu``; compiler: ``torch.compile``'s backend.
+        samples, warmup: per column, as for the four-way timing.
+
+    Returns:
+        A :class:`Choice`; when a compile or its timing fails, ``error`` says so and every
+        used kernel is kept (the four-way table then shows what torch.compile + forge does).
+    """
+    from forge_tui.evaluate.forward_time import Column, speedup, time_forwards
+
+    used = [i for i, k in enumerate(kernels) if k.replaced]
+    if not used:
+        return Choice()
+    cols = [Column("compile", module=model, args=tuple(inputs), backend=compiler)]
+    for i in used:
+        t = rewrite(model, inputs, what, [kernels[i]])
+        cols.append(Column(f"k{i}", module=t.gm, args=tuple(t.tensor_inputs), backend=compiler))
+    try:
+        timed = time_forwards(cols, device, samples=samples, warmup=warmup)
+    except Exception as exc:  # noqa: BLE001 - the choice is an optimisation: fall back to every kernel
+        return Choice(kept=used, error=f"timing the choice failed: {str(exc).splitlines()[0][:200]}")
+    base = timed[0]
+    if base.stats is None:
+        return Choice(kept=used, error=f"torch.compile of the model: {base.error}")
+    out = Choice()
+    for i, t in zip(used, timed[1:]):
+        sp, spread = speedup(base, t)
+        keep = sp is not None and sp > 1.0
+        out.rows.append(
+            {
+                "dir": str(kernels[i].dir),
+                "label": kernels[i].label,
+                "compile_ms": base.stats.median,
+                "with_ms": t.stats.median if t.stats else None,
+                "speedup": sp,
+                "spread": spread,
+                "kept": keep,
+                "error": t.error,
+            }
+        )
+        if keep:
+            out.kept.append(i)
+    return out
+
+
+def choice_lines(choice: Optional[dict]) -> list[str]:
+    """The report's lines for a choice (``Choice.as_dict()``), empty when none was made."""
+    if not choice or not (choice.get("rows") or choice.get("error")):
+        return []
+    lines = ["torch.compile + forge keeps a kernel only where it beats Inductor's own fusion (each alone, compiled):"]
+    if choice.get("error"):
+        lines.append(f"  no choice made ({choice['error']}): every kernel used")
+    for r in choice["rows"]:
+        if r.get("speedup") is None:
+            lines.append(f"  {r['dir']}: not timed ({r.get('error') or 'no figure'}): left out")
+            continue
+        s = r.get("spread") or [r["speedup"], r["speedup"]]
+        verdict = "kept" if r["kept"] else "left out (Inductor's fusion is faster there)"
+        lines.append(f"  {r['dir']}: {r['speedup']:.3f}x over torch.compile (p10-p90 {s[0]:.2f}-{s[1]:.2f}): {verdict}")
+    return lines
