@@ -169,6 +169,8 @@ class _Active:
     proc: Optional[subprocess.Popen]  # None: a search another process drives, waited for
     t0: float = field(default_factory=time.monotonic)
     stop_requested: bool = False
+    #: When the run first had a measured node (its seed): a region's time budget counts from here.
+    t_seed: Optional[float] = None
 
 
 class Scheduler:
@@ -321,8 +323,22 @@ class Scheduler:
         return early
 
     def _check_budget(self, a: _Active) -> None:
+        """Ask the search to stop once its region's time budget is spent. The clock starts when
+        the run has a measured node (its seed): a search's start-up (the baseline timed, the
+        seed compiled and timed; ~30 s on the H200) is not search, and a region whose budget
+        is shorter than that would otherwise end with nothing to export."""
         region = next(r for r in self.store.campaign_regions(self.campaign.id) if r.id == a.region_id)
-        if region.budget_s and not a.stop_requested and region.seconds + time.monotonic() - a.t0 > region.budget_s:
+        if not region.budget_s or a.stop_requested:
+            return
+        if a.t_seed is None:
+            try:
+                measured = self.store.get_run(a.run_id).best_node_id is not None
+            except StoreNotFound:
+                measured = False
+            if not measured:
+                return
+            a.t_seed = time.monotonic()
+        if region.seconds + time.monotonic() - a.t_seed > region.budget_s:
             self.store.request_control(a.run_id, "stop")
             a.stop_requested = True
             self.log(f"budget  {region.region}: {region.budget_s:.0f} s spent; asked run {a.run_id} to stop")

@@ -10,8 +10,10 @@ forward once as the reference. It traces the forward into an aten-level torch.fx
 kernel's region and every call of each op kernel's operator for one call of the kernel's
 operator (:mod:`forge_tui.model.apply_match`), dead-code-eliminates, runs the rewritten
 graph and checks its outputs against the reference within the output dtype's tolerance
-(:data:`kernels.base.TOLERANCES`); a bf16/fp16 forward that differs by more is judged against
-the same model run in fp32, next to eager's own error there
+(:data:`kernels.base.TOLERANCES`); a forward that differs by more is judged against the same
+model run in a wider dtype (fp32 for bf16/fp16, fp64 for fp32: on the GPU an fp32 model's
+convolutions run in TF32 by default, and one rounding's difference upstream of them moves
+their outputs by ~1e-3), next to eager's own error there
 (:func:`forge_tui.model.apply_report.precision_check`). The exported operators dispatch guardedly: a shape or
 dtype their kernel was not timed on, or lost on, runs the PyTorch reference
 (``FORGE_DISPATCH``); the report gives their ``stats()``.
@@ -137,10 +139,11 @@ def apply(
             f"forward of Model in {mf.path.name} raised {_first_line(exc)} (with the kernels swapped in)"
         ) from exc
     check = check_outputs(ref, got)
-    if not check["passed"] and any(r.dtype in (torch.bfloat16, torch.float16) for r in ref):
-        ref32 = _fp32_forward(mf, model, inputs)
-        if ref32 is not None and len(ref32) == len(ref):
-            check = precision_check(ref, got, ref32, check)
+    if not check["passed"] and any(r.is_floating_point() for r in ref):
+        wide = torch.float64 if any(r.dtype == torch.float32 for r in ref) else torch.float32
+        ref_wide = _wide_forward(mf, model, inputs, wide)
+        if ref_wide is not None and len(ref_wide) == len(ref):
+            check = precision_check(ref, got, ref_wide, check, "fp64" if wide == torch.float64 else "fp32")
     dispatch = {id(k): dispatch_of(k) for k in kernels}  # the checked forward's calls, before timing adds more
     result: dict = {
         "model": str(mf.path),
@@ -170,17 +173,18 @@ def apply(
     return result
 
 
-def _fp32_forward(mf, model: torch.nn.Module, inputs: list) -> Optional[list]:
-    """The forward of a copy of the model in fp32 (parameters, buffers and floating inputs
-    cast), or None where it cannot run so (the plain check's verdict then stands)."""
+def _wide_forward(mf, model: torch.nn.Module, inputs: list, dtype: torch.dtype) -> Optional[list]:
+    """The forward of a copy of the model in ``dtype`` (fp32 for a bf16/fp16 model, fp64 for
+    an fp32 one: parameters, buffers and floating inputs cast), or None where it cannot run so
+    (the plain check's verdict then stands)."""
     import copy
 
     try:
-        m32 = copy.deepcopy(model).float()
-        xs = [x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
-        out = _snapshot(run_forward(mf, m32, xs))
-        del m32
-        return [o.float() if o.is_floating_point() else o for o in out]
+        wide = copy.deepcopy(model).to(dtype)
+        xs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+        out = _snapshot(run_forward(mf, wide, xs))
+        del wide
+        return [o.to(dtype) if o.is_floating_point() else o for o in out]
     except Exception:  # noqa: BLE001 - a model that only runs in its own dtype: no second opinion
         return None
 

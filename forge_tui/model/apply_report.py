@@ -36,10 +36,11 @@ def _errors(out: torch.Tensor, ref32: torch.Tensor) -> tuple[float, float]:
     return float(d.abs().max()) if d.numel() else 0.0, float(d.norm()) / norm
 
 
-def precision_check(ref: list, got: list, ref32: list, first: dict) -> dict:
+def precision_check(ref: list, got: list, ref32: list, first: dict, wide: str = "fp32") -> dict:
     """The check of a low-precision forward whose plain comparison failed (``first``): each
     floating output of the swapped forward (``got``) and of eager (``ref``) against the model
-    run in fp32 (``ref32``); it passes when the swapped forward's max and relative-norm errors
+    run in a wider dtype (``ref32``; ``wide`` names it: fp32 for a bf16/fp16 forward, fp64 for
+    an fp32 one, whose convolutions and matmuls may run in TF32 on the GPU); it passes when the swapped forward's max and relative-norm errors
     are within :data:`PRECISION_FACTOR` of eager's own. Returns ``first`` updated: ``passed``,
     ``note``, ``tolerance`` and ``precision`` (both errors per output)."""
     rows, ok = [], True
@@ -53,20 +54,20 @@ def precision_check(ref: list, got: list, ref32: list, first: dict) -> dict:
     out = dict(first)
     out["precision"] = rows
     out["tolerance"] = (
-        f"{first['tolerance']}; then against the model in fp32: within {PRECISION_FACTOR:g}x of eager's own error"
+        f"{first['tolerance']}; then against the model in {wide}: within {PRECISION_FACTOR:g}x of eager's own error"
     )
     if rows and ok:
         w = max(rows, key=lambda x: x["forge_rel_err"])
         out["passed"] = True
         out["note"] = (
             f"differs from eager by more than one op's tolerance ({first['note']}), but against the model in "
-            f"fp32 its error (max {w['forge_max_err']:.3g}, rel-norm {w['forge_rel_err']:.3g}) is within "
+            f"{wide} its error (max {w['forge_max_err']:.3g}, rel-norm {w['forge_rel_err']:.3g}) is within "
             f"{PRECISION_FACTOR:g}x of eager's own (max {w['eager_max_err']:.3g}, rel-norm {w['eager_rel_err']:.3g})"
         )
     elif rows:
         w = max(rows, key=lambda x: x["forge_rel_err"] / max(x["eager_rel_err"], 1e-30))
         out["note"] = (
-            f"{first['note']}; against the model in fp32 its error (max {w['forge_max_err']:.3g}, rel-norm "
+            f"{first['note']}; against the model in {wide} its error (max {w['forge_max_err']:.3g}, rel-norm "
             f"{w['forge_rel_err']:.3g}) is more than {PRECISION_FACTOR:g}x eager's own (max "
             f"{w['eager_max_err']:.3g}, rel-norm {w['eager_rel_err']:.3g})"
         )

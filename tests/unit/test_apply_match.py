@@ -257,3 +257,21 @@ def test_a_bf16_forward_is_judged_against_the_model_in_fp32():
     assert ok["passed"] and "within 2x of eager's own" in ok["note"] and len(ok["precision"]) == 1
     bad = precision_check([eager], [far], [ref32], first)
     assert not bad["passed"] and "more than 2x eager's own" in bad["note"]
+
+
+def test_an_fp32_forward_is_judged_against_the_model_in_fp64():
+    """An fp32 forward on the GPU runs its convolutions in TF32: one rounding's difference
+    upstream moves them by ~1e-3, far past fp32's op tolerance. Judged against fp64 next to
+    eager's own error (H200, session 7: a UNet stage with a GroupNorm+SiLU kernel)."""
+    from forge_tui.model.apply_report import precision_check
+
+    torch.manual_seed(0)
+    ref64 = torch.randn(4096, dtype=torch.float64)
+    eager = (ref64 + 1e-3 * torch.randn(4096, dtype=torch.float64)).float()  # TF32-sized drift
+    near = (ref64 + 1e-3 * torch.randn(4096, dtype=torch.float64)).float()
+    far = (ref64 + 1e-2 * torch.randn(4096, dtype=torch.float64)).float()
+    first = {"passed": False, "note": "n of 4096 out of tolerance", "tolerance": "float32: ...", "max_abs_err": 4e-3}
+    ok = precision_check([eager], [near], [ref64], first, "fp64")
+    assert ok["passed"] and "against the model in fp64 its error" in ok["note"]
+    assert ok["tolerance"].endswith("then against the model in fp64: within 2x of eager's own error")
+    assert not precision_check([eager], [far], [ref64], first, "fp64")["passed"]

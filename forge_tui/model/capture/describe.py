@@ -176,6 +176,22 @@ def functional_name(func) -> Optional[str]:
     return f"{ns}.{packet[:-1]}.{overload}"
 
 
+#: Backend-specific aten operators a forward on the GPU dispatches to, and the portable operator
+#: with the same arguments and the same first output that a task file calls instead (a task
+#: file loads on the CPU first, where ``aten::cudnn_batch_norm`` has no kernel; H200, session 7:
+#: a ResNet-50 region's task failed to load). The model's own calls keep their names
+#: (``captured_op``, the region signature), which is what ``apply`` matches.
+PORTABLE_OPS = {
+    "aten.cudnn_batch_norm.default": "aten.native_batch_norm.default",
+    "aten.miopen_batch_norm.default": "aten.native_batch_norm.default",
+}
+
+
+def portable_name(op: str) -> str:
+    """The operator a task file calls for a recorded ``op`` (:data:`PORTABLE_OPS`; else ``op``)."""
+    return PORTABLE_OPS.get(op, op)
+
+
 def short(d) -> str:
     if isinstance(d, dict):
         if "tensor" in d:

@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from forge_tui.model.capture.describe import dtype_name, functional_name
+from forge_tui.model.capture.describe import dtype_name, functional_name, portable_name
 from forge_tui.model.capture.regions import Region, RegionSet, signature, slot_names
 from forge_tui.model.capture.render import render_arg
 from forge_tui.model.errors import CaptureError
@@ -63,7 +63,7 @@ def forward_lines(region: Region) -> tuple[list[str], list[str]]:
     body = []
     for nid in inst.nodes:
         n = graph.nodes[nid]
-        op = (functional_name(n.func) or n.op) if n.inplace else n.op
+        op = (functional_name(n.func) or n.op) if n.inplace else portable_name(n.op)
         names = iter([expr(r) for r in n.reads])
         call = [render_arg(a, names, dev) for a in n.args] + [
             f"{k}={render_arg(v, names, dev)}" for k, v in n.kwargs.items()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pprint
 from typing import Sequence
 
-from forge_tui.model.capture.describe import functional_name, mutation, spec_text
+from forge_tui.model.capture.describe import functional_name, mutation, portable_name, spec_text
 from forge_tui.model.capture.recorder import Capture, OpGroup
 from forge_tui.model.errors import CaptureError
 
@@ -73,7 +73,7 @@ def format_tasks(tasks: Sequence[dict]) -> str:
 
 def task_capture(cap: Capture, g: OpGroup) -> dict:
     """The ``FORGE_CAPTURE`` dict of a group's task file (JSON-able)."""
-    op = functional_name(g.func) if mutation(g.func) == "inplace" else g.op
+    op = functional_name(g.func) if mutation(g.func) == "inplace" else portable_name(g.op)
     return {
         "model": cap.model_file.stem,
         "model_file": str(cap.model_file.path),
