@@ -164,7 +164,9 @@ def apply(
         if compiler and choose:
             made = choose_for_compile(model, inputs, mf.path.name, kernels, device, compiler, samples, warmup)
             choice = made.as_dict()
-            if made.kept != [i for i, k in enumerate(kernels) if k.replaced]:
+            if not made.kept and made.rows:  # forge adds nothing there: what the user runs is torch.compile
+                gm_c, tensors_c = model, inputs
+            elif made.kept != [i for i, k in enumerate(kernels) if k.replaced]:
                 sel = rewrite(model, inputs, mf.path.name, [kernels[i] for i in made.kept])
                 gm_c, tensors_c = sel.gm, sel.tensor_inputs
         timed = _time(mf, model, inputs, forge, (gm_c, tensors_c), device, compiler, samples, warmup)

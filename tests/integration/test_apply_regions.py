@@ -311,6 +311,7 @@ def test_a_kernel_that_loses_to_compile_is_left_out_of_it(exported, tmp_path, mo
     assert r["compile_forge_ms"] > 0 and r["compile_choice"]["kept"] == 0
     text = format_report(r)
     assert "0.830x over torch.compile (p10-p90 0.80-0.86): left out (Inductor's fusion is faster there)" in text
+    assert "none kept: torch.compile + forge is torch.compile of the model as written" in text
 
 
 def test_a_compile_failure_is_its_columns_line(exported, tmp_path, monkeypatch):
