@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional
 
+from forge_tui.campaign.scheduler import die_with_parent
 from forge_tui.core.errors import one_line
 from forge_tui.core.present import CONFIRMATION_JSON, run_best, speedup_cell
 from store import StoreNotFound
@@ -70,15 +71,22 @@ def export_region(store, region, out_dir: Path, log: Callable[[str], None]) -> O
 
 def run_apply(model_file: str, dirs: list[str], *, db_path: Path, backend: str) -> dict:
     """``forge-tui apply MODEL DIRS... --json`` as a child process: ``{"exit_code", "result"}``
-    with apply's JSON, or ``{"exit_code", "error"}`` with its one-line error."""
+    with apply's JSON, or ``{"exit_code", "error"}`` with its one-line error. The child dies
+    with the campaign (``PR_SET_PDEATHSIG`` on Linux, as the searches' children) and is killed
+    after ``APPLY_TIMEOUT_S``."""
     if not dirs:
         return {"exit_code": None, "error": "no exported kernel to apply"}
     argv = [sys.executable, "-m", "forge_tui.cli", "--db", str(db_path), "apply", model_file, *dirs, "--json"]
     if backend:
         argv += ["--backend", backend]
-    try:
+    try:  # it dies with the campaign, as the searches do (a SIGKILLed campaign leaves no apply behind)
         proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=APPLY_TIMEOUT_S, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=APPLY_TIMEOUT_S,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
         )
     except subprocess.TimeoutExpired:
         return {"exit_code": None, "error": f"apply ran past {APPLY_TIMEOUT_S} s and was stopped"}
@@ -155,6 +163,7 @@ def build_report(store, campaign, *, apply: Optional[dict], wall_s: Optional[flo
 def write_report(report: dict, out_dir: Path) -> Path:
     """``out_dir/campaign.json`` (written whole, then renamed into place)."""
     path = Path(out_dir) / "campaign.json"
+    path.parent.mkdir(parents=True, exist_ok=True)  # a campaign whose searches all ended before may not have made it
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(report, indent=1))
     os.replace(tmp, path)

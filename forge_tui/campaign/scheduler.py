@@ -151,8 +151,9 @@ def new_run(store, campaign, region, task=None, proposer: Optional[str] = None):
     return store.get_run(run.id)
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Ask the kernel to SIGKILL this child when the campaign dies (Linux ``PR_SET_PDEATHSIG``)."""
+def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Ask the kernel to SIGKILL this child when the campaign dies (Linux ``PR_SET_PDEATHSIG``):
+    the ``preexec_fn`` of every child a campaign starts (its searches, ``apply``)."""
     try:
         import ctypes
 
@@ -303,7 +304,7 @@ class Scheduler:
                 stdout=f,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", **slot.env},
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
+                preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
             )
 
     def _reap(self) -> bool:
