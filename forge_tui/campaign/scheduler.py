@@ -70,13 +70,18 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())]
 
 
-def make_slots(backend: str, gpus: str, visible: Optional[Callable[[], list[str]]] = None) -> list[Slot]:
+def make_slots(
+    backend: str, gpus: str, visible: Optional[Callable[[], list[str]]] = None, cpus: Optional[int] = None
+) -> list[Slot]:
     """The slots of ``--gpus``: on cuda ``all`` (every visible GPU) or indices ``0,1`` into the
     visible GPUs, one slot each with ``CUDA_VISIBLE_DEVICES`` set; on the host a number of
-    parallel slots (``2``, or a list whose length counts; ``all``: 1, the timing stays alone).
+    parallel slots (``2``, or a list whose length counts; ``all``: 1, the timing stays alone),
+    at most one per CPU (``cpus``, default ``os.cpu_count()``): each host search compiles and
+    times on the CPU.
 
     Raises:
-        CampaignError: a malformed list, an index past the visible GPUs, or no GPU at all.
+        CampaignError: a malformed list, an index past the visible GPUs, no GPU at all, or more
+        host searches than CPUs.
     """
     spec = (gpus or "all").strip().lower()
     if backend != "cuda":
@@ -85,6 +90,12 @@ def make_slots(backend: str, gpus: str, visible: Optional[Callable[[], list[str]
         n = int(spec) if spec.isdigit() else len(_indices(spec))
         if n < 1:
             raise CampaignError("--gpus on the host backend is a number of parallel searches, 1 or more")
+        limit = cpus if cpus is not None else (os.cpu_count() or 1)
+        if n > limit:
+            raise CampaignError(
+                f"--gpus {gpus}: the host backend runs at most {limit} search{'es' * (limit != 1)} at once here "
+                "(one per CPU)"
+            )
         return [Slot(f"slot {i + 1}") for i in range(n)]
     seen = (visible or visible_gpus)()
     if not seen:

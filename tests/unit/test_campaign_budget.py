@@ -50,8 +50,19 @@ def test_gpu_slots():
         make_slots("cuda", "zero", two)
     with pytest.raises(CampaignError, match="no GPU is visible"):
         make_slots("cuda", "all", lambda: [])
-    assert len(make_slots("host", "all")) == 1 and len(make_slots("host", "3")) == 3
-    assert make_slots("host", "0,1")[1].env == {}
+    assert len(make_slots("host", "all")) == 1 and len(make_slots("host", "3", cpus=4)) == 3
+    assert make_slots("host", "0,1", cpus=2)[1].env == {}
+
+
+def test_host_slots_are_at_most_one_per_cpu():
+    """Host slots run N searches at once, each compiling and timing on the CPU: N above the
+    CPU count is refused in one line (exit 2), as a list of that length is."""
+    assert len(make_slots("host", "4", cpus=4)) == 4
+    with pytest.raises(CampaignError, match=r"^--gpus 99: the host backend runs at most 4 searches at once here"):
+        make_slots("host", "99", cpus=4)
+    with pytest.raises(CampaignError, match="at most 1 search at once") as err:
+        make_slots("host", "0,1", cpus=1)
+    assert CampaignError.exit_code == 2 and "\n" not in str(err.value)
 
 
 class _Task:
@@ -97,7 +108,8 @@ def test_a_search_past_its_time_budget_is_asked_to_stop_and_counts_as_done(tmp_p
     lines: list[str] = []
     sched = Scheduler(s, c, [Slot("slot 1")], db_path=s.path, logs_dir=tmp_path / "logs", log=lines.append)
     (reg,) = s.campaign_regions(c.id)
-    active = _Active(reg.id, run.id, Slot("slot 1"), None, t0=time.monotonic() - 6.0)
+    # its seed measured 6 s ago (the budget's clock starts there: test_campaign_budget_clock.py)
+    active = _Active(reg.id, run.id, Slot("slot 1"), None, t0=time.monotonic() - 6.0, t_seed=time.monotonic() - 6.0)
     sched._check_budget(active)
     assert active.stop_requested and s.get_run(run.id).control == "stop"
     s.update_run(run.id, status="interrupted", status_reason="stopped on request")
