@@ -3,9 +3,10 @@ run its searches, then export, apply and report.
 
 A campaign is found again by the model file's absolute path, the sha256 of its bytes and the
 backend (or by ``--resume ID``): a campaign of the same file that is not finished is continued
-with its stored plan (settings given again are ignored, and said so); a finished one prints its
-report again; ``--new`` plans a fresh one. A changed model file is a new model: ``--resume``
-refuses it.
+with its stored plan; a finished one prints its report again. Either way the plan's settings
+are kept, and one line names each setting given now that differs (the value kept, the value
+asked); ``--new`` plans a fresh campaign with the settings asked. A changed model file is a
+new model: ``--resume`` refuses it.
 """
 
 from __future__ import annotations
@@ -89,7 +90,13 @@ class Campaigner:
             self.log(f"campaign {campaign.id} had no region to search; planning again")
             campaign = None
         if campaign is not None and campaign.status == "finished" and not self.o.new:
-            self.log(f"campaign {campaign.id} of this model finished before; its report (--new starts another):")
+            kept = self._kept_line(campaign)
+            self.log(
+                f"campaign {campaign.id} of this model finished before; its report"
+                + (":" if kept else " (--new starts another):")
+            )
+            if kept:
+                self.log(kept)
             return self._print(rp.build_report(self.store, campaign, apply=campaign.report.get("apply"), wall_s=None))
         backend = campaign.backend if campaign is not None else str(resolve_backend(self.o.backend))
         slots = make_slots(
@@ -245,19 +252,40 @@ class Campaigner:
         return c
 
     def _say_kept(self, c) -> None:
-        cfg, o = c.config, self.o
         regions = self.store.campaign_regions(c.id)
         done = sum(r.state in ("done", "failed") for r in regions)
         todo = sum(r.state in ("pending", "running", "stopped") for r in regions)
         self.log(f"campaign {c.id} of {Path(c.model_file).name} continues: {done} search(es) ended, {todo} to run")
-        asked = (("top", o.top), ("iterations", o.iterations), ("budget_s", o.budget_s))
-        kept = [f"--{k.replace('_', '-')} {cfg.get(k)}" for k, v in asked if v is not None and cfg.get(k) != v]
-        if o.proposer != "auto" and o.proposer != c.proposer:
-            kept.append(f"--proposer {c.proposer}")
-        if o.out is not None and Path(o.out).resolve() != Path(c.out_dir):
-            kept.append(f"-o {c.out_dir}")
+        kept = self._kept_line(c)
         if kept:
-            self.log(f"  its plan is kept ({', '.join(kept)}, not what was asked now); --new plans another")
+            self.log(kept)
+
+    def _kept_line(self, c) -> Optional[str]:
+        """One line naming each setting given now that differs from campaign ``c``'s plan, with
+        the value kept (``--top 4 (asked 2)``), and that ``--new`` plans with them; None when none
+        differs. ``--gpus`` is not among them: a continued campaign searches on the GPUs given."""
+        from forge_tui.core.config import DEFAULTS
+
+        cfg, o = c.config, self.o
+
+        def flag(k: str) -> str:
+            return "--" + k.replace("_", "-")
+
+        asked = (("top", o.top), ("iterations", o.iterations), ("budget_s", o.budget_s))
+        kept = [
+            f"{flag(k)} {_shown(cfg.get(k))} (asked {_shown(v)})" for k, v in asked if v is not None and cfg.get(k) != v
+        ]
+        if o.seed != DEFAULTS.seed and o.seed != cfg.get("seed", DEFAULTS.seed):
+            kept.append(f"--seed {cfg.get('seed', DEFAULTS.seed)} (asked {o.seed})")
+        if o.proposer != "auto" and o.proposer != c.proposer:
+            kept.append(f"--proposer {c.proposer} (asked {o.proposer})")
+        if o.backend != "auto" and o.backend != c.backend:  # only --resume ID can name another backend's campaign
+            kept.append(f"--backend {c.backend} (asked {o.backend})")
+        if o.out is not None and Path(o.out).resolve() != Path(c.out_dir):
+            kept.append(f"-o {c.out_dir} (asked {o.out})")
+        if not kept:
+            return None
+        return f"campaign {c.id} keeps its settings: {', '.join(kept)}; --new plans a fresh campaign with yours"
 
     def _print(self, rep: dict) -> int:
         if self.o.json:
@@ -270,6 +298,13 @@ class Campaigner:
 
     def _wall(self) -> float:
         return time.monotonic() - self.t0
+
+
+def _shown(v) -> str:
+    """A setting as it is typed: ``None`` (not set) as ``none``, ``200.0`` as ``200``."""
+    if v is None:
+        return "none"
+    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def _now() -> str:

@@ -1,0 +1,75 @@
+"""``forge-tui optimize`` on a model that already has a campaign names each setting it keeps
+(the stored plan's value, the one asked) and that ``--new`` plans with them; ``--gpus N`` on
+the host backend is refused above the CPU count, before anything is planned.
+
+The campaign is stored directly (its one region already done, so continuing it starts no
+search and exports nothing): what is tested is the driver's reading of the flags."""
+
+from __future__ import annotations
+
+import json
+
+from store import Store
+from tests.helpers import main_rc, one_line_error
+from tests.integration.test_campaign import _LINEAR
+
+_PLAN = {"top": 4, "iterations": 50, "budget_s": None, "gpus": "all", "seed": 0}
+
+
+def _stored_campaign(tmp_path):
+    from forge_tui.campaign.driver import file_hash
+
+    db, model, out = tmp_path / "f.db", tmp_path / "lin.py", tmp_path / "out"
+    model.write_text(_LINEAR)
+    s = Store(db)
+    c = s.create_campaign(model_file=str(model.resolve()), model_hash=file_hash(model), backend="host",
+                          proposer="tune", out_dir=str(out), config=_PLAN, regions=[dict(region="R1", state="done")])  # fmt: skip
+    s.update_campaign(c.id, status="interrupted")
+    s.close()
+    return db, model, c.id
+
+
+def _kept(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if "keeps its settings" in ln]
+
+
+def test_settings_given_to_an_existing_campaign_are_named_in_one_line(tmp_path, capsys):
+    db, model, cid = _stored_campaign(tmp_path)
+    flags = ("--top", "2", "--iterations", "9", "--budget-s", "30")
+    rc, out, err = main_rc(capsys, "--db", db, "optimize", model, "--backend", "host", *flags)
+    assert rc == 0, out + err  # it still continues the stored campaign (here: nothing left to search)
+    assert _kept(out) == [
+        f"campaign {cid} keeps its settings: --top 4 (asked 2), --iterations 50 (asked 9), "
+        "--budget-s none (asked 30); --new plans a fresh campaign with yours"
+    ]
+    assert f"campaign {cid} of lin.py continues" in out
+    s = Store(db)
+    assert s.get_campaign(cid).status == "finished" and s.get_campaign(cid).config == _PLAN
+    s.close()
+
+    # finished now: its report again, the settings named the same way (on stderr under --json)
+    rc, out, err = main_rc(capsys, "--db", db, "optimize", model, "--backend", "host", "--top", "2", "--json")
+    assert rc == 0 and json.loads(out)["campaign"] == cid
+    assert _kept(err) == [
+        f"campaign {cid} keeps its settings: --top 4 (asked 2); --new plans a fresh campaign with yours"
+    ]
+    assert "finished before; its report:" in err
+
+    # the plan's own settings, or none given: nothing to say
+    rc, out, err = main_rc(
+        capsys, "--db", db, "optimize", model, "--backend", "host", "--top", "4", "--iterations", "50"
+    )
+    assert rc == 0 and not _kept(out + err) and "(--new starts another)" in out
+
+
+def test_host_searches_above_the_cpu_count_are_refused_before_planning(tmp_path, capsys, monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    db, model = tmp_path / "f.db", tmp_path / "lin.py"
+    model.write_text(_LINEAR)
+    rc, out, err = main_rc(capsys, "--db", db, "optimize", model, "--backend", "host", "--gpus", "99")
+    one_line_error(rc, out, err, "--gpus 99", "at most 2 searches at once", "one per CPU")
+    s = Store(db)
+    assert s.list_campaigns() == []  # refused before the capture and the plan
+    s.close()
