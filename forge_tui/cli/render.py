@@ -58,7 +58,9 @@ def runs_table(rows: list, best: dict, campaigns: Optional[dict] = None) -> str:
     """``forge-tui ls``: one line per run (``best``: best node summaries by run id), then the marks' legend.
 
     Runs of an ``optimize`` campaign (``campaigns``: campaign read models by id) are listed
-    together under a line naming the campaign, where its newest run would be."""
+    together under a line naming the campaign, the campaigns first (the one with the newest
+    run first), then, under a line of their own, the runs outside any campaign; with no
+    campaign the runs are listed as they come (newest first), with no group line."""
     runs = [run_summary(r, best.get(r.id)) for r in rows]
     w = max(4, *(len(r["task"]) for r in runs))
     lines = [
@@ -72,16 +74,14 @@ def runs_table(rows: list, best: dict, campaigns: Optional[dict] = None) -> str:
             f"{r['id']:>4}  {r['task']:{w}} {r['status']:12} {r['backend']:7} {r['proposer']:8} "
             f"{its:>10} {shown:>8} {mark}  {r['created_at']}"
         )
-    shown_groups: set = set()
-    for r in runs:
-        cid = r["campaign"]
-        if cid is None:
-            lines.append(lines_of[None].pop(0))
-        elif cid not in shown_groups:
-            shown_groups.add(cid)
-            ids = [x["id"] for x in runs if x["campaign"] == cid]
-            lines.append(_campaign_line(cid, (campaigns or {}).get(cid), ids))
-            lines += lines_of[cid]
+    for cid in dict.fromkeys(r["campaign"] for r in runs if r["campaign"] is not None):
+        ids = [x["id"] for x in runs if x["campaign"] == cid]
+        lines.append(_campaign_line(cid, (campaigns or {}).get(cid), ids))
+        lines += lines_of[cid]
+    alone = lines_of.get(None, [])
+    if alone and len(lines_of) > 1:
+        lines.append(f"outside any campaign: {len(alone)} run{'s' * (len(alone) != 1)}")
+    lines += alone
     if any(r["best_speedup"] for r in runs):
         lines.append(f"best: {legends()[0]}")
     return "\n".join(lines)

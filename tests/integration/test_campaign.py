@@ -119,15 +119,28 @@ def _fake_campaign(db):
 
 
 def test_ls_groups_a_campaigns_runs(tmp_path, capsys):
+    """The campaigns' groups first, then the runs outside any campaign under a line of their
+    own (never right under a group, where they would read as its members)."""
     db = tmp_path / "f.db"
     cid, alone, run, other = _fake_campaign(db)
     rc, out, _ = main_rc(capsys, "--db", db, "ls")
     lines = out.splitlines()
-    assert rc == 0 and lines[1].split()[0] == str(other)
-    assert lines[2] == f"campaign {cid}: tiny_model.py created, run {run} (host; forge-tui optimize --resume {cid})"
-    assert lines[3].split()[:2] == [str(run), "region_R1_swiglu"] and lines[4].split()[0] == str(alone)
+    assert rc == 0 and lines[0].split()[:2] == ["id", "task"]
+    assert lines[1] == f"campaign {cid}: tiny_model.py created, run {run} (host; forge-tui optimize --resume {cid})"
+    assert lines[2].split()[:2] == [str(run), "region_R1_swiglu"]
+    assert lines[3] == "outside any campaign: 2 runs"
+    assert [ln.split()[0] for ln in lines[4:]] == [str(other), str(alone)]  # newest first, as before
+    assert all(len(ln) <= 80 for ln in (lines[1], lines[3]))
     rc, out, _ = main_rc(capsys, "--db", db, "ls", "--json")
     assert {r["id"]: r["campaign"] for r in json.loads(out)} == {other: None, run: cid, alone: None}
+    assert [r["id"] for r in json.loads(out)] == [other, run, alone]  # --json unchanged: newest first
+
+    s = Store(tmp_path / "plain.db")  # no campaign: no group line at all
+    t = s.add_task(name="softmax", origin="catalog", reference_source="", spec={}, signature="", content_hash="h")
+    s.create_run(task_id=t.id, task_name="softmax")
+    s.close()
+    rc, out, _ = main_rc(capsys, "--db", tmp_path / "plain.db", "ls")
+    assert rc == 0 and len(out.splitlines()) == 2 and "campaign" not in out
 
 
 def test_optimize_refuses_bad_flags(tmp_path, capsys):
