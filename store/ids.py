@@ -88,7 +88,8 @@ def next_id(con: Connection, table: str) -> int:
     )
     if con.execute(bump, {"key": key}).rowcount == 0:  # a file without the row: seed it from the references
         con.execute(
-            text("INSERT INTO meta (key, value) VALUES (:key, :value)"), {"key": key, "value": str(high_water(con, table))}
+            text("INSERT INTO meta (key, value) VALUES (:key, :value)"),
+            {"key": key, "value": str(high_water(con, table))},
         )
         con.execute(bump, {"key": key})
     return int(con.execute(text("SELECT value FROM meta WHERE key = :key"), {"key": key}).scalar_one())

@@ -96,7 +96,11 @@ def test_a_schema_5_file_migrates_keeping_every_row_and_reference(tmp_path):
 
     s = Store(db)
     assert _dump(db) == before  # every row and every reference kept as it was
-    assert _meta(db) == {"schema_version": str(SCHEMA_VERSION), "run_id_high": str(r3), "node_id_high": str(max(nodes2))}
+    assert _meta(db) == {
+        "schema_version": str(SCHEMA_VERSION),
+        "run_id_high": str(r3),
+        "node_id_high": str(max(nodes2)),
+    }
     run = s.create_run(task_id=t.id)
     assert run.id == r3 + 1  # not the id the campaign's region still names
     assert s.campaign_regions(c.id)[1].run_id == r3 and s.get_run(r2).campaign_id == c.id
