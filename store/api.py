@@ -7,13 +7,13 @@ happen in one transaction: a process killed between two calls loses at most the 
 progress.
 
 The facade's helpers live beside it: ``store.session`` (engine, pragmas, init lock),
-``store.migrations`` (schema creation and forward-only migrations), ``store.lease`` (the
-run's single-writer lease), ``store.faults`` (fault injection for tests), ``store.errors``
-(a :class:`StoreError` subclass per case, with its exit code), ``store.reads`` (the facade's
-read-only methods: node details, LLM exchanges, events, the UI's light reads; a mixin of
-:class:`Store`), ``store.campaigns`` (optimize campaigns, schema 5; a mixin too) and
-``store.testing`` (reads and writes only tests use).
-"""
+``store.migrations`` (schema creation and forward-only migrations), ``store.ids`` (run and
+node ids never reused, schema 6), ``store.lease`` (the run's single-writer lease),
+``store.faults`` (fault injection for tests), ``store.errors`` (a :class:`StoreError`
+subclass per case, with its exit code), ``store.reads`` (the facade's read-only methods: node
+details, LLM exchanges, events, the UI's light reads; a mixin of :class:`Store`),
+``store.campaigns`` (optimize campaigns, schema 5; a mixin too) and ``store.testing``
+(reads and writes only tests use)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from typing import Any, ContextManager, Iterable, Optional, Sequence
 from sqlalchemy import delete, func, update
 from sqlmodel import Session, col, select
 
-from store import lease, migrations, testing
+from store import ids, lease, migrations, testing
 from store.campaigns import StoreCampaigns
 from store.errors import LeaseHeld, StoreCannotOpen, StoreError, StoreNotFound
 from store.faults import faults
@@ -167,10 +167,10 @@ class Store(StoreCampaigns, StoreReads):
 
     # ----------------------------------------------------------------- runs
     def create_run(self, **fields: Any) -> RunRead:
-        """Insert a run (fields of :class:`store.models.RunBase`) and log a ``run_created`` event."""
+        """Insert a run (fields of :class:`store.models.RunBase`, a new id) and log a ``run_created`` event."""
         stamp = now_iso()
         with self.session() as s:
-            row = Run(created_at=stamp, updated_at=stamp, **fields)
+            row = Run(id=ids.next_id(s.connection(), "run"), created_at=stamp, updated_at=stamp, **fields)
             s.add(row)
             s.flush()
             s.add(Event(run_id=row.id, kind="run_created", created_at=stamp))
@@ -277,10 +277,10 @@ class Store(StoreCampaigns, StoreReads):
 
     # ----------------------------------------------------------------- nodes
     def add_node(self, *, run_id: int, **fields: Any) -> NodeRead:
-        """Insert a node (fields of :class:`store.models.NodeBase`) and a ``node_added`` event."""
+        """Insert a node (fields of :class:`store.models.NodeBase`, a new id) and a ``node_added`` event."""
         stamp = now_iso()
         with self.session() as s:
-            row = Node(run_id=run_id, created_at=stamp, **fields)
+            row = Node(id=ids.next_id(s.connection(), "node"), run_id=run_id, created_at=stamp, **fields)
             s.add(row)
             s.flush()
             s.add(Event(run_id=run_id, node_id=row.id, kind="node_added", created_at=stamp))

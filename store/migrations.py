@@ -1,7 +1,8 @@
 """Schema creation and forward-only migrations (the ``meta.schema_version`` row).
 
 Opening a file: no tables creates the schema; our tables without a version row finish a
-creation cut short; an older version migrates (refused on a read-only open); a newer one, or
+creation cut short; an older version migrates (refused on a read-only open, except a
+version from :data:`READABLE_FROM` on, whose tables are the current ones); a newer one, or
 another application's tables, is refused with one line.
 """
 
@@ -14,6 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel
 
+from store import ids
 from store.errors import ForeignDatabase, StoreEmpty, StoreNeedsMigration, StoreTooNew
 from store.models import SCHEMA_VERSION, Meta
 
@@ -33,8 +35,16 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE run ADD COLUMN campaign_id INTEGER",
         "CREATE INDEX IF NOT EXISTS ix_run_campaign_id ON run (campaign_id)",
     ],
+    # schema 6: run and node ids are never reused; no table changes, the meta rows
+    # run_id_high / node_id_high are seeded by store.ids.seed_marks (every migration ends with it)
+    5: [],
 }
 
+
+#: The oldest schema a read-only open reads as it is: schema 6 changed no table (only
+#: ``meta`` rows, see :mod:`store.ids`), so ``ls``/``show``/``export`` on a read-only schema-5
+#: file need no migration; any older one does.
+READABLE_FROM = 5
 
 _ADD_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
 
@@ -66,6 +76,8 @@ def init_schema(engine: Engine, path: Path, *, readonly: bool) -> None:
                 f"{path} was written by a newer forge-tui (schema {version} > {SCHEMA_VERSION}); upgrade forge-tui"
             )
         if version < SCHEMA_VERSION:
+            if readonly and version >= READABLE_FROM:
+                return
             if readonly:
                 raise StoreNeedsMigration(f"{path} has schema {version}; open it once without read-only to migrate it")
             migrate(engine, version)
@@ -78,13 +90,18 @@ def init_schema(engine: Engine, path: Path, *, readonly: bool) -> None:
 
 
 def create_schema(engine: Engine) -> None:
-    """Create the missing tables, then the version row (the row marks the schema complete)."""
+    """Create the missing tables and the id marks (:mod:`store.ids`), then the version row (the
+    row marks the schema complete)."""
     SQLModel.metadata.create_all(engine)
+    ids.seed_marks(engine)
     _set_version(engine)
 
 
 def migrate(engine: Engine, version: int) -> None:
-    """Apply forward-only migrations from ``version`` to SCHEMA_VERSION, in one transaction."""
+    """Apply forward-only migrations from ``version`` to SCHEMA_VERSION, in one transaction; then
+    create the tables that are new and raise the id marks to every id the file mentions
+    (:func:`store.ids.seed_marks`: no row is changed; idempotent, so a migration cut short
+    before the version row is written is simply done again)."""
     with Session(engine) as s:
         con = s.connection()
         for v in range(max(version, 1), SCHEMA_VERSION):
@@ -95,6 +112,7 @@ def migrate(engine: Engine, version: int) -> None:
                 con.execute(text(stmt))
         s.commit()
     SQLModel.metadata.create_all(engine)
+    ids.seed_marks(engine)
     _set_version(engine)
 
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, ClassVar, Optional
 from pydantic import ConfigDict
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Node and run statuses live in the shared vocabulary (re-exported here for store callers).
 # What a node's confirmed_speedup says: one reading, core's (re-exported for store callers).

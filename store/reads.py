@@ -14,6 +14,7 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from store.models import (
+    FINAL,
     CompileLog,
     CompileLogRead,
     Correctness,
@@ -122,6 +123,14 @@ class StoreReads:
             rows = s.exec(select(*cols).join(Run, (Run.best_node_id == Node.id) & (Run.id == Node.run_id)))
             out = [NodeSummary(*row) for row in rows]
         return {n.run_id: n for n in out}
+
+    def left_in_flight(self, run_id: int) -> int:
+        """How many of the run's non-seed nodes are not in a final status: those a killed search
+        left in flight, which a resume evaluates again before anything else."""
+        with self.session() as s:
+            q = select(func.count()).select_from(Node).where(Node.run_id == run_id)
+            q = q.where(col(Node.parent_id).is_not(None), col(Node.status).not_in(FINAL))
+            return int(s.exec(q).one())
 
     def last_event_id(self, run_id: Optional[int] = None) -> int:
         """The newest event id (of one run, or of all): 0 when none. Cheap change detection."""

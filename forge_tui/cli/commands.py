@@ -147,6 +147,14 @@ def cmd_resume(args, store: Store) -> int:
     held = store.lease_holder(run.id)  # before anything is written to the run
     if held:
         return fail(held)
+    target = in_flight = None
+    if args.iterations is not None:  # N more from now, the nodes left in flight among them
+        from forge_tui.search.runner import SearchError, resume_target
+
+        try:
+            target, in_flight = resume_target(store, run, args.iterations)
+        except SearchError as exc:
+            return fail_with(exc)
     cfg = run.config
     if run.proposer == ProposerName.LLM:
         from forge_tui.llm.config import LLMConfig, endpoint_overrides, missing
@@ -166,18 +174,17 @@ def cmd_resume(args, store: Store) -> int:
     if args.parallel is not None:
         cfg["parallel"] = args.parallel
         run = store.update_run(run.id, config_json=json.dumps(cfg))
-    if args.iterations is not None:
-        target = run.iterations_done + args.iterations
-        if target != run.iterations_target:
-            print(
-                f"run {run.id}: iteration target {run.iterations_target} -> {target} ({args.iterations} more "
-                f"after the {run.iterations_done} done)",
-                flush=True,
-            )
-    if args.headless:
+    if target is not None and target != run.iterations_target:
+        first = f", the {in_flight} left in flight first" if in_flight else ""
+        print(
+            f"run {run.id}: iteration target {run.iterations_target} -> {target} ({args.iterations} more "
+            f"after the {run.iterations_done} done{first})",
+            flush=True,
+        )
+    if args.headless:  # the search sets the target itself, once it holds the run's lease
         return _search(store, run.id, extra_iterations=args.iterations)
-    if args.iterations is not None:  # the background search is started without --iterations
-        run = store.update_run(run.id, iterations_target=run.iterations_done + args.iterations)
+    if target is not None:  # the background search is started without --iterations
+        run = store.update_run(run.id, iterations_target=target)
     return _background(store, run, "resumed")
 
 

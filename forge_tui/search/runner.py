@@ -58,6 +58,7 @@ __all__ = [
     "Search",
     "SearchError",
     "backend_mismatch",
+    "resume_target",
     "create_run",
     "has_gpu",
     "load_task_ref",
@@ -196,6 +197,26 @@ def make_proposer(name: str, run: Any, store: Any) -> Proposer:
     raise SearchError(f"unknown proposer {name!r}")
 
 
+def resume_target(store: Any, run: Any, more: int) -> tuple[int, int]:
+    """``(target, in_flight)`` for ``resume --iterations MORE``: MORE evaluations from now (the
+    README's "that many more iterations from now"), so the target is the run's stored
+    ``iterations_done`` plus MORE. The ``in_flight`` nodes a killed search left are evaluated
+    again first and count among the MORE; the pipeline proposes only the rest, so the
+    progress ``[done/target]`` never passes its target.
+
+    Raises:
+        SearchError: (exit 2, nothing written) MORE is below the nodes left in flight: they are
+            evaluated whatever the target, and would carry the run past it.
+    """
+    in_flight = store.left_in_flight(run.id)
+    if more < in_flight:
+        raise SearchError(
+            f"run {run.id} has {in_flight} node{'s' * (in_flight != 1)} left in flight, evaluated again first "
+            f"on resume: --iterations must be at least {in_flight} (they count among the N more)"
+        )
+    return run.iterations_done + more, in_flight
+
+
 class Search(NodeSteps):
     """Drives one run to its iteration target; the :class:`~forge_tui.search.pipeline.SearchHost`
     its :class:`~forge_tui.search.pipeline.Pipeline` works over.
@@ -275,9 +296,9 @@ class Search(NodeSteps):
         status, reason = RunStatus.FAILED, ""
         before = (self.run.status, self.run.status_reason or "")
         try:
-            if extra_iterations is not None:
-                done = self.run.iterations_done  # the tree is not loaded yet: use the stored count
-                self.run = self.store.update_run(self.run_id, iterations_target=done + extra_iterations)
+            if extra_iterations is not None:  # refused (exit 2, the run as it was) below the nodes in flight
+                target, _ = resume_target(self.store, self.run, extra_iterations)
+                self.run = self.store.update_run(self.run_id, iterations_target=target)
             self.store.update_run(
                 self.run_id, status=RunStatus.RUNNING, status_reason="", control="", event_kind="status"
             )

@@ -1,0 +1,114 @@
+"""``resume --iterations N`` means N more evaluations from now (README), the nodes a killed
+search left in flight among them: the progress ``[done/target]`` never passes its target, and
+an N below the nodes in flight is refused with one line (forge_tui.search.runner.resume_target).
+
+The search runs for real (tree, pipeline, store) with an evaluator that compiles and times
+nothing, so a killed-and-resumed run takes well under a second.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+import forge_tui.cli as cli
+from forge_tui.core.results import EvalResult
+from forge_tui.core.status import NodeStatus, RunStatus
+from forge_tui.search.runner import Search, SearchError, create_run
+from kernels.registry import get_task
+from store import Store
+
+
+class NoTimingEvaluator:
+    """What :class:`forge_tui.search.runner.Search` calls on an evaluator; every candidate is
+    ``ok`` at 1.0x, nothing is compiled or timed."""
+
+    fingerprint = "no-timing"
+    task_ref = None
+
+    def __init__(self, task, backend):
+        self.facts = {"cpu": "none", "copy_gbs": 1.0}
+        self.on_device_wait = None
+
+    def start(self) -> dict:
+        return self.facts
+
+    def prepare(self, source: str):
+        return None, source
+
+    def run_compiled(self, compiled, *, seed: int, on_stage) -> EvalResult:
+        return EvalResult(NodeStatus.OK, speedup=1.0, median_ms=1.0)
+
+    def evaluate(self, source: str, *, seed: int) -> EvalResult:
+        return EvalResult(NodeStatus.OK, speedup=1.0, median_ms=1.0)
+
+    def close(self) -> None:
+        pass
+
+
+def _search(store: Store, run_id: int, lines: list[str]) -> Search:
+    return Search(store, run_id, log=lines.append, evaluator_factory=NoTimingEvaluator)
+
+
+def _killed_after_one_of_three(tmp_path) -> tuple[Store, int]:
+    """A run of target 3 killed with 1 iteration done and 2 nodes in flight (one being
+    evaluated, one compiled ahead), as ``kill -9`` leaves it."""
+    store = Store(tmp_path / "f.db")
+    run = create_run(store, get_task("softmax"), backend="host", proposer="tune", iterations=1, config={"parallel": 1})
+    store.update_run(run.id, baseline_json=json.dumps({"eager": {}}))  # no baseline to time
+    _search(store, run.id, []).execute()
+    seed = next(n for n in store.nodes(run.id) if n.parent_id is None)
+    for k, status in enumerate((NodeStatus.TIMING, NodeStatus.COMPILING)):
+        store.add_node(
+            run_id=run.id, parent_id=seed.id, depth=1, kind="proposal", status=status, source=seed.source + f"\n// {k}"
+        )
+    run = store.update_run(run.id, iterations_target=3, status=RunStatus.RUNNING, finished_at=None)
+    assert (run.iterations_done, store.left_in_flight(run.id)) == (1, 2)
+    return store, run.id
+
+
+def _progress(lines: list[str]) -> list[tuple[int, int]]:
+    return [(int(m[1]), int(m[2])) for m in (re.match(r"\[\s*(\d+)/(\d+)\]", line) for line in lines) if m]
+
+
+def test_resume_with_fewer_than_the_nodes_in_flight_is_refused(tmp_path, capsys, monkeypatch):
+    store, run_id = _killed_after_one_of_three(tmp_path)
+    spawned = []
+    monkeypatch.setattr(cli, "spawn_search", lambda *a: spawned.append(a))
+    rc = cli.main(["--db", str(store.path), "resume", str(run_id), "--iterations", "1", "--headless"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1, err
+    assert err == (
+        f"forge-tui: run {run_id} has 2 nodes left in flight, evaluated again first on resume: "
+        "--iterations must be at least 2 (they count among the N more)"
+    )
+    run = store.get_run(run_id)
+    assert (run.iterations_target, run.status, store.left_in_flight(run_id)) == (3, RunStatus.RUNNING, 2)
+    with pytest.raises(SearchError, match="at least 2") as info:  # the search's own check, under the lease
+        _search(store, run_id, []).execute(extra_iterations=1)
+    assert info.value.exit_code == 2 and store.get_run(run_id).iterations_target == 3
+    assert not spawned
+
+
+def test_n_more_counts_the_nodes_in_flight_and_progress_stays_within_the_target(tmp_path):
+    store, run_id = _killed_after_one_of_three(tmp_path)
+    lines: list[str] = []
+    final = _search(store, run_id, lines).execute(extra_iterations=3)
+    progress = _progress(lines)
+    assert progress == [(2, 4), (3, 4), (4, 4)], lines  # the 2 in flight first, then 1 new one
+    assert (final.status, final.iterations_done, final.iterations_target) == (RunStatus.FINISHED, 4, 4)
+    assert store.left_in_flight(run_id) == 0
+
+
+def test_background_resume_says_and_stores_the_new_target(tmp_path, capsys, monkeypatch):
+    store, run_id = _killed_after_one_of_three(tmp_path)
+    spawned = []
+    monkeypatch.setattr(cli, "spawn_search", lambda db, rid: spawned.append(rid) or tmp_path / "run.log")
+    monkeypatch.setattr(cli, "_has_terminal", lambda: True)
+    monkeypatch.setattr(cli, "_open_app", lambda *a, **k: 0)
+    assert cli.main(["--db", str(store.path), "resume", str(run_id), "--iterations", "5"]) == 0
+    out = capsys.readouterr().out
+    assert f"run {run_id}: iteration target 3 -> 6 (5 more after the 1 done, the 2 left in flight first)" in out
+    assert store.get_run(run_id).iterations_target == 6 and spawned == [run_id]
