@@ -157,7 +157,8 @@ def time_shapes(
 
 
 def coverage_table(coverage: list[dict]) -> list[str]:
-    """The coverage as text lines: shape, speedup with its spread, mode, used or not."""
+    """The coverage as text lines: shape, speedup with its spread, mode, used or not (and, for a
+    model's call that reuses another shape's measurement, that shape: ``timed_as``)."""
     lines = ["  shape                      speedup  (p10-p90)        mode  source         dispatch"]
     for c in coverage:
         sp = f"{c['speedup']:.3f}x" if c.get("speedup") is not None else "-"
@@ -168,6 +169,7 @@ def coverage_table(coverage: list[dict]) -> list[str]:
         )
         used = "kernel" if c["used"] else "reference"
         mark = "  ~1.0" if c.get("straddles_1") else ""
+        mark += f"  (launch of {c['timed_as']})" if c.get("timed_as") else ""
         lines.append(
             f"  {c['shape'][:26]:26s} {sp:>8s} {spread:16s} {c.get('mode') or '-':>5s}  {c['source']:14s} {used}{mark}"
         )
