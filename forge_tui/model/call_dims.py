@@ -195,7 +195,11 @@ def catalog_dims(task: Any, backend: str, row: Mapping, specs: list[dict]) -> di
     except Exception as exc:  # noqa: BLE001 - the reference or sizes_of refuses these shapes
         raise Unmapped(f"the task's reference does not take these shapes: {one_line(exc)}") from None
     if keys != [call_key(row["op"], row["args"], row["kwargs"])]:
-        raise Unmapped(f"other arguments ({literals(row['args'], row['kwargs'])}) than the task's reference passes")
+        if len(keys) != 1 or json.loads(keys[0])[0] != row["op"]:
+            raise Unmapped(f"the task's reference runs {len(keys)} other aten call(s) on these shapes")
+        _, ref_args, ref_kwargs = json.loads(keys[0])
+        mine = literals(row["args"], row["kwargs"])
+        raise Unmapped(f"other arguments ({mine}; the task's reference passes {literals(ref_args, ref_kwargs)})")
     for dims in _candidates(task, backend, specs, sizes):
         if _same_launch(task, dims, sizes, specs):
             return dims

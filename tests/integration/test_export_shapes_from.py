@@ -56,7 +56,7 @@ def test_export_times_the_models_other_shape_and_lists_it(tmp_path, softmax_task
     assert "capture" in table["2x4x16x64"] and "cold" in table["2x4x16x64"]
     assert "1.600x" in table["4x64x1024"] and "kernel  (launch of attn_scores_256x1024)" in table["4x64x1024"]
     assert "shapes from model.py: 3 distinct call(s) of aten._softmax.default: 1 timed now, 2 added" in text
-    assert "  skipped f32[8x100]: other arguments (0, False) than the task's reference passes" in text
+    assert "  skipped f32[8x100]: other arguments (0, False; the task's reference passes -1, False)" in text
 
     manifest = json.loads((out / "manifest.json").read_text())
     cov = {c["shape"]: c for c in manifest["coverage"]}

@@ -92,7 +92,7 @@ def test_catalog_task_maps_each_rank_to_its_launch(tmp_path, softmax_task):
         "2x4x16x64": ([[2, 4, 16, 64]], "2x4x16x64"),
         "4x64x1024": ([[4, 64, 1024]], "attn_scores_256x1024"),
     }
-    assert pl.skipped == [("f32[8x100]", "other arguments (0, False) than the task's reference passes")]
+    assert pl.skipped == [("f32[8x100]", "other arguments (0, False; the task's reference passes -1, False)")]
     assert pl.other_dtype == 1 and pl.matched == 3 and pl.op == "aten._softmax.default"
 
     timed = {"2x4x16x64": {"speedup": 0.8, "speedup_lo": 0.7, "speedup_hi": 0.9, "mode": "cold"}}
@@ -108,7 +108,7 @@ def test_catalog_task_maps_each_rank_to_its_launch(tmp_path, softmax_task):
         "shapes from model.py: 3 distinct call(s) of aten._softmax.default: 1 timed now, 2 added to the "
         "table, 0 already in it, 1 skipped (1 other-dtype call(s) ignored)"
     )
-    assert lines[1] == "  skipped f32[8x100]: other arguments (0, False) than the task's reference passes"
+    assert lines[1] == "  skipped f32[8x100]: other arguments (0, False; the task's reference passes -1, False)"
 
 
 def test_capture_json_gives_the_same_plan_and_shapes_already_given_are_not_timed_twice(tmp_path, softmax_task):
@@ -190,6 +190,40 @@ def test_tasks_that_stand_for_no_single_call_are_refused(tmp_path):
     swish = load_task_file(_model(tmp_path, SWISH_TASK_FILE, "swish.py"), isolate=False)
     with pytest.raises(ExportError, match=r"swish is a file task without one captured aten call: .*--shapes AxB"):
         call_dims.target(swish, "host")
+
+
+#: nn.LayerNorm twice (the second with another eps) and gelu on a 3-D input
+NORMS = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(768)
+        self.ln2 = nn.LayerNorm(64, eps=1e-6)
+
+    def forward(self, x, y):
+        return torch.nn.functional.gelu(self.ln(x)).sum() + self.ln2(y).sum()
+
+
+def get_inputs():
+    return [torch.randn(2, 16, 768), torch.randn(3, 64)]
+"""
+
+
+def test_catalog_tasks_with_weights_or_flat_sizes(tmp_path):
+    from kernels.registry import get_task
+
+    label, rows = cs.load_calls(str(_model(tmp_path, NORMS)), "host")
+    pl = cs.plan(get_task("layer_norm"), "host", rows, [], {}, label, 3)
+    assert pl.to_time == {"2x16x768;768;768": {"rows": 32, "cols": 768}}
+    assert pl.skipped == [
+        ("f32[3x64], f32[64], f32[64]", "other arguments ([64], 1e-06; the task's reference passes [64], 1e-05)")
+    ]
+    pl = cs.plan(get_task("gelu"), "host", rows, [], {}, label, 1)  # launch sizes (n,): dims from the shape
+    assert pl.to_time == {"2x16x768": {"rows": 32, "cols": 768}} and pl.skipped == []
 
 
 def test_collapse_keeps_row_major_order():
