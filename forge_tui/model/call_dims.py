@@ -15,8 +15,11 @@ region's task and a hand-written task file are refused with one line: say ``--sh
 tensors have the task's ranks and its non-tensor arguments equal the recorded ones (the task
 file hard-codes them: ``dim=-1`` is no ``dim=1``); the inputs' dims are the call's shapes, the
 output's the output shape capture recorded, parameters and buffers keep the task's. The task
-must then make inputs of exactly those shapes (a file's integer and bool inputs come from its
-``get_inputs()`` at its own shape, so such a call is skipped).
+must then make inputs of exactly those shapes as its evaluation draws them: the first trial
+takes every input from the file's ``get_inputs()``, which changes only the leading batch size
+(:class:`forge_tui.model.taskfile_probe.BatchScale`), so a captured task covers the model's
+calls that differ from its own only in the batch; any other shape is skipped (search it as a
+task of its own, or search a catalog task, which maps every rank to its launch).
 
 **Catalog tasks.** The kernel sees row-major pointers and the int64 sizes that the task's
 ``sizes_of`` gives for the caller's tensors (what the exported module passes). So a call maps
@@ -117,9 +120,16 @@ def captured_dims(task: Any, backend: str, cap: Mapping, row: Mapping, specs: li
     if not outs or len(outs[0]["shape"]) != len(arg_dims[out_arg]):
         raise Unmapped("capture recorded no output of the task's rank for it")
     dims.update(zip(arg_dims[out_arg], (int(d) for d in outs[0]["shape"])))
-    shapes, _ = signature(task, dims, len(specs))
+    # the evaluation's first trial takes its inputs from the file's get_inputs(), which can
+    # change only the leading batch size (forge_tui.model.taskfile): other shapes cannot be timed
+    dist = "file" if "file" in task.distributions else "normal"
+    why = "its task file's get_inputs() makes its own shape, only at other batch sizes"
+    try:
+        shapes, _ = coverage.input_signature(task, dims, len(specs), dist)
+    except Exception as exc:  # noqa: BLE001 - the file's own code refuses these dims
+        raise Unmapped(f"{why} ({one_line(exc)})") from None
     if shapes != [list(s["shape"]) for s in specs]:
-        raise Unmapped(f"the task makes inputs {shapes} there, not the call's")
+        raise Unmapped(f"{why} (it makes {shapes} there)")
     return dims
 
 

@@ -54,14 +54,14 @@ def parse_shapes(text: str, task: Any, backend: str) -> dict[str, dict[str, int]
     return out
 
 
-def input_signature(task: Any, dims: Mapping[str, int], n_user: int) -> tuple[list, list]:
+def input_signature(task: Any, dims: Mapping[str, int], n_user: int, distribution: str = "normal") -> tuple[list, list]:
     """The shapes and dtypes of the first ``n_user`` input tensors of ``task`` at ``dims``
-    (worked out on fake tensors: nothing is allocated)."""
+    (worked out on fake tensors: nothing is allocated), drawn as ``distribution`` draws them."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode():
-        xs = task.make_inputs(dims, torch.Generator().manual_seed(0), "cpu", "normal")
+        xs = task.make_inputs(dims, torch.Generator().manual_seed(0), "cpu", distribution)
     xs = xs[:n_user]
     return [list(x.shape) for x in xs], [str(x.dtype).removeprefix("torch.") for x in xs]
 

@@ -31,19 +31,20 @@ def get_inputs():
     return [torch.randn(2, 4, 16, 64), torch.randn(4, 64, 1024), torch.randn(8, 100), torch.randn(3, 5).bfloat16()]
 """
 
-#: the same operator at two shapes (the captured task is made from the first call).
+#: the same operator at three shapes (the captured task is made from the first call; the
+#: second differs only in the batch, the third in every dim).
 TWO = """
 import torch
 import torch.nn as nn
 
 
 class Model(nn.Module):
-    def forward(self, x, y):
-        return torch.softmax(x, dim=-1).sum() + torch.softmax(y, dim=-1).sum()
+    def forward(self, x, y, z):
+        return torch.softmax(x, dim=-1).sum() + torch.softmax(y, dim=-1).sum() + torch.softmax(z, dim=-1).sum()
 
 
 def get_inputs():
-    return [torch.randn(16, 64), torch.randn(8, 100)]
+    return [torch.randn(16, 64), torch.randn(40, 64), torch.randn(8, 100)]
 """
 
 NO_SOFTMAX = """
@@ -124,7 +125,7 @@ def test_capture_json_gives_the_same_plan_and_shapes_already_given_are_not_timed
     assert pl.to_time == {} and dict((c.name, t) for c, t in pl.calls)["2x4x16x64"] == "128x64"
 
 
-def test_captured_task_times_the_models_other_shape(tmp_path):
+def test_captured_task_times_the_models_other_batch(tmp_path):
     from forge_tui.model import coverage
     from forge_tui.model.capture import record, render_task
     from forge_tui.model.taskfile import load_task_file
@@ -141,8 +142,11 @@ def test_captured_task_times_the_models_other_shape(tmp_path):
 
     label, rows = cs.load_calls(str(model), "host")
     pl = cs.plan(task, "host", rows, cover, {}, label, 1)
-    assert pl.to_time == {"8x100": {"x0_d0": 8, "x0_d1": 100, "out_d0": 8, "out_d1": 100}}
-    assert pl.already == ["f32[16x64]"] and pl.skipped == []
+    assert pl.to_time == {"40x64": {"x0_d0": 40, "x0_d1": 64, "out_d0": 40, "out_d1": 64}}
+    assert pl.already == ["f32[16x64]"]
+    # the evaluation draws a task file's inputs from its get_inputs(): only the batch can change
+    ((call, why),) = pl.skipped
+    assert call == "f32[8x100]" and why.startswith("its task file's get_inputs() makes its own shape, only at other")
 
     # another model: rank 4 and dim=0 calls cannot be this task file's (it hard-codes both)
     _, rows = cs.load_calls(str(_model(tmp_path, SOFTMAXES, "other.py")), "host")
