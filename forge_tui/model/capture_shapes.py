@@ -248,10 +248,17 @@ def _ops_seen(rows: list[dict]) -> str:
     return f"its operators: {', '.join(ops[:8])}{', ...' if len(ops) > 8 else ''}" if ops else "it ran no operator"
 
 
-def _note(specs: list[dict]) -> str:
-    from forge_tui.model.capture.render import _contiguous_strides
+def _row_major(shape: list) -> list[int]:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= max(int(d), 1)
+    return out[::-1]
 
-    bad = [i for i, s in enumerate(specs) if s.get("stride") and s["stride"] != _contiguous_strides(s["shape"])]
+
+def _note(specs: list[dict]) -> str:
+    """Why the timing may miss a cost of this call: inputs the model passes non-contiguous."""
+    bad = [i for i, s in enumerate(specs) if s.get("stride") and list(s["stride"]) != _row_major(s["shape"])]
     if not bad:
         return ""
     return f"input(s) {', '.join(map(str, bad))} not contiguous in the model: the module copies them first (not timed)"

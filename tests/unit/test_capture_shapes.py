@@ -234,3 +234,8 @@ def test_collapse_keeps_row_major_order():
     assert call_dims._collapse([2, 4, 16, 64], 2) == [128, 64]
     assert call_dims._collapse([256, 7, 7], 4) == [1, 256, 7, 7]
     assert call_dims._collapse([5], 1) == [5]
+
+
+def test_a_non_contiguous_model_input_is_noted():
+    assert cs._note([{"shape": [2, 3], "stride": [3, 1]}]) == ""
+    assert "input(s) 0 not contiguous" in cs._note([{"shape": [2, 3], "stride": [1, 2]}])
