@@ -398,17 +398,18 @@ def cmd_apply(args, store) -> int:
 
 
 def cmd_export(args, store: Store) -> int:
-    """``forge-tui export RUN_ID [--node ID] [--shapes AxB,...] -o DIR``: the kernel as a module for
-    model code, with its coverage table (the shapes where the kernel is used)."""
+    """``forge-tui export RUN_ID [--node ID] [--shapes AxB,...] [--shapes-from CAPTURE.json|MODEL.py] -o DIR``:
+    the kernel as a module for model code, with its coverage table (the shapes where the kernel is used)."""
+    from forge_tui.model.capture_shapes import report_lines
     from forge_tui.model.export import export_run
 
     why = _export_target_problem(args.output)
     if why and not args.force:
         return fail(why)
-    res = export_run(
-        store, args.run_id, args.output, node_id=args.node, build=args.build, shapes=getattr(args, "shapes", None)
-    )
-    print(render.to_json(render.export_dict(res)) if args.json else render.export_text(res))
+    more = {"shapes": getattr(args, "shapes", None), "shapes_from": getattr(args, "shapes_from", None)}
+    res = export_run(store, args.run_id, args.output, node_id=args.node, build=args.build, **more)
+    text = [render.export_text(res), *report_lines(res.manifest.get("shapes_from"))]
+    print(render.to_json(render.export_dict(res)) if args.json else "\n".join(text))
     return 0
 
 

@@ -238,6 +238,13 @@ def _model_parsers(sub) -> None:
         help="time the node on these shapes too before deciding where the kernel is used (e.g. 8192x1024,4x32768)",
     )
     ex.add_argument(
+        "--shapes-from",
+        default=None,
+        metavar="CAPTURE.json|MODEL.py",
+        help="also time the node on every shape at which this model (a `capture --json` file, or a model file "
+        "recorded now) calls the task's operator",
+    )
+    ex.add_argument(
         "--force", action="store_true", help="write into a non-empty directory that holds no previous export"
     )
     ex.add_argument("--json", action="store_true")

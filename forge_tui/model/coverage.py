@@ -7,7 +7,8 @@ its p10-p90 spread and the timing mode. The module calls the kernel only on a sh
 entry is ``used`` (speedup > 1); on any other shape it runs the reference, unless
 ``FORGE_DISPATCH=always`` (issue 14: a softmax tuned on two shapes ran at 0.93x of eager
 on a third, and the export used it there anyway). ``export --shapes "8192x1024,..."`` times
-the node on more shapes first (:func:`time_shapes`).
+the node on more shapes first (:func:`time_shapes`), and ``export --shapes-from`` on the
+shapes at which a model calls the task's operator (:mod:`forge_tui.model.capture_shapes`).
 """
 
 from __future__ import annotations
@@ -53,14 +54,14 @@ def parse_shapes(text: str, task: Any, backend: str) -> dict[str, dict[str, int]
     return out
 
 
-def input_signature(task: Any, dims: Mapping[str, int], n_user: int) -> tuple[list, list]:
+def input_signature(task: Any, dims: Mapping[str, int], n_user: int, distribution: str = "normal") -> tuple[list, list]:
     """The shapes and dtypes of the first ``n_user`` input tensors of ``task`` at ``dims``
-    (worked out on fake tensors: nothing is allocated)."""
+    (worked out on fake tensors: nothing is allocated), drawn as ``distribution`` draws them."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode():
-        xs = task.make_inputs(dims, torch.Generator().manual_seed(0), "cpu", "normal")
+        xs = task.make_inputs(dims, torch.Generator().manual_seed(0), "cpu", distribution)
     xs = xs[:n_user]
     return [list(x.shape) for x in xs], [str(x.dtype).removeprefix("torch.") for x in xs]
 
@@ -76,9 +77,21 @@ def _confirmed(store: Any, node_id: int) -> dict[str, float]:
     }
 
 
-def entry(task: Any, name: str, dims: Mapping[str, int], shape: Mapping[str, Any], n_user: int, source: str) -> dict:
-    """One coverage entry from a per-shape result (:class:`~forge_tui.core.results.ShapeResult` dict)."""
-    inputs, dtypes = input_signature(task, dims, n_user)
+def entry(
+    task: Any,
+    name: str,
+    dims: Mapping[str, int],
+    shape: Mapping[str, Any],
+    n_user: int,
+    source: str,
+    signature: Optional[tuple[list, list]] = None,
+) -> dict:
+    """One coverage entry from a per-shape result (:class:`~forge_tui.core.results.ShapeResult` dict).
+
+    ``signature``: the input shapes and dtypes the guard keys on, when they are not the ones
+    the task makes at ``dims`` (a model's call of another rank with the same launch,
+    :mod:`forge_tui.model.capture_shapes`)."""
+    inputs, dtypes = signature if signature is not None else input_signature(task, dims, n_user)
     sp = shape.get("speedup")
     lo, hi = shape.get("speedup_lo"), shape.get("speedup_hi")
     return {
@@ -113,12 +126,19 @@ def node_coverage(store: Any, node: Any, task: Any, backend: str, n_user: int) -
 
 
 def time_shapes(
-    task: Any, ref: dict, backend: str, source: str, shapes: Mapping[str, Mapping[str, int]], seed: int
+    task: Any,
+    ref: dict,
+    backend: str,
+    source: str,
+    shapes: Mapping[str, Mapping[str, int]],
+    seed: int,
+    what: str = "--shapes",
 ) -> dict[str, dict]:
     """Evaluate ``source`` (correctness and interleaved timing against eager) on ``shapes``.
 
-    Returns ``{shape: ShapeResult dict}``. Raises ExportError when the node fails there
-    (incorrect, crashed, ...): a kernel wrong on a shape must not be exported as covering it.
+    Returns ``{shape: ShapeResult dict}``. Raises ExportError (its line starts with ``what``,
+    the option that asked) when the node fails there (incorrect, crashed, ...): a kernel
+    wrong on a shape must not be exported as covering it.
     """
     from forge_tui.evaluate.evaluator import Evaluator
 
@@ -128,16 +148,17 @@ def time_shapes(
     try:
         res = ev.evaluate(source, seed=seed)
     except Exception as exc:
-        raise ExportError(f"--shapes: timing the node failed: {one_line(exc)}") from None
+        raise ExportError(f"{what}: timing the node failed: {one_line(exc)}") from None
     finally:
         ev.close()
     if str(res.status) != "ok":
-        raise ExportError(f"--shapes: the node is {res.status} on the extra shapes: {res.error[:300]}")
+        raise ExportError(f"{what}: the node is {res.status} on the extra shapes: {res.error[:300]}")
     return dict(res.shapes)
 
 
 def coverage_table(coverage: list[dict]) -> list[str]:
-    """The coverage as text lines: shape, speedup with its spread, mode, used or not."""
+    """The coverage as text lines: shape, speedup with its spread, mode, used or not (and, for a
+    model's call that reuses another shape's measurement, that shape: ``timed_as``)."""
     lines = ["  shape                      speedup  (p10-p90)        mode  source         dispatch"]
     for c in coverage:
         sp = f"{c['speedup']:.3f}x" if c.get("speedup") is not None else "-"
@@ -148,6 +169,7 @@ def coverage_table(coverage: list[dict]) -> list[str]:
         )
         used = "kernel" if c["used"] else "reference"
         mark = "  ~1.0" if c.get("straddles_1") else ""
+        mark += f"  (launch of {c['timed_as']})" if c.get("timed_as") else ""
         lines.append(
             f"  {c['shape'][:26]:26s} {sp:>8s} {spread:16s} {c.get('mode') or '-':>5s}  {c['source']:14s} {used}{mark}"
         )

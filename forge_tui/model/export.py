@@ -16,7 +16,7 @@
   "speedup", "capture", "module": "forge_kernel.py", "function": "forward", "op", "inputs",
   "params" (the operator's arguments after the inputs), "region" (for a fusion region's task:
   id, pattern, model, instances, how the operator is called per instance; else null),
-  "coverage", ...}``;
+  "coverage", "shapes_from" (``export --shapes-from``'s summary, else null), ...}``;
 
 The module dispatches guardedly (:mod:`forge_tui.model.coverage`): the kernel runs only on
 the input shapes and dtypes it was timed on and won on (``COVERAGE``), the reference
@@ -123,6 +123,7 @@ def export_run(
     node_id: Optional[int] = None,
     build: bool = False,
     shapes: Optional[str] = None,
+    shapes_from: Optional[str] = None,
 ) -> Exported:
     """Write the export of a run's node into ``out_dir`` (created if needed).
 
@@ -137,6 +138,10 @@ def export_run(
         shapes: more shapes to time the node on before deciding where it is used
             (``"8192x1024,..."``, :func:`forge_tui.model.coverage.parse_shapes`); needs the
             run's device here.
+        shapes_from: a ``capture --json`` file or a model file: also time the node on the
+            shapes at which that model calls the task's operator
+            (:mod:`forge_tui.model.capture_shapes`); the manifest's ``shapes_from`` says
+            what was timed, reused and skipped (None without it).
 
     Returns:
         :class:`Exported`.
@@ -163,11 +168,14 @@ def export_run(
     device = run.device
     n_user = len(_user_inputs(task))
     cover = coverage.node_coverage(store, node, task, backend, n_user)
-    if shapes:
-        extra = coverage.parse_shapes(shapes, task, backend)
-        timed = coverage.time_shapes(task, ref, backend, node.source, extra, seed=run.seed * 1_000_003 + node.id + 7)
-        more = [coverage.entry(task, k, extra[k], v, n_user, "export --shapes") for k, v in timed.items()]
-        cover = coverage.merge(cover, more)
+    found = None
+    if shapes or shapes_from:
+        from forge_tui.model.capture_shapes import extend
+
+        seed = run.seed * 1_000_003 + node.id + 7
+        cover, found = extend(
+            task, ref, backend, node.source, cover, n_user, shapes=shapes, shapes_from=shapes_from, seed=seed
+        )
     module = render_module(task, backend, run_id=run.id, node_id=node.id, speedup=speedup, coverage=cover)
     manifest = {
         "task": task.name,
@@ -189,6 +197,7 @@ def export_run(
         "device": device.get("gpu") or device.get("cpu") or "",
         "description": node.description,
         "coverage": cover,
+        "shapes_from": found,
         "dispatch": "guarded: the kernel on covered shapes it won on, the reference elsewhere (FORGE_DISPATCH=always)",
     }
     try:
