@@ -51,7 +51,27 @@ def parse_shapes(text: str, task: Any, backend: str) -> dict[str, dict[str, int]
         out[raw] = dict(zip(names, vals))
     if not out:
         raise ExportError("--shapes: no shape given (e.g. --shapes 8192x1024,4x32768)")
+    if "file" in getattr(task, "distributions", ()):
+        for raw, dims in out.items():
+            _file_inputs_fit(task, raw, dims)
     return out
+
+
+def _file_inputs_fit(task: Any, raw: str, dims: Mapping[str, int]) -> None:
+    """A task file's evaluation takes its inputs from the file's ``get_inputs()``, which can
+    change only the leading batch size; a shape it cannot make is refused here in one line
+    (the evaluation would otherwise read as a crashed node: "get_inputs() changed input").
+
+    Raises:
+        ExportError: ``get_inputs()`` cannot make inputs of ``dims``.
+    """
+    try:
+        input_signature(task, dims, len(dims), "file")
+    except Exception as exc:  # noqa: BLE001 - the file's own code (or its fixed shape) refuses these dims
+        raise ExportError(
+            f"--shapes: {raw}: task file {task.name} makes its inputs with get_inputs(), which changes only "
+            f"the batch size ({one_line(exc)}): capture the model at that shape, or export a catalog task's run"
+        ) from None
 
 
 def input_signature(task: Any, dims: Mapping[str, int], n_user: int, distribution: str = "normal") -> tuple[list, list]:

@@ -148,6 +148,11 @@ def test_captured_task_times_the_models_other_batch(tmp_path):
     ((call, why),) = pl.skipped
     assert call == "f32[8x100]" and why.startswith("its task file's get_inputs() makes its own shape, only at other")
 
+    # --shapes on the same task file: another batch is fine, another row length is one line
+    assert coverage.parse_shapes("40x64x40x64", task, "host")["40x64x40x64"]["x0_d0"] == 40
+    with pytest.raises(coverage.ExportError, match=r"16x100x16x100: task file softmax_1 makes its inputs with get_in"):
+        coverage.parse_shapes("16x100x16x100", task, "host")
+
     # another model: rank 4 and dim=0 calls cannot be this task file's (it hard-codes both)
     _, rows = cs.load_calls(str(_model(tmp_path, SOFTMAXES, "other.py")), "host")
     pl = cs.plan(task, "host", rows, cover, {}, "other.py", 1)
