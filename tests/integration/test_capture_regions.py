@@ -162,7 +162,9 @@ def test_region_task_files_load_and_reproduce_the_forward(which, request, tmp_pa
     for r in rs.regions:
         path = tmp_path / f"{r.id}.py"
         path.write_text(render_region_task(rs, r))
-        task = load_task_file(str(path))
+        # in process: a child per region cost ~5 s each (its torch import); that the child and
+        # the in-process loader derive the same task is test_taskfile_limits' job
+        task = load_task_file(str(path), isolate=False)
         assert task.origin == "captured" and task.capture["region"] == r.id
         assert task.capture["pattern"] == r.pattern_name and task.capture["kernels"] == r.kernels
         lay = layout_of(task)

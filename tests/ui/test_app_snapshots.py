@@ -21,6 +21,10 @@ import pytest
 from forge_tui.app.screens.runs import RunsScreen, RunsTable
 from tests.ui.app_helpers import run_screen_ready, settle
 
+#: One xdist worker takes this whole file (``--dist loadgroup`` in the README's test command),
+#: so the session-scoped real search runs once per lane, not once per worker (~25 s each).
+pytestmark = pytest.mark.xdist_group("real_search")
+
 SIZES = [(80, 24), (160, 48)]
 size_ids = lambda s: f"{s[0]}x{s[1]}"  # noqa: E731
 

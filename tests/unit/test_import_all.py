@@ -37,7 +37,7 @@ for top in PACKAGES:
     names.append(top)
     for info in pkgutil.walk_packages(pkg.__path__, top + ".", onerror=onerror):
         names.append(info.name)
-print(json.dumps({"names": names, "errors": errors}))
+WALK = {"names": names, "errors": errors}
 """
 
 _IMPORT = r"""
@@ -54,7 +54,7 @@ for name in NAMES:
             importlib.import_module(name)
     except BaseException:
         errors[name] = traceback.format_exc()
-print(json.dumps({"errors": errors, "compiled": compiled}))
+IMPORTED = {"errors": errors, "compiled": compiled}
 """
 
 
@@ -83,8 +83,16 @@ def _files_on_disk() -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def modules() -> list[str]:
-    found = _child(f"PACKAGES = {PACKAGES!r}\n" + _WALK, timeout=300)
+def walked() -> dict:
+    """One fresh interpreter walks the packages and then imports every module it found
+    (``names``, walk ``errors``, import ``import_errors``): one torch import, not two."""
+    code = f"PACKAGES = {PACKAGES!r}\n{_WALK}\nNAMES = names\n{_IMPORT}\nprint(json.dumps({{**WALK, 'import_errors': IMPORTED}}))"
+    return _child(code, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def modules(walked: dict) -> list[str]:
+    found = walked
     assert not found["errors"], "packages that fail to import:\n" + _report(found["errors"])
     names = found["names"]
     # pkgutil only descends into packages (directories with __init__.py): a .py file it
@@ -95,8 +103,8 @@ def modules() -> list[str]:
     return names
 
 
-def test_every_module_imports(modules: list[str]) -> None:
-    res = _child(f"NAMES = {modules!r}\n" + _IMPORT, timeout=300)
+def test_every_module_imports(modules: list[str], walked: dict) -> None:
+    res = {"errors": walked["import_errors"]["errors"]}
     assert not res["errors"], (
         f"{len(res['errors'])} of {len(modules)} modules fail to import: "
         f"{sorted(res['errors'])}\n" + _report(res["errors"])
