@@ -72,6 +72,9 @@ TINY = """
 import torch
 import torch.nn as nn
 
+#: One xdist worker takes this file (``--dist loadgroup``): its module-scoped fixtures run once.
+pytestmark = pytest.mark.xdist_group("apply_regions")
+
 
 class RMSNorm(nn.Module):
     def __init__(self, dim, eps=1e-6):

@@ -12,6 +12,9 @@ from tests.conftest import ROOT, run_cli
 from tests.helpers import main_rc as _main
 from tests.helpers import one_line_error as _one_line_error
 
+#: One xdist worker takes this file (``--dist loadgroup``): its module-scoped fixtures run once.
+pytestmark = pytest.mark.xdist_group("capture")
+
 BLOCK = ROOT / "examples" / "transformer_block.py"
 ROW_KEYS = {
     "index",

@@ -38,6 +38,9 @@ _BASIC = """
 import torch
 import torch.nn as nn
 
+#: One xdist worker takes this file (``--dist loadgroup``): its module-scoped fixtures run once.
+pytestmark = pytest.mark.xdist_group("capture_regions")
+
 
 class Model(nn.Module):
     \"\"\"torchvision's BasicBlock: conv-bn-relu(inplace)-conv-bn, out += identity, relu(inplace).\"\"\"

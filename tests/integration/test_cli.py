@@ -12,6 +12,9 @@ from tests.conftest import SWISH_TASK_FILE, run_cli
 from tests.helpers import one_line_error_of as _one_line_error
 from tests.helpers import sqlite_exec
 
+#: One xdist worker takes this file (``--dist loadgroup``): its module-scoped fixtures run once.
+pytestmark = pytest.mark.xdist_group("cli")
+
 RUN_KEYS = {"id", "task", "status", "backend", "proposer", "nodes", "best_speedup", "created_at"}
 NODE_KEYS = {"id", "parent", "status", "speedup", "median_ms", "description"}
 EVAL_KEYS = {"status", "speedup", "median_ms", "baseline_ms", "error"}

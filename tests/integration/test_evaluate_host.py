@@ -10,6 +10,9 @@ import pytest
 from forge_tui.evaluate.evaluator import OUTPUT_CAP, Evaluator, _Drain
 from forge_tui.evaluate.static import MAX_SOURCE_BYTES, check_source
 
+#: One xdist worker takes this file (``--dist loadgroup``): its module-scoped fixtures run once.
+pytestmark = pytest.mark.xdist_group("evaluate_host")
+
 HEAD = "#include <cmath>\n#include <cstdint>\n"
 SIG = 'extern "C" int forge_launch(const float* x, float* y, int64_t rows, int64_t cols)'
 WRONG = HEAD + SIG + "{ for (int64_t i = 0; i < rows * cols; ++i) y[i] = 1.0f / cols + x[i] * 0.01f; return 0; }\n"

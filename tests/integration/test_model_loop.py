@@ -26,6 +26,9 @@ import os
 import torch
 import torch.nn as nn
 
+#: One xdist worker takes this file (``--dist loadgroup``): its module-scoped fixtures run once.
+pytestmark = pytest.mark.xdist_group("model_loop")
+
 BATCH = int(os.environ.get("FORGE_RESNET_BATCH", "2"))
 
 

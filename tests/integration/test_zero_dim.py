@@ -77,6 +77,9 @@ BATCHNORM = """
 import torch
 import torch.nn as nn
 
+#: One xdist worker takes this file (``--dist loadgroup``): its module-scoped fixtures run once.
+pytestmark = pytest.mark.xdist_group("zero_dim")
+
 
 class Model(nn.Module):
     \"\"\"BatchNorm1d (eval) scaled by a 0-dim input; num_batches_tracked is a 0-dim int64 buffer.\"\"\"
