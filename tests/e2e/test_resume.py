@@ -55,7 +55,10 @@ def _snapshot(db, run_id):
         s.close()
 
 
-@pytest.mark.parametrize("kill_at", ["baseline", "node2", "node5"])
+# two points here (test_kill_points.py kills at twenty more, each between or inside store
+# writes or during a stage); node2 was dropped for the slow lane's budget: node5 kills with
+# finished nodes and nodes in flight, which covers it
+@pytest.mark.parametrize("kill_at", ["baseline", "node5"])
 def test_sigkill_then_resume_loses_nothing(tmp_path, kill_at):
     db = tmp_path / "forge.db"
     proc = _start(db, "--iterations", str(ITERATIONS))
