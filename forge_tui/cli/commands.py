@@ -174,6 +174,8 @@ def cmd_resume(args, store: Store) -> int:
     if args.parallel is not None:
         cfg["parallel"] = args.parallel
         run = store.update_run(run.id, config_json=json.dumps(cfg))
+    if args.headless:  # the search sets (and says) the target itself, once it holds the run's lease
+        return _search(store, run.id, extra_iterations=args.iterations)
     if target is not None and target != run.iterations_target:
         first = f", the {in_flight} left in flight first" if in_flight else ""
         print(
@@ -181,8 +183,6 @@ def cmd_resume(args, store: Store) -> int:
             f"after the {run.iterations_done} done{first})",
             flush=True,
         )
-    if args.headless:  # the search sets the target itself, once it holds the run's lease
-        return _search(store, run.id, extra_iterations=args.iterations)
     if target is not None:  # the background search is started without --iterations
         run = store.update_run(run.id, iterations_target=target)
     return _background(store, run, "resumed")

@@ -97,7 +97,8 @@ def apply(
         "forge_ms", "compile_ms", "compile_forge_ms" (medians, ms, None when not timed),
         "spread": {column: [p10, p90]}, "speedup_vs_eager", "speedup_vs_compile" (and
         their ``_spread`` [lo, hi]), "compile_skipped", "compile_choice" (None, or
-        ``{"rows", "kept", "error"}``: each used kernel's speedup over torch.compile alone), "latency": {"method", "samples",
+        ``{"rows", "kept", "error"}``: each used kernel's speedup over torch.compile alone),
+        "not_timed" (present when nothing was replaced: why no timing ran), "latency": {"method", "samples",
         "eager", "forge", "compile", "compile_forge", "before", "after"}, "speedup"}``.
         ``before``/``after``/``speedup`` repeat eager/forge/speedup_vs_eager for readers of
         the one-kernel report. Timing runs only when the check passed.
@@ -158,7 +159,12 @@ def apply(
     want_compile = on_cuda if compile is None else compile
     skipped = None if want_compile else (HOST_COMPILE_SKIP if compile is None else "--no-compile")
     timed, choice = None, None
-    if check["passed"]:
+    if total == 0:  # every match left to PyTorch: both forwards run the same aten calls
+        result["not_timed"] = (
+            "nothing was replaced (every match is left to PyTorch by guarded dispatch): eager + forge "
+            "would be eager, so the forward is not timed"
+        )
+    elif check["passed"]:
         compiler = compile_backend if want_compile else None
         gm_c, tensors_c = gm, tensors
         if compiler and choose:

@@ -248,6 +248,9 @@ def format_report(r: dict) -> str:
         lines.append(f"outputs DIFFER from the original forward: {c['note']} ({c['tolerance']})")
         return "\n".join(lines)
     lat = r["latency"]
+    if lat is None:
+        lines.append(r.get("not_timed") or "the forward was not timed")
+        return "\n".join(lines)
     graphs = lat["method"] == "cuda_graph"
     how = "each captured in a CUDA graph" if graphs else "eager calls"
     lines.append(f"forward latency (median of {lat['samples']}, interleaved, cache flushed, {how}):")

@@ -297,7 +297,13 @@ class Search(NodeSteps):
         before = (self.run.status, self.run.status_reason or "")
         try:
             if extra_iterations is not None:  # refused (exit 2, the run as it was) below the nodes in flight
-                target, _ = resume_target(self.store, self.run, extra_iterations)
+                target, in_flight = resume_target(self.store, self.run, extra_iterations)
+                if target != self.run.iterations_target:  # said once the lease is ours, never by a loser
+                    first = f", the {in_flight} left in flight first" if in_flight else ""
+                    self.log(
+                        f"run {self.run_id}: iteration target {self.run.iterations_target} -> {target} "
+                        f"({extra_iterations} more after the {self.run.iterations_done} done{first})"
+                    )
                 self.run = self.store.update_run(self.run_id, iterations_target=target)
             self.store.update_run(
                 self.run_id, status=RunStatus.RUNNING, status_reason="", control="", event_kind="status"

@@ -98,6 +98,8 @@ def test_n_more_counts_the_nodes_in_flight_and_progress_stays_within_the_target(
     final = _search(store, run_id, lines).execute(extra_iterations=3)
     progress = _progress(lines)
     assert progress == [(2, 4), (3, 4), (4, 4)], lines  # the 2 in flight first, then 1 new one
+    # the change is said by the search once it holds the lease (a resume that loses the lease says nothing)
+    assert f"run {run_id}: iteration target 3 -> 4 (3 more after the 1 done, the 2 left in flight first)" in lines
     assert (final.status, final.iterations_done, final.iterations_target) == (RunStatus.FINISHED, 4, 4)
     assert store.left_in_flight(run_id) == 0
 
