@@ -59,8 +59,22 @@ def _dispatch(args) -> int:
     return COMMANDS[args.cmd](args, store)
 
 
+def _parse(argv: Optional[list[str]]):
+    """The arguments; an unknown flag is reported by the command's own parser (its usage line),
+    not the top-level one's (argparse hands a subcommand's leftovers to its parent)."""
+    import argparse
+
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        subs = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        owner = subs.choices.get(args.cmd) if subs is not None and args.cmd else None
+        (owner or parser).error("unrecognized arguments: " + " ".join(extra))
+    return args
+
+
 def main(argv: Optional[list[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = _parse(argv)
     if getattr(args, "proposer", "x") is None:
         from forge_tui.llm.config import default_proposer
 

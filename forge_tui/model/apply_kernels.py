@@ -97,7 +97,7 @@ class Kernel:
         if self.kind == REGION:
             ins = ", ".join(spec_text(s) for s in cap.get("inputs", []))
             pat = cap.get("pattern") or "no pattern"
-            return f"region {cap.get('region', '?')} ({pat}, {len(cap.get('ops', []))} calls) [{ins}]"
+            return f"region {cap.get('region', '?')} ({pat}, {len(cap.get('ops', []))} aten ops each) [{ins}]"
         shapes = ", ".join(
             spec_text(s) for s in tensor_specs(cap.get("args", [])) + tensor_specs(cap.get("kwargs", {}))
         )

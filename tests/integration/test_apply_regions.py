@@ -187,7 +187,7 @@ def test_apply_replaces_every_instance_and_outputs_match(exported, capsys, monke
 
     rc, out, err = _main(capsys, "apply", LLAMA, exported, "--samples", "2")
     assert rc == 0, err
-    assert "region R1 (rms_norm, 8 calls) [bf16[2x16x64]]: 5 instance(s) replaced (capture found 4)" in out
+    assert "region R1 (rms_norm, 8 aten ops each) [bf16[2x16x64]]: 5 instance(s) replaced (capture found 4)" in out
     assert "outputs match the original forward" in out
     # a second import of the export in this process counts its own calls (5, kernel or reference)
     sides = re.search(r"dispatch: kernel (\d+).*; reference (\d+)", out)

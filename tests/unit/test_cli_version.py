@@ -39,3 +39,16 @@ def test_python_dash_m_runs_the_cli():
 
 def test_console_script_target_is_main():
     assert 'forge-tui = "forge_tui.cli:main"' in (ROOT / "pyproject.toml").read_text() and callable(cli.main)
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage"),
+    [(["run", "softmax", "--bogus"], "usage: forge-tui run "), (["--bogus"], "usage: forge-tui [-h]")],
+)
+def test_an_unknown_flag_gets_its_commands_usage(capsys, argv, usage):
+    """argparse hands a subcommand's unknown flags to the top-level parser; the user should see
+    the usage of the command they typed (a new user's trial: `run softmax --bogus`)."""
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith(usage) and "unrecognized arguments: --bogus" in err
