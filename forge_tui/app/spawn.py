@@ -1,5 +1,6 @@
 """Start a search process detached from the terminal (its own session; a closed app or a
-dropped SSH connection never stops it). Output goes to ``logs/run-ID.log`` beside the db."""
+dropped SSH connection never stops it). Output goes to ``logs/run-ID.log`` beside the db
+(:func:`log_path`)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,12 @@ ENDPOINT_VARS = (("OPENAI_BASE_URL", "base_url"), ("FORGE_LLM_MODEL", "model"))
 
 
 def log_path(db: Path, run_id: int) -> Path:
-    """Where a detached search of ``run_id`` writes its output: ``logs/run-ID.log`` beside the db."""
-    return Path(db).parent / "logs" / f"run-{run_id}.log"
+    """Where a detached search of ``run_id`` writes its output: ``logs/run-ID.log`` beside the db
+    for the default ``forge.db``, ``logs/<db stem>-run-ID.log`` for any other, so two databases
+    in one directory never append to one log (run ids repeat across databases)."""
+    db = Path(db)
+    name = f"run-{run_id}.log" if db.name == "forge.db" else f"{db.stem}-run-{run_id}.log"
+    return db.parent / "logs" / name
 
 
 #: The processes this process started, by (resolved db path, run id): the app watches them
