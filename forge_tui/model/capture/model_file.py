@@ -1,5 +1,11 @@
 """A model file for capture and apply: loaded through :mod:`forge_tui.model.loader`, built on a
-device and run in inference mode. Errors are :class:`CaptureError` with one line."""
+device and run in inference mode. Errors are :class:`CaptureError` with one line.
+
+The file runs in this process, so its limits are a time limit per step and no memory cap:
+the import, ``get_init_inputs()``, ``Model(...)``, ``get_inputs()`` and each forward of
+:func:`run_forward` get ``FORGE_LOAD_TIMEOUT_S`` seconds each (default 120;
+:mod:`forge_tui.model.capture.deadline`: a ``SIGALRM`` deadline in the main thread, none in
+another thread or without ``SIGALRM``)."""
 
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from forge_tui.core.config import AUTO
 from forge_tui.evaluate.backends import UnknownBackendError, available_backends, get_backend
 from forge_tui.model import loader
+from forge_tui.model.capture.deadline import expired_cause, step_limit
 from forge_tui.model.errors import CaptureError
 from forge_tui.model.loader import ModelFile, one_line
 
@@ -24,19 +31,25 @@ _first_line = one_line
 
 
 def load_model_file(path: str | Path) -> ModelFile:
-    """Import a model file (the file's own directory is importable while it loads).
+    """Import a model file (the file's own directory is importable while it loads), within
+    the step limit (``FORGE_LOAD_TIMEOUT_S``, module docstring).
 
     Raises:
-        CaptureError: no such file, the import raised, or ``Model``/``get_inputs`` is missing.
+        CaptureError: no such file, the import raised or did not finish within the limit, or
+        ``Model``/``get_inputs`` is missing.
     """
     p = Path(path)
     if not p.is_file():
         raise CaptureError(f"no such file: {p}")
     name = f"forge_model_{p.stem}_{uuid.uuid4().hex[:8]}"
-    try:
-        return loader.load(p, name=name, require_py=True)
-    except loader.ModelFileError as exc:
-        raise _refusal(path, exc) from exc.cause
+    with step_limit(p.name, "its import", verb="did not finish"):
+        try:
+            return loader.load(p, name=name, require_py=True)
+        except loader.ModelFileError as exc:
+            expired = expired_cause(exc)  # the loader wraps every error of the import, the alarm's too
+            if expired is not None:
+                raise expired from None
+            raise _refusal(path, exc) from exc.cause
 
 
 def _refusal(path, exc: loader.ModelFileError) -> CaptureError:
@@ -87,25 +100,32 @@ def build(mf: ModelFile, device: str, seed: int = 0) -> tuple[torch.nn.Module, l
     """``Model(*get_init_inputs())`` in eval mode on ``device`` and ``get_inputs()`` moved there.
 
     Parameters and inputs are drawn after ``torch.manual_seed(seed)``, so two builds agree.
+    ``get_init_inputs()``, ``Model(...)`` and ``get_inputs()`` each get the step limit
+    (``FORGE_LOAD_TIMEOUT_S``, module docstring).
 
     Raises:
-        CaptureError: the constructor or an input function raised, or returned the wrong kind.
+        CaptureError: the constructor or an input function raised, did not return within the
+        limit, or returned the wrong kind.
     """
     if device == "cpu":
         torch.set_num_threads(1)  # as the host worker times eager: one core
     torch.manual_seed(seed)
-    try:
-        init = list(mf.get_init_inputs())
-    except Exception as exc:
-        raise CaptureError(f"get_init_inputs() in {mf.path.name} raised {_first_line(exc)}") from exc
-    try:
-        model = mf.model_cls(*init)
-    except Exception as exc:
-        raise CaptureError(f"Model(*get_init_inputs()) in {mf.path.name} raised {_first_line(exc)}") from exc
-    try:
-        inputs = mf.get_inputs()
-    except Exception as exc:
-        raise CaptureError(f"get_inputs() in {mf.path.name} raised {_first_line(exc)}") from exc
+    name = mf.path.name
+    with step_limit(name, "get_init_inputs()"):
+        try:
+            init = list(mf.get_init_inputs())
+        except Exception as exc:
+            raise CaptureError(f"get_init_inputs() in {name} raised {_first_line(exc)}") from exc
+    with step_limit(name, "Model(*get_init_inputs())"):
+        try:
+            model = mf.model_cls(*init)
+        except Exception as exc:
+            raise CaptureError(f"Model(*get_init_inputs()) in {name} raised {_first_line(exc)}") from exc
+    with step_limit(name, "get_inputs()"):
+        try:
+            inputs = mf.get_inputs()
+        except Exception as exc:
+            raise CaptureError(f"get_inputs() in {name} raised {_first_line(exc)}") from exc
     if not isinstance(inputs, (list, tuple)):
         raise CaptureError(f"get_inputs() in {mf.path.name} returned {type(inputs).__name__}, not a list")
     try:
@@ -117,18 +137,22 @@ def build(mf: ModelFile, device: str, seed: int = 0) -> tuple[torch.nn.Module, l
 
 
 def run_forward(mf: ModelFile, model: torch.nn.Module, inputs: list, mode: Optional[TorchDispatchMode] = None):
-    """One forward pass in inference mode, optionally under a dispatch mode.
+    """One forward pass in inference mode, optionally under a dispatch mode, within the step
+    limit (``FORGE_LOAD_TIMEOUT_S``, module docstring; per forward, so a long GPU forward gets
+    the whole limit).
 
     Raises:
-        CaptureError: the forward raised (first line of its error).
+        CaptureError: the forward raised (first line of its error) or did not return within
+        the limit.
     """
-    try:
-        with torch.no_grad():
-            if mode is None:
-                return model(*inputs)
-            with mode:
-                return model(*inputs)
-    except CaptureError:
-        raise
-    except Exception as exc:
-        raise CaptureError(f"forward of Model in {mf.path.name} raised {_first_line(exc)}") from exc
+    with step_limit(mf.path.name, "the forward of Model"):
+        try:
+            with torch.no_grad():
+                if mode is None:
+                    return model(*inputs)
+                with mode:
+                    return model(*inputs)
+        except CaptureError:
+            raise
+        except Exception as exc:
+            raise CaptureError(f"forward of Model in {mf.path.name} raised {_first_line(exc)}") from exc
