@@ -111,6 +111,33 @@ class StoreCampaigns:
             s.flush()
             return CampaignRegionRead.model_validate(reg, from_attributes=True)
 
+    def reopen_orphan_regions(self, campaign_id: int) -> list[tuple[str, int]]:
+        """Make each region of the campaign whose run was deleted since (``forge-tui rm``) a
+        region to search again, in one transaction: ``state`` ``pending``, no run, no export,
+        its seconds back to 0, a note naming the deleted run. Skipped regions and regions
+        without a run are left as they are.
+
+        Returns:
+            ``(region, deleted run id)`` of each region reopened, by position.
+        """
+        with self.session() as s:
+            rows = s.exec(
+                select(CampaignRegion)
+                .where(CampaignRegion.campaign_id == campaign_id, col(CampaignRegion.run_id).is_not(None))
+                .order_by(col(CampaignRegion.position), col(CampaignRegion.id))
+            ).all()
+            reopened: list[tuple[str, int]] = []
+            stamp = now_iso()
+            for row in rows:
+                if row.state == "skipped" or s.get(Run, row.run_id) is not None:
+                    continue
+                reopened.append((row.region, int(row.run_id)))
+                row.note = f"its run {row.run_id} was deleted (forge-tui rm); searched again"
+                row.state, row.run_id, row.export_dir, row.seconds, row.updated_at = "pending", None, "", 0.0, stamp
+                s.add(row)
+            s.flush()
+            return reopened
+
     def claim_campaign(self, campaign_id: int) -> CampaignRead:
         """Record this process as the campaign's driver and set it ``running``.
 
@@ -163,6 +190,12 @@ class StoreCampaigns:
                 .order_by(col(CampaignRegion.position), col(CampaignRegion.id))
             )
             return [CampaignRegionRead.model_validate(r, from_attributes=True) for r in rows]
+
+    def region_of_run(self, run_id: int) -> Optional[CampaignRegionRead]:
+        """The campaign region whose search ``run_id`` is, or None (a run outside any campaign)."""
+        with self.session() as s:
+            row = s.exec(select(CampaignRegion).where(CampaignRegion.run_id == run_id)).first()
+            return None if row is None else CampaignRegionRead.model_validate(row, from_attributes=True)
 
     def unlinked_runs(self, task_id: int, since: str) -> list[RunRead]:
         """Runs of ``task_id`` created at or after ``since`` (ISO time) that belong to no

@@ -12,6 +12,7 @@ new model: ``--resume`` refuses it.
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 import time
 from dataclasses import dataclass
@@ -68,6 +69,58 @@ def check_options(o: Options) -> Optional[str]:
     return None
 
 
+def words_for_rm(store, run) -> tuple[str, str]:
+    """What ``forge-tui rm`` says of ``run`` (a read model): ``"TASK, N nodes"`` (with
+    ``", campaign C's search of region R"`` when a campaign region points at it), and the
+    tail of its line after the deletion (``""``, or how the campaign searches that region
+    again: it reopens a region whose run is gone when next started)."""
+    nodes = len(store.node_summaries(run.id))
+    what = f"{run.task_name}, {nodes} node{'s' * (nodes != 1)}"
+    region = store.region_of_run(run.id)
+    if region is None:
+        return what, ""
+    c = store.get_campaign(region.campaign_id)
+    return (
+        f"{what}, campaign {c.id}'s search of region {region.region}",
+        f"; `forge-tui optimize {c.model_file}` (or --resume {c.id}) searches region {region.region} again",
+    )
+
+
+def dir_problem(store, out_dir: Path) -> Optional[str]:
+    """Why a new campaign may not write into ``out_dir`` (one line), else None: another
+    campaign of this store writes there (a live one, or any that picked a region: its
+    ``kernels/<region>`` and ``campaign.json`` would be overwritten, region ids being the same
+    across models), or ``out_dir/campaign.json`` names another campaign (of another database
+    too). A campaign that picked no region leaves nothing to lose: it is planned again there."""
+    from store.campaigns import campaign_holder
+
+    empty: dict[int, str] = {}  # campaigns of this directory that searched nothing, by id
+    for other in store.list_campaigns():
+        if Path(other.out_dir).resolve() != out_dir:
+            continue
+        held = campaign_holder(other)
+        if held:  # two live campaigns would write one directory
+            return f"{out_dir} is the directory of a live campaign ({held}); give this one its own -o DIR"
+        if any(r.state != "skipped" for r in store.campaign_regions(other.id)):
+            return (
+                f"{out_dir} is campaign {other.id}'s directory ({Path(other.model_file).name}); give this one "
+                f"its own -o DIR (`forge-tui optimize --resume {other.id}` continues that one)"
+            )
+        empty[other.id] = other.model_file
+    try:
+        report = json.loads((out_dir / "campaign.json").read_text())
+    except (OSError, ValueError):
+        return None  # none there (or not a campaign's): nothing to overwrite
+    if not isinstance(report, dict) or "campaign" not in report:
+        return None
+    if report.get("model_file") is not None and empty.get(report["campaign"]) == report.get("model_file"):
+        return None
+    return (
+        f"{out_dir} holds the report of campaign {report.get('campaign')} "
+        f"({Path(str(report.get('model_file') or '?')).name}); give this one its own -o DIR"
+    )
+
+
 class Campaigner:
     """One ``optimize`` invocation. ``log`` lines go to stdout, or stderr under ``--json``."""
 
@@ -85,6 +138,8 @@ class Campaigner:
         from forge_tui.search.runner import resolve_backend
 
         campaign = self._existing()
+        if campaign is not None:
+            campaign = self._reopen_deleted(campaign)
         if campaign is not None and campaign.status == "failed" and not self.o.new and not self._picked(campaign):
             # it had nothing to search (no seed, no endpoint): plan again, the cause may be gone
             self.log(f"campaign {campaign.id} had no region to search; planning again")
@@ -102,6 +157,7 @@ class Campaigner:
         slots = make_slots(
             backend, campaign.config.get("gpus", self.o.gpus) if campaign and self.o.gpus == "all" else self.o.gpus
         )
+        planned = campaign is None
         if campaign is None:
             campaign = self._plan(backend)
         else:
@@ -109,19 +165,14 @@ class Campaigner:
         campaign = self.store.claim_campaign(campaign.id)
         picked = [r for r in self.store.campaign_regions(campaign.id) if r.state != "skipped"]
         if not picked:
-            self.store.update_campaign(campaign.id, status="failed", status_reason="no region can be searched")
-            skipped = self.store.campaign_regions(campaign.id)
-            self.log("no region of this model can be searched" + (" (see the skipped ones)" if skipped else ""))
-            rep = rp.build_report(self.store, self.store.get_campaign(campaign.id), apply=None, wall_s=None)
-            out_dir = Path(campaign.out_dir)
-            try:
-                out_dir.mkdir(parents=True, exist_ok=True)
-                rp.write_report(rep, out_dir)
-            except OSError as exc:
-                self.log(f"cannot write {out_dir / 'campaign.json'}: {exc.strerror}")
-            self._print(rep)
-            return 1
-        self.log(f"campaign {campaign.id}: {len(picked)} search(es) on {', '.join(s.label for s in slots)}")
+            return self._nothing_to_search(campaign, planned)
+        left = sum(r.state in ("pending", "running", "stopped") for r in picked)
+        on = ", ".join(s.label for s in slots)
+        self.log(
+            f"campaign {campaign.id}: {len(picked)} search(es) on {on}"
+            if left == len(picked)
+            else f"campaign {campaign.id}: {left} of {len(picked)} search(es) left, on {on}"
+        )
         out_dir = Path(campaign.out_dir)
         sched = Scheduler(self.store, campaign, slots, db_path=self.store.path, logs_dir=out_dir / "logs", log=self.log)
         state = sched.run()
@@ -150,6 +201,50 @@ class Campaigner:
         return self._print(rep)
 
     # ------------------------------------------------------------------ steps
+    def _nothing_to_search(self, campaign, planned: bool) -> int:
+        """No region was picked: say why (the capture found no fusion region, or each region
+        was skipped: their reasons, logged by the plan, or now when the plan was earlier),
+        write ``campaign.json`` and print it under ``--json``, else only where it is (no empty
+        table). Exit code 1."""
+        campaign = self.store.update_campaign(campaign.id, status="failed", status_reason="no region can be searched")
+        skipped = self.store.campaign_regions(campaign.id)
+        name = Path(campaign.model_file).name
+        if not skipped:
+            self.log(f"no region of this model can be searched: the capture found no fusion region in {name}")
+        else:
+            self.log(
+                f"no region of this model can be searched: each of its {len(skipped)} region(s) was skipped"
+                + (" (the reasons above)" if planned else ":")
+            )
+            if not planned:
+                for r in skipped:
+                    share = "-" if r.share is None else f"{100 * r.share:.1f}%"
+                    self.log(f"skip    {r.region} ({r.pattern or 'no pattern'}, {share}): {r.note}")
+        rep = rp.build_report(self.store, campaign, apply=None, wall_s=None)
+        out_dir = Path(campaign.out_dir)
+        try:
+            path = rp.write_report(rep, out_dir)
+        except OSError as exc:
+            self.log(f"cannot write {out_dir / 'campaign.json'}: {exc.strerror}")
+        else:
+            if not self.o.json:
+                print(f"report: {path}", flush=True)
+        if self.o.json:
+            self._print(rep)
+        return 1
+
+    def _reopen_deleted(self, campaign):
+        """Regions whose run was deleted since (``forge-tui rm``) are searched again, as new
+        runs: one line each; a finished campaign with such a region is continued."""
+        reopened = self.store.reopen_orphan_regions(campaign.id)
+        for region, run_id in reopened:
+            self.log(f"reopen  {region}: its run {run_id} was deleted; it is searched again")
+        if reopened and campaign.status == "finished":
+            campaign = self.store.update_campaign(
+                campaign.id, status="interrupted", status_reason="a region's run was deleted"
+            )
+        return campaign
+
     def _picked(self, campaign) -> bool:
         """Whether any region of ``campaign`` was picked for a search."""
         return any(r.state != "skipped" for r in self.store.campaign_regions(campaign.id))
@@ -190,14 +285,9 @@ class Campaigner:
             raise CampaignError(llm_why)
         path = Path(o.model or "").resolve()
         out_dir = Path(o.out or Path(DEFAULT_DIR) / path.stem).resolve()
-        from store.campaigns import campaign_holder
-
-        for other in self.store.list_campaigns():  # two live campaigns would write one directory
-            held = campaign_holder(other)
-            if held and Path(other.out_dir).resolve() == out_dir:
-                raise CampaignError(
-                    f"{out_dir} is the directory of a live campaign ({held}); give this one its own -o DIR"
-                )
+        why = dir_problem(self.store, out_dir)
+        if why:
+            raise CampaignError(why)
         rows, facts, tasks = plan_regions(
             self.store,
             str(path),

@@ -177,9 +177,10 @@ def summary_table(report: dict) -> str:
         f"campaign {report['campaign']}: {Path(report['model_file']).name} on {report['backend']} "
         f"({report['proposer']}), {report['status']}"
     ]
-    lines.append(
-        f"{'region':6} {'pattern':18} {'share':>6} {'iters':>7} {'best':>9}  {'confirmed':9} {'state':8} exported"
-    )
+    if rows:  # no table header over nothing (a campaign with no region searched)
+        lines.append(
+            f"{'region':6} {'pattern':18} {'share':>6} {'iters':>7} {'best':>9}  {'confirmed':9} {'state':8} exported"
+        )
     for r in rows:
         share = "-" if r["share"] is None else f"{100 * r['share']:.1f}%"
         its = f"{r['iterations_done']}/{r['iterations']}"

@@ -214,14 +214,15 @@ def cmd_rm(args, store: Store) -> int:
     held = store.lease_holder(run.id)
     if held:
         return fail(held)
-    nodes = len(store.node_summaries(run.id))
+    from forge_tui.campaign.driver import words_for_rm
+
+    what, again = words_for_rm(store, run)  # a campaign region's search: rm names it, and how it is searched again
     if not args.yes and _cli()._has_terminal():
-        answer = input(f"delete run {run.id} ({run.task_name}, {nodes} node{'s' * (nodes != 1)}, {run.status})? [y/N] ")
-        if answer.strip().lower() not in ("y", "yes"):
+        if input(f"delete run {run.id} ({what}, {run.status})? [y/N] ").strip().lower() not in ("y", "yes"):
             print(f"run {run.id} kept")
             return 0
     store.delete_run(run.id, refuse_if_driven=True)
-    print(f"deleted run {run.id} ({run.task_name}, {nodes} node{'s' * (nodes != 1)}) from {store.path}")
+    print(f"deleted run {run.id} ({what}) from {store.path}{again}")
     return 0
 
 
