@@ -23,7 +23,8 @@ from forge_tui.campaign import report as rp
 from forge_tui.campaign.scheduler import CampaignError, Scheduler, make_slots, new_run
 from forge_tui.core.errors import one_line
 
-#: Where a campaign writes when no ``-o DIR`` is given: ``forge-optimize/<model stem>/``.
+#: Where a campaign writes when no ``-o DIR`` is given: ``forge-optimize/<model stem>/`` (or
+#: ``<model stem>-2/``, ``-3/``... when another campaign has it, e.g. after ``--new``).
 DEFAULT_DIR = "forge-optimize"
 #: Regions searched (``--top``) and iterations per region (``--iterations``) when not given.
 TOP, ITERATIONS = 4, 50
@@ -84,6 +85,16 @@ def words_for_rm(store, run) -> tuple[str, str]:
         f"{what}, campaign {c.id}'s search of region {region.region}",
         f"; `forge-tui optimize {c.model_file}` (or --resume {c.id}) searches region {region.region} again",
     )
+
+
+def free_dir(store, base: Path) -> Path:
+    """``base``, or the first of ``base-2``, ``base-3``, ... (up to 999) that no other campaign
+    has (:func:`dir_problem` is None); ``base`` again when all are taken."""
+    for k in range(1, 1000):
+        cand = base if k == 1 else base.with_name(f"{base.name}-{k}")
+        if dir_problem(store, cand) is None:
+            return cand
+    return base
 
 
 def dir_problem(store, out_dir: Path) -> Optional[str]:
@@ -285,6 +296,8 @@ class Campaigner:
             raise CampaignError(llm_why)
         path = Path(o.model or "").resolve()
         out_dir = Path(o.out or Path(DEFAULT_DIR) / path.stem).resolve()
+        if not o.out:  # the default directory taken by another campaign (--new): the next free one
+            out_dir = free_dir(self.store, out_dir)
         why = dir_problem(self.store, out_dir)
         if why:
             raise CampaignError(why)

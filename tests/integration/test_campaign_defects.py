@@ -163,3 +163,24 @@ def test_the_searches_left_are_counted(tmp_path, capsys, monkeypatch):
     assert rc == 0, err
     assert f"campaign {cid}: 2 of 4 search(es) left, on slot 1" in text.splitlines()
     assert started == ["R3", "R4"]
+
+
+def test_without_o_a_taken_default_directory_gives_the_next_free_one(tmp_path):
+    """`--new` without -o: the model's default directory is another campaign's, so the new
+    campaign writes beside it (`<model>-2`, `-3`, ...) instead of being refused."""
+    from forge_tui.campaign.driver import free_dir
+
+    db, base = tmp_path / "f.db", tmp_path / "forge-optimize" / "a"
+    a = _model(tmp_path, "a.py")
+    s = Store(db)
+    try:
+        assert free_dir(s, base) == base  # nobody has it yet
+    finally:
+        s.close()
+    _stored(db, a, base, [dict(region="R1", state="done")])
+    _stored(db, a, base.with_name("a-2"), [dict(region="R1", state="done")])
+    s = Store(db)
+    try:
+        assert free_dir(s, base.resolve()) == base.resolve().with_name("a-3")
+    finally:
+        s.close()
