@@ -108,3 +108,17 @@ def one_fast_per_seed_file(names: list[str]) -> list:
         out.append(n if d not in seen else pytest.param(n, marks=pytest.mark.slow))
         seen.add(d)
     return out
+
+
+def softmax_tune_run(store, softmax_task):
+    """A catalog ``softmax`` task and one host tune run of it in ``store`` (for export tests)."""
+    from forge_tui.search.tasks import task_ref
+
+    t = store.add_task(
+        name="softmax", origin="catalog", reference_source="", spec={"ref": task_ref(softmax_task)}, signature="",
+        content_hash="softmax",
+    )  # fmt: skip
+    return store.create_run(
+        task_id=t.id, task_name="softmax", backend="host", proposer="tune", model="", iterations_target=1, seed=0,
+        exploration_c=1.0, config_json="{}",
+    )  # fmt: skip

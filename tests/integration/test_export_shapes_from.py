@@ -8,6 +8,7 @@ import json
 import pytest
 
 from forge_tui.search.tasks import task_ref
+from tests.helpers import softmax_tune_run
 
 pytest.importorskip("torch")
 
@@ -34,14 +35,7 @@ def test_export_times_the_models_other_shape_and_lists_it(tmp_path, softmax_task
     from store import Store
 
     s = Store(tmp_path / "g.db")
-    t = s.add_task(
-        name="softmax", origin="catalog", reference_source="", spec={"ref": task_ref(softmax_task)}, signature="",
-        content_hash="softmax",
-    )  # fmt: skip
-    run = s.create_run(
-        task_id=t.id, task_name="softmax", backend="host", proposer="tune", model="", iterations_target=1, seed=0,
-        exploration_c=1.0, config_json="{}",
-    )  # fmt: skip
+    run = softmax_tune_run(s, softmax_task)
     shapes = {"attn_scores_256x1024": {"speedup": 1.6, "speedup_lo": 1.5, "speedup_hi": 1.7, "mode": "cold"}}
     node = s.add_node(run_id=run.id, status="ok", source=host_seed, speedup=1.6, shapes_json=json.dumps(shapes))
     s.close()
