@@ -72,9 +72,6 @@ TINY = """
 import torch
 import torch.nn as nn
 
-#: One xdist worker takes this file (``--dist loadgroup``): its module-scoped fixtures run once.
-pytestmark = pytest.mark.xdist_group("apply_regions")
-
 
 class RMSNorm(nn.Module):
     def __init__(self, dim, eps=1e-6):
@@ -333,3 +330,7 @@ def test_a_compile_failure_is_its_columns_line(exported, tmp_path, monkeypatch):
     from forge_tui.model.apply_report import format_report
 
     assert "torch.compile          failed: torch.compile failed" in format_report(r)
+
+
+#: (at the end: the top of the file is a model source string) One xdist worker takes this file (``--dist loadgroup``): its module-scoped fixtures run once.
+pytestmark = pytest.mark.xdist_group("apply_regions")

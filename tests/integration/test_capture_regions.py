@@ -38,9 +38,6 @@ _BASIC = """
 import torch
 import torch.nn as nn
 
-#: One xdist worker takes this file (``--dist loadgroup``): its module-scoped fixtures run once.
-pytestmark = pytest.mark.xdist_group("capture_regions")
-
 
 class Model(nn.Module):
     \"\"\"torchvision's BasicBlock: conv-bn-relu(inplace)-conv-bn, out += identity, relu(inplace).\"\"\"
@@ -371,3 +368,7 @@ def test_llama_regions_get_pattern_seeds_that_pass(tmp_path, capsys):
     rc, out, err = _main(capsys, "--db", db, "eval", rot, seed, "--backend", "host", "--json")
     assert rc == 0, (out, err)
     assert json.loads(out)["status"] == "ok"
+
+
+#: (at the end: the top of the file is a model source string) One xdist worker takes this file (``--dist loadgroup``): its module-scoped fixtures run once.
+pytestmark = pytest.mark.xdist_group("capture_regions")

@@ -26,9 +26,6 @@ import os
 import torch
 import torch.nn as nn
 
-#: One xdist worker takes this file (``--dist loadgroup``): its module-scoped fixtures run once.
-pytestmark = pytest.mark.xdist_group("model_loop")
-
 BATCH = int(os.environ.get("FORGE_RESNET_BATCH", "2"))
 
 
@@ -128,3 +125,7 @@ def _compile_sm90(variants: list[tuple[str, str]]) -> list[str]:
 def test_cuda_seeds_compile_for_sm90():
     bad = _compile_sm90([(s, (SEEDS / f"{s}.cu").read_text()) for s in ("block_softmax", "resnet50_mean_dim")])
     assert not bad, bad
+
+
+#: (at the end: the top of the file is a model source string) One xdist worker takes this file (``--dist loadgroup``): its module-scoped fixtures run once.
+pytestmark = pytest.mark.xdist_group("model_loop")

@@ -77,9 +77,6 @@ BATCHNORM = """
 import torch
 import torch.nn as nn
 
-#: One xdist worker takes this file (``--dist loadgroup``): its module-scoped fixtures run once.
-pytestmark = pytest.mark.xdist_group("zero_dim")
-
 
 class Model(nn.Module):
     \"\"\"BatchNorm1d (eval) scaled by a 0-dim input; num_batches_tracked is a 0-dim int64 buffer.\"\"\"
@@ -203,3 +200,7 @@ def test_zero_dim_parameter(tmp_path):
         assert res.status == "ok", res.error
     finally:
         ev.close()
+
+
+#: (at the end: the top of the file is a model source string) One xdist worker takes this file (``--dist loadgroup``): its module-scoped fixtures run once.
+pytestmark = pytest.mark.xdist_group("zero_dim")
