@@ -249,7 +249,9 @@ class Loop:
             res["failed"] = "apply"
             return res
         ap = res["apply"]
-        if ap["check"]["passed"]:
+        if ap["check"]["passed"] and not ap.get("latency"):  # nothing replaced: not timed
+            self.say(f"  apply: outputs match; {ap.get('not_timed') or 'the forward was not timed'}")
+        elif ap["check"]["passed"]:
             lat = ap["latency"]
             self.say(
                 f"  apply: {ap['replacements']} call(s) replaced, outputs match; forward "
@@ -418,6 +420,8 @@ def report(results: dict) -> str:
                 + "."
             )
             lat = ap.get("latency")
+            if not lat and ap.get("not_timed"):
+                lines.append(f"Forward not timed: {ap['not_timed']}.")
             if lat:
                 b, a = lat["before"], lat["after"]
                 lines.append(

@@ -21,6 +21,11 @@ from tests.integration.test_model_loop import SEEDS, _compile_sm90, captured  # 
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@pytest.mark.skipif(
+    os.environ.get("FORGE_FULL_COMPILE") != "1",
+    reason="every @tune value compiled: FORGE_FULL_COMPILE=1 (CI's budget; the seeds compile in "
+    "tests/integration/test_model_loop.py, their values were compiled in sessions 2-6 and run on the H200)",
+)
 @pytest.mark.parametrize("seed", ["block_softmax", "resnet50_mean_dim"])
 def test_cuda_seed_tune_values_compile_for_sm90(seed):
     """Every @tune value, one parameter at a time, compiles (what the tuner's first steps try)."""

@@ -359,26 +359,6 @@ def test_config_file_mistakes_fail_every_command_that_reads_it(tmp_path, capsys,
     assert words in err and str(clean_env) in err
 
 
-@pytest.mark.slow  # two real searches (run, then resume): the slow lane
-def test_resume_iterations_says_the_target_changed(tmp_path, capsys, spawned, clean_env):
-    from store import Store
-
-    db = tmp_path / "i.db"
-    assert (
-        cli.main(["--db", str(db), "run", "softmax", "--backend", "host", "--proposer", "tune", "--iterations", "30"])
-        == 0
-    )
-    s = Store(db)
-    s.update_run(1, iterations_done=8)
-    capsys.readouterr()
-    assert cli.main(["--db", str(db), "resume", "1", "--iterations", "2"]) == 0
-    out = capsys.readouterr().out
-    assert "iteration target 30 -> 10 (2 more after the 8 done)" in out
-    assert s.get_run(1).iterations_target == 10
-    s.close()
-    _err_line(capsys, cli.main(["--db", str(db), "resume", "1", "--iterations", "-1"]))
-
-
 def test_read_only_commands_create_nothing(tmp_path, capsys):
     missing = tmp_path / "nonexist" / "dir" / "x.db"
     assert cli.main(["ls", "--db", str(missing)]) == 0

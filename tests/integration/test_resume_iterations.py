@@ -114,3 +114,6 @@ def test_background_resume_says_and_stores_the_new_target(tmp_path, capsys, monk
     out = capsys.readouterr().out
     assert f"run {run_id}: iteration target 3 -> 6 (5 more after the 1 done, the 2 left in flight first)" in out
     assert store.get_run(run_id).iterations_target == 6 and spawned == [run_id]
+    # (test_cli's slow resume test, two real searches, folded in here) a negative N is one line
+    assert cli.main(["--db", str(store.path), "resume", str(run_id), "--iterations", "-1"]) == 2
+    assert "--iterations" in capsys.readouterr().err
