@@ -40,7 +40,7 @@ import torch
 from forge_tui.core.config import AUTO
 from forge_tui.core.status import BackendName
 from forge_tui.evaluate.backends import backend_for_device
-from forge_tui.model.apply_choice import choose_for_compile, rewrite
+from forge_tui.model.apply_choice import choose_for_compile
 from forge_tui.model.apply_graph import calls, leaves, trace
 from forge_tui.model.apply_kernels import OP, REGION, Kernel, dispatch_of, load_kernel_dir
 from forge_tui.model.apply_match import region_miss, replace_ops, replace_regions
@@ -170,11 +170,7 @@ def apply(
         if compiler and choose:
             made = choose_for_compile(model, inputs, mf.path.name, kernels, device, compiler, samples, warmup)
             choice = made.as_dict()
-            if not made.kept and made.rows:  # forge adds nothing there: what the user runs is torch.compile
-                gm_c, tensors_c = model, inputs
-            elif made.kept != [i for i, k in enumerate(kernels) if k.replaced]:
-                sel = rewrite(model, inputs, mf.path.name, [kernels[i] for i in made.kept])
-                gm_c, tensors_c = sel.gm, sel.tensor_inputs
+            gm_c, tensors_c = made.compiled_forward(model, inputs, mf.path.name, kernels, gm, tensors)
         timed = _time(mf, model, inputs, forge, (gm_c, tensors_c), device, compiler, samples, warmup)
     result.update(timing_fields(timed, skipped))
     result["compile_choice"] = choice

@@ -67,6 +67,19 @@ class Choice:
     rows: list[dict] = field(default_factory=list)
     kept: list[int] = field(default_factory=list)
     error: Optional[str] = None
+    #: The kernels the choice was made among (those that replaced something), as indices.
+    used: list[int] = field(default_factory=list)
+
+    def compiled_forward(self, model, inputs: list, what: str, kernels: Sequence[Kernel], gm, tensors) -> tuple:
+        """``(module, args)`` torch.compile + forge compiles: the model itself when no kernel
+        was kept, the rewritten ``gm`` (on ``tensors``) when all were, else a fresh trace with
+        the kept ones (:func:`rewrite`)."""
+        if not self.kept and self.rows:  # forge adds nothing there: what the user runs is torch.compile
+            return model, inputs
+        if self.kept == self.used:
+            return gm, tensors
+        sel = rewrite(model, inputs, what, [kernels[i] for i in self.kept])
+        return sel.gm, sel.tensor_inputs
 
     def as_dict(self) -> dict:
         return {"rows": self.rows, "kept": len(self.kept), "error": self.error}
@@ -107,11 +120,11 @@ def choose_for_compile(
     try:
         timed = time_forwards(cols, device, samples=samples, warmup=warmup)
     except Exception as exc:  # noqa: BLE001 - the choice is an optimisation: fall back to every kernel
-        return Choice(kept=used, error=f"timing the choice failed: {str(exc).splitlines()[0][:200]}")
+        return Choice(kept=used, used=used, error=f"timing the choice failed: {str(exc).splitlines()[0][:200]}")
     base = timed[0]
     if base.stats is None:
-        return Choice(kept=used, error=f"torch.compile of the model: {base.error}")
-    out = Choice()
+        return Choice(kept=used, used=used, error=f"torch.compile of the model: {base.error}")
+    out = Choice(used=used)
     for i, t in zip(used, timed[1:]):
         sp, spread = speedup(base, t)
         keep = sp is not None and sp > 1.0
