@@ -18,7 +18,12 @@ COLUMNS = (
     ("forge", "eager + forge"),
     ("compile", "torch.compile"),
     ("compile_forge", "torch.compile + forge"),
+    ("compile_trace", "compile, traced only"),
+    ("trace", "eager, traced only"),
 )
+
+#: The control columns (the traced forward, nothing swapped): shown only when they were timed.
+CONTROLS = ("compile_trace", "trace")
 
 
 #: How much larger than eager's own error (against the model in fp32) a low-precision forward
@@ -167,6 +172,14 @@ def timing_fields(timed: Optional[list], compile_skipped: Optional[str]) -> dict
     }
     out["speedup_vs_eager"], out["speedup_vs_eager_spread"] = speedup(by.get("eager"), by.get("forge"))
     out["speedup_vs_compile"], out["speedup_vs_compile_spread"] = speedup(by.get("compile"), by.get("compile_forge"))
+    # the controls (the traced forward, nothing swapped) split each speedup in two
+    for key, base, new in (
+        ("speedup_trace_vs_eager", "eager", "trace"),
+        ("speedup_vs_trace", "trace", "forge"),
+        ("speedup_trace_vs_compile", "compile", "compile_trace"),
+        ("speedup_vs_compile_trace", "compile_trace", "compile_forge"),
+    ):
+        out[key], out[f"{key}_spread"] = speedup(by.get(base), by.get(new))
     out["compile_skipped"] = compile_skipped
     if timed is None:
         out["latency"], out["speedup"] = None, None
@@ -255,6 +268,8 @@ def format_report(r: dict) -> str:
     how = "each captured in a CUDA graph" if graphs else "eager calls"
     lines.append(f"forward latency (median of {lat['samples']}, interleaved, cache flushed, {how}):")
     for name, label in COLUMNS:
+        if name in CONTROLS and lat.get(name) is None:
+            continue  # no control: nothing of forge's compiled (none kept, compile off), or an old report
         skip = r.get("compile_skipped") if "compile" in name else None
         lines.append(_column_line(label, lat.get(name), skip, lat["method"]))
 
@@ -264,6 +279,12 @@ def format_report(r: dict) -> str:
             return f"{what}: -"
         return f"{what}: {v:.3f}x" + (f" (p10-p90 {s[0]:.2f}-{s[1]:.2f})" if s else "")
 
-    lines.append(sp("speedup_vs_eager", "end-to-end speedup over eager"))
-    lines.append(sp("speedup_vs_compile", "end-to-end speedup over torch.compile"))
+    for total, control, kernels, what in (
+        ("speedup_vs_eager", "speedup_trace_vs_eager", "speedup_vs_trace", "eager"),
+        ("speedup_vs_compile", "speedup_trace_vs_compile", "speedup_vs_compile_trace", "torch.compile"),
+    ):
+        lines.append(sp(total, f"end-to-end speedup over {what}"))
+        if r.get(control) is not None:
+            lines.append(sp(control, "  of it, the trace alone (no kernel)"))
+            lines.append(sp(kernels, "  of it, the kernels (against the trace)"))
     return "\n".join(lines + choice_lines(r.get("compile_choice")))

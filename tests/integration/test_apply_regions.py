@@ -179,7 +179,7 @@ def test_apply_replaces_every_instance_and_outputs_match(exported, capsys, monke
         assert r[key] > 0
     for key in ("compile_ms", "compile_forge_ms", "speedup_vs_compile"):
         assert key in r and r[key] is None
-    assert set(r["spread"]) == {"eager", "forge"} and len(r["speedup_vs_eager_spread"]) == 2
+    assert set(r["spread"]) == {"eager", "forge", "trace"} and len(r["speedup_vs_eager_spread"]) == 2
     assert r["compile_skipped"] == "--no-compile"
 
     rc, out, err = _main(capsys, "apply", LLAMA, exported, "--samples", "2")
@@ -253,6 +253,7 @@ def test_compile_pair_traces_the_custom_op(exported, tmp_path, monkeypatch):
     """torch.compile of the rewritten graph keeps the exported operator opaque (its fake
     implementation gives the shapes); aot_eager traces as Inductor does, without its C++ build."""
     from forge_tui.model.apply import apply
+    from forge_tui.model.apply_report import format_report
 
     monkeypatch.setenv("FORGE_DISPATCH", "always")
     model = tmp_path / "tiny_norms.py"
@@ -263,9 +264,19 @@ def test_compile_pair_traces_the_custom_op(exported, tmp_path, monkeypatch):
     assert lat["compile"]["error"] is None and lat["compile_forge"]["error"] is None, lat
     assert r["compile_ms"] > 0 and r["compile_forge_ms"] > 0 and r["speedup_vs_compile"] > 0
     assert r["compile_skipped"] is None
-    (row,) = r["compile_choice"]["rows"]  # the kernel alone, compiled, against torch.compile alone
+    (row,) = r["compile_choice"]["rows"]  # the kernel alone, compiled, against the traced forward compiled
     assert row["dir"] == str(exported) and row["speedup"] > 0 and isinstance(row["kept"], bool)
+    assert row["trace_ms"] > 0 and row["compile_ms"] > 0
     assert r["compile_choice"]["kept"] == int(row["kept"]) and r["compile_choice"]["error"] is None
+    assert r["compile_choice"]["trace"]["speedup"] > 0  # the trace's own effect, reported
+    assert r["trace_ms"] > 0 and r["speedup_trace_vs_eager"] > 0 and r["speedup_vs_trace"] > 0  # eager's control
+    assert "eager, traced only" in format_report(r)
+    if row["kept"]:  # the control column splits the speedup over torch.compile in two
+        assert r["compile_trace_ms"] > 0 and r["speedup_trace_vs_compile"] > 0 and r["speedup_vs_compile_trace"] > 0
+        text = format_report(r)
+        assert "compile, traced only" in text and "of it, the trace alone (no kernel)" in text
+    else:  # nothing of forge's compiled: no control
+        assert r["compile_trace_ms"] is None
 
 
 def test_rewrite_swaps_only_the_kernels_given(exported, tmp_path, monkeypatch):
@@ -312,7 +323,8 @@ def test_a_kernel_that_loses_to_compile_is_left_out_of_it(exported, tmp_path, mo
     assert r["check"]["passed"] and r["regions"][0]["instances"] == 2  # eager + forge keeps it
     assert r["compile_forge_ms"] > 0 and r["compile_choice"]["kept"] == 0
     text = format_report(r)
-    assert "0.830x over torch.compile (p10-p90 0.80-0.86): left out (Inductor's fusion is faster there)" in text
+    assert "0.830x over the traced forward (p10-p90 0.80-0.86): left out (Inductor's fusion is faster there)" in text
+    assert r["compile_trace_ms"] is None and "compile, traced only" not in text  # forge compiled nothing
     assert "none kept: torch.compile + forge is torch.compile of the model as written" in text
 
 

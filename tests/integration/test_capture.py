@@ -122,6 +122,7 @@ def test_text_table_timed(tmp_path):
     assert cap.forward_ms > 0 and all(g.median_ms is not None for g in cap.groups)
 
 
+@pytest.mark.slow  # 9-20 s (task files made in child processes): the slow lane keeps the fast one under 5 min
 def test_select_writes_registers_and_prints_run_command(tmp_path, capsys, monkeypatch):
     taskfile = pytest.importorskip("forge_tui.model.taskfile")
     import torch

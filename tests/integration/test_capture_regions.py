@@ -241,6 +241,7 @@ def test_other_patterns_and_a_region_with_two_live_outputs(tmp_path):
     assert all(r.refusal is None for r in rs.regions if r not in (two, host))
 
 
+@pytest.mark.slow  # 9-20 s (task files made in child processes): the slow lane keeps the fast one under 5 min
 def test_cli_regions_json_and_select(tmp_path, capsys):
     db = tmp_path / "f.db"
     argv = ("capture", UNET, "--regions", "--json", "--no-time", "--db", db, "-o", tmp_path / "tasks")

@@ -98,6 +98,7 @@ def write(tmp_path, name, text):
     return p
 
 
+@pytest.mark.slow  # 9-20 s (task files made in child processes): the slow lane keeps the fast one under 5 min
 def test_child_and_in_process_derive_the_same_task(tmp_path):
     for name, text in (("swish_bias.py", SWISH), ("gather.py", GATHER)):
         p = write(tmp_path, name, text)

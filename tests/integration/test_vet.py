@@ -68,6 +68,7 @@ def get_init_inputs():
 """
 
 
+@pytest.mark.slow  # 9-20 s (task files made in child processes): the slow lane keeps the fast one under 5 min
 def test_the_worker_refuses_such_a_task_in_one_line(tmp_path):
     task = tmp_path / "ignores_z.py"
     task.write_text(TASK_IGNORING_Z)
