@@ -34,8 +34,8 @@ from forge_tui.model.capture.model_file import build, load_model_file
 
 GROUPS = (  # in order: Inductor names a Triton kernel after the ops it fused (..._flash_attention_...)
     ("Triton", re.compile(r"^triton", re.I)),
+    ("attention", re.compile(r"flash|fmha|attention|sdpa|attn", re.I)),  # cuDNN's SDPA names say wgmma too
     ("GEMM", re.compile(r"gemm|cutlass|nvjet|xmma|cublas|sm\d+_.*_tn|s16816|wgmma", re.I)),
-    ("attention", re.compile(r"flash|fmha|attention|sdpa|attn", re.I)),
     ("copy/fill", re.compile(r"memcpy|memset|copy|fill|elementwise_kernel", re.I)),
 )
 
