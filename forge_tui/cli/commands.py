@@ -346,7 +346,7 @@ def cmd_capture(args, store: Store) -> int:
     if args.json:
         print(render.to_json(cp.rows(cap, made)))
         return 0
-    print(cp.format_table(cap))
+    print(cp.format_table(cap, hint=not sels))  # the "make tasks" hint only when nothing was selected
     if made:
         print(cp.format_tasks(made))
     return 0
@@ -365,7 +365,7 @@ def _capture_regions(args, store: Store, cap, rs, chosen_regions, made) -> int:
     if args.json:
         print(render.to_json({"regions": rr.region_rows(rs, made_regions), "ops": cp.rows(cap, made)}))
         return 0
-    print(rr.format_regions(rs) if args.regions else cp.format_table(cap))
+    print(rr.format_regions(rs, hint=not args.select) if args.regions else cp.format_table(cap, hint=not args.select))
     for text in (cp.format_tasks(made) if made else "", rr.format_region_tasks(made_regions)):
         if text:
             print(text)
