@@ -411,12 +411,14 @@ class RunsScreen(Screen):
 
         def done(yes: Optional[bool]) -> None:
             if yes:
+                from forge_tui.app.spawn import delete_run
+
                 try:
-                    self.store.delete_run(run.id)
+                    log_note = delete_run(self.store, run.id)  # and its log, as `forge-tui rm`
                 except StoreError as exc:
                     self.notify(str(exc), severity="error", markup=False)
                     return
-                self.notify(f"deleted run {run.id}", markup=False)
+                self.notify(f"deleted run {run.id}{log_note}", markup=False)
                 self.load_runs()
 
         self.app.push_screen(
