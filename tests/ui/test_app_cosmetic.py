@@ -77,6 +77,15 @@ def test_every_glyph_is_one_plain_cell(monkeypatch, ascii_mode):
         assert not plain_cell_problem(utf8) and ascii_form.isascii() and len(ascii_form) == 1
 
 
+def test_tree_expand_icons_are_plain():
+    """The tree's expand icons (Textual's default "▶" is an emoji to some terminals)."""
+    from forge_tui.app.widgets.node_tree import NodeTree
+
+    for icon in (NodeTree.ICON_NODE, NodeTree.ICON_NODE_EXPANDED):
+        for ch in icon.strip():
+            assert not plain_cell_problem(ch), (icon, plain_cell_problem(ch))
+
+
 async def test_help_legend_has_a_row_per_glyph_at_80x24(make_app):
     """The help's glyph legend shows every glyph with its meaning, one row each, no blank row."""
     from forge_tui.app.format import GLYPH_MEANING, glyph_legend
