@@ -175,6 +175,8 @@ class NewSearchScreen(ReadableModal[Optional[RunConfig]]):
 
     def _fit(self) -> None:
         """Give the error the rows it takes wrapped at the dialog's width (once laid out)."""
+        if not self.is_attached:  # dismissed before the refresh this waited for
+            return
         err = self.query_one("#new-error", Label)
         width = err.content_region.width
         if width:
