@@ -26,16 +26,20 @@ from forge_tui.core.present import (  # noqa: F401
 )
 from forge_tui.core.status import FAILED, NodeStatus, RunStatus  # noqa: F401  (FAILED: the screens read it here)
 
+#: (UTF-8, ASCII) glyph of each node status. Each is one cell wide and plain text: no emoji
+#: (✔ ✖ ⏱ ☠ ⚙ were; a terminal may draw an emoji two cells wide or not at all, which blanked
+#: legend rows in tmux), no combining, zero-width or variation-selector character
+#: (tests/ui/test_app_cosmetic.py checks every glyph the app draws).
 _GLYPHS = {
-    NodeStatus.OK: ("✔", "+"),
-    NodeStatus.COMPILE_ERROR: ("✖", "C"),
+    NodeStatus.OK: ("●", "+"),
+    NodeStatus.COMPILE_ERROR: ("✕", "C"),
     NodeStatus.INCORRECT: ("≠", "I"),
-    NodeStatus.TIMEOUT: ("⏱", "T"),
-    NodeStatus.CRASHED: ("☠", "X"),
+    NodeStatus.TIMEOUT: ("∞", "T"),
+    NodeStatus.CRASHED: ("↯", "X"),
     NodeStatus.REJECTED: ("⊘", "R"),
     NodeStatus.SUSPECT: ("?", "?"),
     NodeStatus.PENDING: ("·", "."),
-    NodeStatus.COMPILING: ("⚙", "c"),
+    NodeStatus.COMPILING: ("◌", "c"),
     NodeStatus.VERIFYING: ("≈", "v"),
     NodeStatus.TIMING: ("◔", "t"),
 }

@@ -1,6 +1,6 @@
 """Start a search process detached from the terminal (its own session; a closed app or a
 dropped SSH connection never stops it). Output goes to ``logs/run-ID.log`` beside the db
-(:func:`log_path`)."""
+(:func:`log_path`); :func:`delete_run` deletes a run and that log (``rm`` and the app's delete)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,30 @@ def log_path(db: Path, run_id: int) -> Path:
     db = Path(db)
     name = f"run-{run_id}.log" if db.name == "forge.db" else f"{db.stem}-run-{run_id}.log"
     return db.parent / "logs" / name
+
+
+def delete_run(store: Any, run_id: int) -> str:
+    """Delete run ``run_id`` from ``store`` (a ``Store``) and its background search's log
+    (:func:`log_path` beside ``store.path``); the one delete ``forge-tui rm`` and the app's
+    ``del`` share, so the next search never appends to a deleted run's log.
+
+    Returns a note for the one line that reports the delete: ``""`` when the run had no log,
+    ``"; its log X removed"``, or ``"; its log X stays: <why>"`` when it could not be removed
+    (the run is deleted either way).
+
+    Raises:
+        StoreError: ``LeaseHeld`` (exit 2, naming the driver) while a live process drives the
+            run, ``StoreNotFound`` when there is no such run; nothing is deleted then.
+    """
+    store.delete_run(run_id, refuse_if_driven=True)
+    log = log_path(store.path, run_id)
+    try:
+        log.unlink()
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return f"; its log {log} stays: {exc.strerror or exc}"
+    return f"; its log {log} removed"
 
 
 #: The processes this process started, by (resolved db path, run id): the app watches them

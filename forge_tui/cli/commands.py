@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from forge_tui.app.spawn import start_search
+from forge_tui.app.spawn import delete_run, start_search
 from forge_tui.cli import render
 from forge_tui.core.config import RunConfig, flag_problem
 from forge_tui.core.errors import ForgeError, user_message
@@ -206,7 +206,7 @@ def cmd_stop(args, store: Store) -> int:
 
 
 def cmd_rm(args, store: Store) -> int:
-    """``forge-tui rm RUN [--yes]``: delete a run with its nodes, measurements, logs and events.
+    """``forge-tui rm RUN [--yes]``: delete a run with its nodes, measurements, compile logs, events and log file.
 
     Refused (exit 2, naming the driver) while a live process drives the run; asks first only
     when stdin and stdout are a terminal and ``--yes`` is not given."""
@@ -221,8 +221,8 @@ def cmd_rm(args, store: Store) -> int:
         if input(f"delete run {run.id} ({what}, {run.status})? [y/N] ").strip().lower() not in ("y", "yes"):
             print(f"run {run.id} kept")
             return 0
-    store.delete_run(run.id, refuse_if_driven=True)
-    print(f"deleted run {run.id} ({what}) from {store.path}{again}")
+    log_note = delete_run(store, run.id)  # with its background search's log, as the app's delete
+    print(f"deleted run {run.id} ({what}) from {store.path}{log_note}{again}")
     return 0
 
 
@@ -346,7 +346,7 @@ def cmd_capture(args, store: Store) -> int:
     if args.json:
         print(render.to_json(cp.rows(cap, made)))
         return 0
-    print(cp.format_table(cap))
+    print(cp.format_table(cap, hint=not sels))  # the "make tasks" hint only when nothing was selected
     if made:
         print(cp.format_tasks(made))
     return 0
@@ -365,7 +365,7 @@ def _capture_regions(args, store: Store, cap, rs, chosen_regions, made) -> int:
     if args.json:
         print(render.to_json({"regions": rr.region_rows(rs, made_regions), "ops": cp.rows(cap, made)}))
         return 0
-    print(rr.format_regions(rs) if args.regions else cp.format_table(cap))
+    print(rr.format_regions(rs, hint=not args.select) if args.regions else cp.format_table(cap, hint=not args.select))
     for text in (cp.format_tasks(made) if made else "", rr.format_region_tasks(made_regions)):
         if text:
             print(text)

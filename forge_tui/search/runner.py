@@ -436,6 +436,14 @@ class Search(NodeSteps):
         parallel = max(1, int(cfg.get("parallel", 1)))
         workers = int(cfg.get("compile_workers") or default_compile_workers(parallel))
         ahead = bool(cfg.get("compile_ahead", True))
+        done, target = self.iterations_done(), self.run.iterations_target
+        if done >= target:  # `--iterations 0`, or a target already met: the pipeline starts nothing
+            self.log(f"nothing to expand: {done} of {target} iteration(s) done")
+        else:
+            self._log_pipeline(parallel, workers, ahead)
+        return Pipeline(self, ctx, parallel=parallel, compile_ahead=ahead, compile_workers=workers).run()
+
+    def _log_pipeline(self, parallel: int, workers: int, ahead: bool) -> None:
         self.log(
             f"pipeline: {parallel} expansion(s) in flight{' + 1 compiled ahead' if ahead else ''}, "
             f"{workers} compile thread(s), one evaluation at a time"
@@ -445,7 +453,6 @@ class Search(NodeSteps):
                 else ""
             )
         )
-        return Pipeline(self, ctx, parallel=parallel, compile_ahead=ahead, compile_workers=workers).run()
 
     def _setup_gate(self) -> None:
         """Close the device being timed to generation when the LLM endpoint is on this machine;

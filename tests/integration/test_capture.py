@@ -110,6 +110,7 @@ def test_text_table(tmp_path, capsys):
     assert "(view: not worth a kernel)" in view_line
     softmax_line = next(ln for ln in lines if "aten._softmax.default" in ln)
     assert "f32[2x4x64x64]; -1, False" in softmax_line and "not worth" not in softmax_line
+    assert lines[-1].startswith("make tasks of operators: forge-tui capture FILE --select")
 
 
 def test_text_table_timed(tmp_path):
@@ -140,6 +141,7 @@ def test_select_writes_registers_and_prints_run_command(tmp_path, capsys, monkey
     assert [f.name.rsplit("_", 1)[0] for f in files] == ["_softmax_default", "gelu_default"]
     softmax_file = next(f for f in files if f.name.startswith("_softmax"))
     assert f"forge-tui run {Path('forge-tasks') / 'transformer_block' / softmax_file.name} --proposer llm" in out
+    assert "make tasks of" not in out  # the hint belongs to the listing without --select
 
     task = taskfile.load_task_file(softmax_file, origin="captured")
     assert task.origin == "captured"

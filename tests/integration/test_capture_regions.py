@@ -269,6 +269,7 @@ def test_cli_regions_json_and_select(tmp_path, capsys):
     assert rc == 0, err
     assert "distinct" in out.splitlines()[0]
     assert "(region R1," in out and "aten.silu.default" in out
+    assert "make tasks of" not in out  # the hint belongs to the listing without --select
     assert sorted(p.name for p in (tmp_path / "t2").iterdir()) == [
         "region_R1_group_norm_silu.py",
         "region_R1_group_norm_silu.seed.cpp",  # the catalog's group_norm_silu seed, adapted
@@ -369,6 +370,18 @@ def test_llama_regions_get_pattern_seeds_that_pass(tmp_path, capsys):
     rc, out, err = _main(capsys, "--db", db, "eval", rot, seed, "--backend", "host", "--json")
     assert rc == 0, (out, err)
     assert json.loads(out)["status"] == "ok"
+
+
+def test_make_tasks_hint_only_without_select(unet):
+    """``capture --regions --select R1,R3`` (and ``--select 24``) made its tasks: the tables it
+    prints then leave out the "make tasks of ..." hint of the plain listing."""
+    from forge_tui.model import capture as cp
+    from forge_tui.model.capture.region_report import format_regions
+
+    assert format_regions(unet).splitlines()[-1].startswith("make tasks of regions: forge-tui capture FILE")
+    assert "make tasks of" not in format_regions(unet, hint=False)
+    assert cp.format_table(unet.capture).splitlines()[-1].startswith("make tasks of operators:")
+    assert "make tasks of" not in cp.format_table(unet.capture, hint=False)
 
 
 #: (at the end: the top of the file is a model source string) One xdist worker takes this file (``--dist loadgroup``): its module-scoped fixtures run once.

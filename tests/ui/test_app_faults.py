@@ -196,7 +196,7 @@ async def test_wide_terminal_grows_every_pane(make_app, width):
 
 
 async def test_help_legend_names_every_glyph(make_app):
-    """Every glyph the tree and tables use (⚙ ◔ ≈ ⊘ among them) is in the help screen's legend."""
+    """Every glyph the tree and tables use (◌ ◔ ≈ ⊘ among them) is in the help screen's legend."""
     from forge_tui.app.format import confirmed_mark, failed_mark, glyph, star
     from forge_tui.core.status import NodeStatus
     from tests.ui.app_helpers import run_screen_ready
@@ -211,7 +211,7 @@ async def test_help_legend_names_every_glyph(make_app):
         await settle(pilot)
         text = region_text(app, legend)
     for mark, meaning in [
-        ("⚙", "compiling"),
+        ("◌", "compiling"),
         ("◔", "timing"),
         ("≈", "verifying"),
         ("⊘", "rejected"),

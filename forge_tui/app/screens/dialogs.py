@@ -1,7 +1,9 @@
 """Modal dialogs: a yes/no confirmation and the new-search form.
 
-Both fit 80x24 (the question wraps; the form goes compact below ``COMPACT_HEIGHT``), and the
-form shows where the focus is (the focused field's label and box are highlighted)."""
+Both fit 80x24 (the question wraps; the form goes compact below ``COMPACT_HEIGHT``, its error
+wraps and the fields' box gives it the rows it needs), and the form shows where the focus is
+(the focused field's label and box are highlighted). Every dialog (:class:`ReadableModal`)
+clears the app's toasts when it opens, so no toast covers its question or buttons."""
 
 from __future__ import annotations
 
@@ -11,14 +13,23 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, ScreenResultType
 from textual.widgets import Button, Input, Label, Select, Static
 
 from forge_tui.app.format import ASCII
 from forge_tui.core.config import BACKEND_CHOICES, DEFAULTS, PROPOSER_CHOICES, RunConfig
 
 
-class ConfirmScreen(ModalScreen[bool]):
+class ReadableModal(ModalScreen[ScreenResultType]):
+    """A modal dialog that no toast covers: the app's notifications are cleared whenever it
+    becomes the current screen (what they said is on the screen under it: a run's reason in
+    the browser, the form's error in the form)."""
+
+    def on_screen_resume(self) -> None:
+        self.app.clear_notifications()
+
+
+class ConfirmScreen(ReadableModal[bool]):
     """Ask a yes/no question; dismisses with True on yes."""
 
     BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
@@ -61,15 +72,16 @@ FIELDS = (
 )
 
 
-class NewSearchScreen(ModalScreen[Optional[RunConfig]]):
+class NewSearchScreen(ReadableModal[Optional[RunConfig]]):
     """The new-search form: task, backend, proposer, LLM model and endpoint, iterations;
     dismisses with a RunConfig (the rest at its defaults, as ``forge-tui run`` without those
     flags).
 
     ``initial`` fills the fields (the last form the user started, or one whose start failed:
     nothing typed is lost) and ``error`` is shown under them. The fields scroll in their own
-    box; the error line and the Start/Cancel buttons stay below it, always on screen. On a
-    short terminal the fields are compact. The focused field's label is highlighted."""
+    box; the error (wrapped, as many rows as it needs while the fields keep two) and the
+    Start/Cancel buttons stay below it, always on screen. On a short terminal the fields are
+    compact. The focused field's label is highlighted."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
@@ -78,6 +90,7 @@ class NewSearchScreen(ModalScreen[Optional[RunConfig]]):
         self.tasks = tasks
         self.initial = initial
         self.error = error
+        self._error_rows = 1  # rows the error takes at the dialog's width (see _fit)
 
     def compose(self) -> ComposeResult:
         init = self.initial or DEFAULTS
@@ -112,7 +125,8 @@ class NewSearchScreen(ModalScreen[Optional[RunConfig]]):
                 yield Label("endpoint", id="label-base-url")
                 yield Input(init.base_url, placeholder="LLM base URL (llm only; default: config)", id="new-base-url")
                 yield Label("iterations", id="label-iterations")
-                yield Input(str(init.iterations), type="integer", id="new-iterations")
+                # not type="integer": that drops letters silently; _start says what is expected
+                yield Input(str(init.iterations), placeholder="a whole number >= 0", id="new-iterations")
             yield Label(self.error, id="new-error", classes="error", markup=False)
             with Horizontal(classes="buttons"):
                 yield Button("Start", variant="success", id="start")
@@ -120,6 +134,7 @@ class NewSearchScreen(ModalScreen[Optional[RunConfig]]):
 
     def on_mount(self) -> None:
         self._apply_height(self.app.size.height)
+        self.call_after_refresh(self._fit)
         if ASCII:  # Select's arrows are fixed glyphs
             for arrow, text in ((".down-arrow", "v"), (".up-arrow", "^")):
                 for w in self.query(arrow).results(Static):
@@ -128,6 +143,7 @@ class NewSearchScreen(ModalScreen[Optional[RunConfig]]):
 
     def on_resize(self, event) -> None:
         self._apply_height(event.size.height)
+        self.call_after_refresh(self._fit)
 
     def on_descendant_focus(self, event) -> None:
         self._mark_focus()
@@ -149,9 +165,30 @@ class NewSearchScreen(ModalScreen[Optional[RunConfig]]):
         for w in self.query("#new-grid Select, #new-grid Input, #new-box Button"):
             w.compact = compact
         # The box's height is auto, so the fields' box is capped by hand: the terminal less the
-        # border, padding, title, error line and buttons (see forge.tcss), so those always show.
-        chrome = 5 if compact else 11
-        self.query_one("#new-body").styles.max_height = max(2, height - chrome)
+        # border, padding, title, error rows and buttons (see forge.tcss), so those always show;
+        # the error gets the rows it needs while the fields keep two.
+        chrome = 4 if compact else 10  # without the error
+        room = height - chrome
+        rows = max(1, min(self._error_rows, room - 2))
+        self.query_one("#new-error").styles.max_height = rows
+        self.query_one("#new-body").styles.max_height = max(2, room - rows)
+
+    def _fit(self) -> None:
+        """Give the error the rows it takes wrapped at the dialog's width (once laid out)."""
+        if not self.is_attached:  # dismissed before the refresh this waited for
+            return
+        err = self.query_one("#new-error", Label)
+        width = err.content_region.width
+        if width:
+            self._error_rows = max(1, err.get_content_height(self.size, self.size, width))
+            self._apply_height(self.app.size.height)
+
+    def show_error(self, message: str) -> None:
+        """Show ``message`` under the fields, wrapped inside the dialog (no toast repeats it)."""
+        self.error = message
+        err = self.query_one("#new-error", Label)
+        err.update(message)
+        self._fit()
 
     def values(self) -> dict[str, str]:
         """The form's fields as typed (``task``, ``backend``, ``proposer``, ``model``,
@@ -178,11 +215,11 @@ class NewSearchScreen(ModalScreen[Optional[RunConfig]]):
     def _start(self) -> None:
         fields = self.values()
         if not fields["task"]:
-            self.query_one("#new-error", Label).update("no task in the catalog")
+            self.show_error("no task in the catalog")
             return
         spec = new_search_config(**fields)
         if isinstance(spec, str):
-            self.query_one("#new-error", Label).update(spec)
+            self.show_error(spec)
             return
         self.dismiss(spec)
 
@@ -195,8 +232,11 @@ def new_search_config(
     *, task: str, backend: str, proposer: str, model: str, iterations: str, base_url: str = ""
 ) -> RunConfig | str:
     """The new-search form's fields as a RunConfig (what it leaves out at the defaults ``forge-tui
-    run`` has), or the line to show when ``iterations`` is not a whole number >= 0."""
+    run`` has), or the line to show when ``iterations`` is not a whole number >= 0 (empty:
+    what is expected; else what was typed, too)."""
     raw = iterations.strip()
+    if not raw:
+        return "iterations: a whole number >= 0 is needed (the field is empty)"
     try:
         count = int(raw)
         if count < 0:

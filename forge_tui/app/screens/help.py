@@ -14,10 +14,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from forge_tui.app.format import ASCII, glyph_legend
+from forge_tui.app.screens.dialogs import ReadableModal
 
 OURS = "forge_tui."
 
@@ -98,7 +98,7 @@ def legend_table() -> Group:
     return Group(Text("Glyphs (tree, tables, header)", style="bold"), t, Text(""))
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(ReadableModal[None]):
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
 
     def __init__(self, under) -> None:

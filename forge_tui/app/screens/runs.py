@@ -411,12 +411,14 @@ class RunsScreen(Screen):
 
         def done(yes: Optional[bool]) -> None:
             if yes:
+                from forge_tui.app.spawn import delete_run
+
                 try:
-                    self.store.delete_run(run.id)
+                    log_note = delete_run(self.store, run.id)  # and its log, as `forge-tui rm`
                 except StoreError as exc:
                     self.notify(str(exc), severity="error", markup=False)
                     return
-                self.notify(f"deleted run {run.id}", markup=False)
+                self.notify(f"deleted run {run.id}{log_note}", markup=False)
                 self.load_runs()
 
         self.app.push_screen(
@@ -459,10 +461,12 @@ class RunsScreen(Screen):
         self.app.call_from_thread(self._started, run.id)
 
     def _not_started(self, why: str) -> None:
-        """The run could not be created: say why, and give the form back as it was typed."""
-        self.notify(f"cannot start the search: {why}", severity="error", timeout=8, markup=False)
+        """The run could not be created: give the form back as it was typed, with why under
+        its fields (a toast says it only when the form cannot be shown: another screen is up)."""
         if self.is_current:
             self._open_new(self._tasks, why)
+        else:
+            self.notify(f"cannot start the search: {why}", severity="error", timeout=8, markup=False)
 
     def _started(self, run_id: int) -> None:
         log = self.app.spawn(run_id)

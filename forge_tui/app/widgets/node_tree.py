@@ -78,6 +78,8 @@ class NodeTree(Tree[int]):
         ICON_NODE = "> "
         ICON_NODE_EXPANDED = "v "
         LINES = dict.fromkeys(("default", "bold", "double"), TREE_LINES)
+    else:  # Textual's "▶" is an emoji to some terminals (drawn two cells wide); "▸" is plain text
+        ICON_NODE = "▸ "
 
     def __init__(self, **kwargs) -> None:
         super().__init__("run", **kwargs)

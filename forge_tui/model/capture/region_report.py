@@ -63,8 +63,9 @@ def region_rows(rs: RegionSet, tasks: Sequence[dict] = ()) -> list[dict]:
     return out
 
 
-def format_regions(rs: RegionSet, width: int = 64) -> str:
-    """The text table: one line per region, by time share, then how to make tasks of them."""
+def format_regions(rs: RegionSet, width: int = 64, hint: bool = True) -> str:
+    """The text table: one line per region, by time share, then, with ``hint`` (the listing
+    without ``--select``), how to make tasks of them."""
     cap = rs.capture
     lines = [
         f"{cap.model_file.path.name}: {len(rs.regions)} fusion region(s) of 2+ eager kernels between "
@@ -86,7 +87,7 @@ def format_regions(rs: RegionSet, width: int = 64) -> str:
         if r.refusal:
             lines.append(f"{'':>4} cannot be a task: {r.refusal}")
     ok = [r for r in rs.ranked() if not r.refusal]
-    if ok:
+    if ok and hint:
         lines.append(
             f"make tasks of regions: forge-tui capture FILE --regions --select {ok[0].id} (ids, comma-separated)"
         )

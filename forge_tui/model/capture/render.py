@@ -14,8 +14,9 @@ _INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "
 
 
 # --------------------------------------------------------------------------- output
-def format_table(cap: Capture, width: int = 60) -> str:
-    """The text table: one line per group, by time share; views and metadata flagged."""
+def format_table(cap: Capture, width: int = 60, hint: bool = True) -> str:
+    """The text table: one line per group, by time share; views and metadata flagged; then, with
+    ``hint`` (the listing without ``--select``), how to make tasks of them."""
     lines = []
     mf = cap.model_file
     head = f"{mf.path.name}: {sum(g.count for g in cap.groups)} aten calls, {len(cap.groups)} distinct, on {cap.device_name} ({cap.backend})"
@@ -43,10 +44,11 @@ def format_table(cap: Capture, width: int = 60) -> str:
         if g.error:
             note += f"  (not timed: {g.error})"
         lines.append(f"{g.index:>4} {share:>6} {tot} {g.count:>5} {per}  {g.op:{w}} {detail}{note}")
-    lines.append(
-        "make tasks of operators: forge-tui capture FILE --select # or OP name (e.g. --select "
-        f"{next((g.index for g in cap.ranked() if g.worth_kernel), 1)})"
-    )
+    if hint:
+        lines.append(
+            "make tasks of operators: forge-tui capture FILE --select # or OP name (e.g. --select "
+            f"{next((g.index for g in cap.ranked() if g.worth_kernel), 1)})"
+        )
     return "\n".join(lines)
 
 
