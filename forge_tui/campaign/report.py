@@ -214,6 +214,13 @@ def _apply_line(ap: dict) -> str:
     check = res.get("check", {})
     passed = check.get("passed") if isinstance(check, dict) else None
     out = ", ".join(figures) or "ran"
+    split = [
+        f"kernels {res[k]:.3f}x over the traced forward {what}"
+        for k, what in (("speedup_vs_trace", "eager"), ("speedup_vs_compile_trace", "compiled"))
+        if isinstance(res.get(k), (int, float))
+    ]
+    if split:  # what the kernels did, apart from the trace's own effect (model/apply_choice.py)
+        out += "; " + ", ".join(split)
     rows = (res.get("compile_choice") or {}).get("rows") or []
     if rows:
         out += f"; torch.compile + forge uses {sum(1 for r in rows if r.get('kept'))} of {len(rows)} kernel(s)"
