@@ -178,7 +178,7 @@ def apply(
             choice = made.as_dict()
             gm_c, tensors_c = made.compiled_forward(model, inputs, mf.path.name, kernels, gm, tensors)
         timed = _time(mf, model, inputs, forge, (gm_c, tensors_c), device, compiler, samples, warmup)
-    result.update(timing_fields(timed, skipped))
+    result.update(timing_fields(timed, skipped, same_compiled=bool(choice and choice["rows"] and not choice["kept"])))
     result["compile_choice"] = choice
     return result
 
@@ -214,12 +214,12 @@ def _time(mf, model, inputs, forge, compiled_forge, device, compiler, samples, w
 
     cols = [Column("eager", eager), Column("forge", forge)]
     if compiler:
-        cols += [
-            Column("compile", module=model, args=tuple(inputs), backend=compiler),
-            Column("compile_forge", module=compiled_forge[0], args=tuple(compiled_forge[1]), backend=compiler),
-        ]
-        if compiled_forge[0] is not model:  # what tracing alone does to torch.compile
-            cols.append(Column("compile_trace", module=plain.gm, args=tuple(plain.tensor_inputs), backend=compiler))
+        cols.append(Column("compile", module=model, args=tuple(inputs), backend=compiler))
+        if compiled_forge[0] is not model:  # else no kernel kept: the same forward, not timed twice
+            cols += [
+                Column("compile_forge", module=compiled_forge[0], args=tuple(compiled_forge[1]), backend=compiler),
+                Column("compile_trace", module=plain.gm, args=tuple(plain.tensor_inputs), backend=compiler),
+            ]
     cols.append(Column("trace", traced))
     try:
         return time_forwards(cols, device, samples=samples, warmup=warmup)

@@ -30,7 +30,9 @@ Llama decoder, 2 layers): torch.compile 1.188 ms, torch.compile with all four re
 The four-way table then times torch.compile + forge with the kept kernels only (a fresh
 trace), in its own interleaved run, so the figure reported is not the one the choice was made
 on (no winner's curse in the report). With no kernel kept, torch.compile + forge is
-torch.compile of the model as written, timed as its own column (forge adds nothing there;
+torch.compile of the model as written, not timed twice (the report repeats torch.compile's
+figure, speedup 1.0 by construction: a second timing of one program differs only by noise,
+which read 1.026x on the host, session 8; forge adds nothing there;
 the traced forward with nothing swapped, compiled, read 0.4% slower than the module compiled
 on ResNet-50, H200, session 7, which is not a cost forge should report). The eager +
 forge column keeps every kernel (each won over eager in its search and its guard).

@@ -158,12 +158,22 @@ def kernel_entry(k: Kernel, dispatch: Optional[dict], region: bool = False) -> d
     }
 
 
-def timing_fields(timed: Optional[list], compile_skipped: Optional[str]) -> dict:
+#: The compiled columns' method when no kernel was kept for torch.compile + forge.
+SAME_COMPILED = "the same forward as torch.compile: no kernel kept"
+
+
+def timing_fields(timed: Optional[list], compile_skipped: Optional[str], same_compiled: bool = False) -> dict:
     """The report's timing keys from :func:`forge_tui.evaluate.forward_time.time_forwards`'s
-    result (None: not timed, the check failed)."""
+    result (None: not timed, the check failed). ``same_compiled``: no kernel was kept for
+    torch.compile + forge, so that column is torch.compile's own (timed once: two timings of
+    one program differ only by noise) and its speedup is 1.0 by construction."""
+    import dataclasses
+
     from forge_tui.evaluate.forward_time import speedup
 
     by = {t.name: t for t in timed or []}
+    if same_compiled and "compile" in by and "compile_forge" not in by:
+        by["compile_forge"] = dataclasses.replace(by["compile"], name="compile_forge", method=SAME_COMPILED)
     out: dict = {
         f"{name}_ms": (by[name].stats.median if name in by and by[name].stats else None) for name, _ in COLUMNS
     }
@@ -172,6 +182,8 @@ def timing_fields(timed: Optional[list], compile_skipped: Optional[str]) -> dict
     }
     out["speedup_vs_eager"], out["speedup_vs_eager_spread"] = speedup(by.get("eager"), by.get("forge"))
     out["speedup_vs_compile"], out["speedup_vs_compile_spread"] = speedup(by.get("compile"), by.get("compile_forge"))
+    if same_compiled and out["speedup_vs_compile"] is not None:
+        out["speedup_vs_compile"], out["speedup_vs_compile_spread"] = 1.0, [1.0, 1.0]
     # the controls (the traced forward, nothing swapped) split each speedup in two
     for key, base, new in (
         ("speedup_trace_vs_eager", "eager", "trace"),
