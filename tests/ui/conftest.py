@@ -273,3 +273,12 @@ def make_real_app(real_search_db, tmp_path, spawner):
 
     make.run_id = real_search_db[1]
     return make
+
+
+@pytest.fixture
+def no_endpoint(monkeypatch, tmp_path):
+    """No LLM endpoint anywhere: not in the environment, no user config file."""
+    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "FORGE_LLM_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))

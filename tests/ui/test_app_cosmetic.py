@@ -35,15 +35,6 @@ def select_run(app, run_id: int) -> None:
     table.move_cursor(row=table.get_row_index(str(run_id)))
 
 
-@pytest.fixture
-def no_endpoint(monkeypatch, tmp_path):
-    """No LLM endpoint anywhere: not in the environment, no user config file."""
-    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "FORGE_LLM_MODEL"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
-
-
 def plain_cell_problem(ch: str) -> str:
     """Why ``ch`` is not one plain terminal cell ("" when it is)."""
     if cell_len(ch) != 1:

@@ -37,15 +37,6 @@ def row_text(app, run_id: int) -> str:
     return " ".join(str(c) for c in table.get_row(str(run_id)))
 
 
-@pytest.fixture
-def no_endpoint(monkeypatch, tmp_path):
-    """No LLM endpoint anywhere: not in the environment, no user config file."""
-    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "FORGE_LLM_MODEL"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
-
-
 async def test_search_that_fails_at_once_shows_why(db, no_endpoint):
     """The real search process, started by the app for an llm run with no endpoint, exits at
     once: the app says why (a toast) and the run's row reads failed with the reason, never a
