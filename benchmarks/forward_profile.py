@@ -29,7 +29,7 @@ import torch
 
 from forge_tui.model.apply_graph import trace
 from forge_tui.model.apply_kernels import load_kernel_dir
-from forge_tui.model.apply_match import drop_restrides, replace_ops, replace_regions
+from forge_tui.model.apply_match import replace_ops, replace_regions
 from forge_tui.model.capture.model_file import build, load_model_file
 
 GROUPS = (  # in order: Inductor names a Triton kernel after the ops it fused (..._flash_attention_...)
@@ -97,7 +97,6 @@ def main() -> int:
     swapped = trace(model, inputs, mf.path.name)
     replace_regions(swapped.gm, ks, swapped.weights)
     replace_ops(swapped.gm, ks)
-    drop_restrides(swapped.gm, swapped.tensor_inputs)
     columns = {
         "torch.compile": (model, tuple(inputs)),
         "compile, traced only": (plain.gm, tuple(plain.tensor_inputs)),

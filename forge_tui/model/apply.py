@@ -47,7 +47,7 @@ from forge_tui.evaluate.backends import backend_for_device
 from forge_tui.model.apply_choice import choose_for_compile
 from forge_tui.model.apply_graph import calls, leaves, trace
 from forge_tui.model.apply_kernels import OP, REGION, Kernel, dispatch_of, load_kernel_dir
-from forge_tui.model.apply_match import drop_restrides, region_miss, replace_ops, replace_regions
+from forge_tui.model.apply_match import region_miss, replace_ops, replace_regions
 from forge_tui.model.apply_report import check_outputs, format_report, kernel_entry, precision_check, timing_fields
 from forge_tui.model.capture.model_file import build, load_model_file, resolve_device, run_forward
 from forge_tui.model.errors import ApplyError
@@ -125,7 +125,6 @@ def apply(
     before = calls(gm)
     replace_regions(gm, kernels, traced.weights)
     misses = replace_ops(gm, kernels)
-    drop_restrides(gm, traced.tensor_inputs)
     total = sum(k.replaced for k in kernels)
     if total == 0 and not any(k.kept for k in kernels):
         raise ApplyError(_no_match(mf.path.name, kernels, misses, before))

@@ -50,7 +50,7 @@ import torch
 
 from forge_tui.model.apply_graph import Traced, trace
 from forge_tui.model.apply_kernels import Kernel
-from forge_tui.model.apply_match import drop_restrides, replace_ops, replace_regions
+from forge_tui.model.apply_match import replace_ops, replace_regions
 
 
 def fresh(k: Kernel) -> Kernel:
@@ -70,7 +70,6 @@ def rewrite(model: torch.nn.Module, inputs: list, what: str, kernels: Sequence[K
     ks = [fresh(k) for k in kernels]
     replace_regions(traced.gm, ks, traced.weights)
     replace_ops(traced.gm, ks)
-    drop_restrides(traced.gm, traced.tensor_inputs)
     return traced
 
 

@@ -24,11 +24,6 @@ with ``.item()``, stays, so both forwards do the same other work.) An input that
 operator makes it contiguous before the launch (one copy), since the kernel was searched on
 contiguous inputs; each such instance is counted (``Kernel.non_contiguous``).
 
-**Layouts.** A kernel writes its output dense; where the model's calls returned a transposed
-layout there, :func:`replace_region` copies the output into it (:func:`restride`), and
-:func:`drop_restrides`, once every kernel is in, takes those copies back out where a fake run
-of the graph shows that nothing relies on the layout.
-
 **Ops.** :func:`replace_ops` swaps every call whose key is an op kernel's key; an in-place
 call (``relu_``) becomes the kernel's call and a ``copy_`` of its result into the argument.
 
@@ -234,58 +229,8 @@ def _model_strides(graph: fx.Graph, new: fx.Node, k: Kernel) -> fx.Node:
     with graph.inserting_after(new):
         out = graph.call_function(restride, (new, list(val.stride())))
     out.meta["val"] = val
-    out.meta["forge_kernel"] = k
     k.restrided += 1
     return out
-
-
-#: Calls whose result depends on its input's memory layout, not only on its values: where the
-#: graph has one, every kernel output keeps the model's strides.
-LAYOUT_READERS = ("aten.as_strided", "aten.set_", "aten.view.dtype")
-
-
-def drop_restrides(gm: fx.GraphModule, tensor_inputs: list) -> int:
-    """Take the copies into the model's strides (:func:`restride`) back out where the forward
-    does not need them; returns how many went (each kernel's ``restrided`` count drops).
-
-    A copy is needed only where a later call relies on the layout: a ``view`` the model could
-    take only because its elementwise calls kept a transposed layout. Where every reader of a
-    kernel's output reads values (attention, a matmul, another elementwise call), the copy
-    costs a full read and write of the output and nothing else (a Llama decoder's rotary
-    region: its four outputs go to SDPA; inside torch.compile the copies ran as a 30 us
-    transpose kernel per forward, H200, session 8). So all copies are taken out at once and the
-    graph is run on fake tensors (``FakeTensorProp``: shapes, strides and view checks, no
-    compute); if any call fails there, every copy is put back. A graph with a call that reads
-    raw memory layout (:data:`LAYOUT_READERS`) keeps them all. Values are then checked by
-    ``apply`` against the model's, as always.
-    """
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
-
-    copies = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is restride]
-    if not copies or any(n.op == "call_function" and str(n.target).startswith(LAYOUT_READERS) for n in gm.graph.nodes):
-        return 0
-    saved = {n: n.meta.get("val") for n in gm.graph.nodes}
-    moved = []
-    for n in copies:
-        users = list(n.users)
-        n.replace_all_uses_with(n.args[0])
-        moved.append((n, users))
-    try:
-        FakeTensorProp(gm, FakeTensorMode(allow_non_fake_inputs=True)).propagate(*tensor_inputs)
-    except Exception:  # noqa: BLE001 - a view that needs the model's layout (or anything else): keep the copies
-        for n, users in moved:
-            for u in users:
-                u.replace_input_with(n.args[0], n)
-        for n, v in saved.items():
-            n.meta["val"] = v
-        gm.recompile()
-        return 0
-    for n, _ in moved:
-        n.meta["forge_kernel"].restrided -= 1
-        gm.graph.erase_node(n)
-    gm.recompile()
-    return len(moved)
 
 
 def replace_region(

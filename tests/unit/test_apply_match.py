@@ -11,7 +11,7 @@ import torch.nn as nn
 
 from forge_tui.model.apply_graph import calls, trace
 from forge_tui.model.apply_kernels import REGION, Kernel
-from forge_tui.model.apply_match import drop_restrides, find_instances, replace_ops, replace_regions, restride
+from forge_tui.model.apply_match import find_instances, replace_ops, replace_regions
 from forge_tui.model.capture.graph import record_graph
 from forge_tui.model.capture.regions import kernels_of, partition, signature
 
@@ -237,38 +237,6 @@ def test_a_kernel_output_takes_the_models_strides():
     k = _kernel(sig, target=lambda x, g, b: _region_body(x.view(2, 8, 4, 4).transpose(1, 2), g, b).contiguous())
     replace_regions(traced.gm, [k], traced.weights)
     assert k.replaced == 1 and k.restrided == 1
-    assert drop_restrides(traced.gm, traced.tensor_inputs) == 0 and k.restrided == 1  # the view needs it
-    with torch.no_grad():
-        (got,) = traced.gm(*inputs)
-    torch.testing.assert_close(got, want)
-
-
-class TransposedOut(Transposed):
-    """The same region on a transposed view, its output the forward's: nothing in the graph
-    relies on its layout. (A Llama decoder's rotary output goes to CUDA's flash or cuDNN
-    attention, which allocate their own output; on the CPU, SDPA returns its output in q's
-    layout and the later view needs that, so the copy would stay there: the fake run decides.)"""
-
-    def forward(self, x):
-        y = self.lin(x).view(2, 8, 4, 4).transpose(1, 2)
-        return torch.tanh(y * self.g) + self.b
-
-
-def test_a_copy_into_the_models_strides_goes_where_only_values_are_read():
-    """drop_restrides: the kernel's dense output is used as it is (no copy); the forward's
-    values stay the model's (its outputs are compared by value)."""
-    torch.manual_seed(0)
-    model, inputs = TransposedOut().eval(), [torch.randn(2, 8, 16)]
-    with torch.no_grad():
-        want = model(*inputs)
-    sig = _signature(model, inputs)
-    traced = trace(model, inputs, "to attention")
-    k = _kernel(sig, target=lambda x, g, b: _region_body(x.view(2, 8, 4, 4).transpose(1, 2), g, b).contiguous())
-    replace_regions(traced.gm, [k], traced.weights)
-    assert k.replaced == 1 and k.restrided == 1
-    assert drop_restrides(traced.gm, traced.tensor_inputs) == 1 and k.restrided == 0
-    assert not [n for n in traced.gm.graph.nodes if n.target is restride]
-    traced.gm.graph.lint()
     with torch.no_grad():
         (got,) = traced.gm(*inputs)
     torch.testing.assert_close(got, want)
