@@ -202,28 +202,57 @@ def summary_table(report: dict) -> str:
     return "\n".join(lines)
 
 
+#: The apply report's columns as the summary names them.
+_COLUMNS = (
+    ("eager_ms", "eager"),
+    ("forge_ms", "eager + forge"),
+    ("compile_ms", "torch.compile"),
+    ("compile_forge_ms", "torch.compile + forge"),
+)
+
+
+def _num(v) -> bool:
+    return isinstance(v, (int, float))
+
+
+def _speedup(res: dict, key: str, what: str, kernels_key: str) -> Optional[str]:
+    """``0.795x over eager (p10-p90 0.70-0.90; the kernels 0.892x against the traced forward)``."""
+    if not _num(res.get(key)):
+        return None
+    text = f"{res[key]:.3f}x over {what}"
+    spread = res.get(f"{key}_spread")
+    inner = [f"p10-p90 {spread[0]:.2f}-{spread[1]:.2f}"] if isinstance(spread, list) and len(spread) == 2 else []
+    if _num(res.get(kernels_key)):
+        inner.append(f"the kernels {res[kernels_key]:.3f}x against the traced forward")
+    return text + (f" ({'; '.join(inner)})" if inner else "")
+
+
 def _apply_line(ap: dict) -> str:
+    """apply's outcome in the summary: the end-to-end speedups with their spreads and the
+    kernels' own share (against the traced forward, model/apply_choice.py), then the medians;
+    ``forge-tui apply`` prints the whole report."""
     if "error" in ap:
         return ap["error"]
     res = ap.get("result") or {}
-    figures = [
-        f"{k} {res[k]:.3f} ms"
-        for k in ("eager_ms", "forge_ms", "compile_ms", "compile_forge_ms")
-        if isinstance(res.get(k), (int, float))
+    parts = [
+        p
+        for p in (
+            _speedup(res, "speedup_vs_eager", "eager", "speedup_vs_trace"),
+            _speedup(res, "speedup_vs_compile", "torch.compile", "speedup_vs_compile_trace"),
+        )
+        if p
     ]
-    check = res.get("check", {})
-    passed = check.get("passed") if isinstance(check, dict) else None
-    out = ", ".join(figures) or "ran"
-    split = [
-        f"kernels {res[k]:.3f}x over the traced forward {what}"
-        for k, what in (("speedup_vs_trace", "eager"), ("speedup_vs_compile_trace", "compiled"))
-        if isinstance(res.get(k), (int, float))
-    ]
-    if split:  # what the kernels did, apart from the trace's own effect (model/apply_choice.py)
-        out += "; " + ", ".join(split)
     rows = (res.get("compile_choice") or {}).get("rows") or []
     if rows:
-        out += f"; torch.compile + forge uses {sum(1 for r in rows if r.get('kept'))} of {len(rows)} kernel(s)"
+        parts.append(f"torch.compile + forge uses {sum(1 for r in rows if r.get('kept'))} of {len(rows)} kernel(s)")
+    if res.get("not_timed"):
+        parts.append("not timed: nothing was replaced")
+    check = res.get("check", {})
+    passed = check.get("passed") if isinstance(check, dict) else None
     if passed is not None:
-        out += f"; outputs {'match' if passed else 'DIFFER'}"
+        parts.append(f"outputs {'match' if passed else 'DIFFER'}")
+    out = "; ".join(parts) or "ran"
+    figures = [f"{label} {res[k]:.3f} ms" for k, label in _COLUMNS if _num(res.get(k))]
+    if figures:
+        out += "\n  medians: " + ", ".join(figures)
     return out + f" (exit {ap.get('exit_code')})"

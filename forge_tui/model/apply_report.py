@@ -287,6 +287,8 @@ def format_report(r: dict) -> str:
 
     def sp(name: str, what: str) -> str:
         v, s = r.get(name), r.get(f"{name}_spread")
+        if v is None and "compile" in name and r.get("compile_skipped"):
+            return f"{what}: - (torch.compile skipped, see above)"
         if v is None:
             return f"{what}: -"
         return f"{what}: {v:.3f}x" + (f" (p10-p90 {s[0]:.2f}-{s[1]:.2f})" if s else "")

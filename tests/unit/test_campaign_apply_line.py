@@ -18,24 +18,40 @@ def _report(result: dict) -> dict:
     }
 
 
-def test_the_apply_line_names_the_kernels_share_apart_from_the_trace():
+def _apply_lines(res: dict) -> list[str]:
+    lines = summary_table(_report(res)).splitlines()
+    i = next(i for i, ln in enumerate(lines) if ln.startswith("apply: "))
+    return lines[i : i + 2]
+
+
+def test_the_apply_line_gives_the_speedups_and_the_kernels_share_apart_from_the_trace():
     res = {
         "eager_ms": 1.363,
         "forge_ms": 0.796,
         "compile_ms": 0.779,
-        "compile_forge_ms": 0.781,
+        "compile_forge_ms": 0.779,
+        "speedup_vs_eager": 1.712,
+        "speedup_vs_eager_spread": [1.69, 1.74],
         "speedup_vs_trace": 1.597,
+        "speedup_vs_compile": 1.0,
+        "speedup_vs_compile_spread": [1.0, 1.0],
         "speedup_vs_compile_trace": None,
         "compile_choice": {"rows": [{"kept": False}, {"kept": False}], "kept": 0},
         "check": {"passed": True},
     }
-    line = next(ln for ln in summary_table(_report(res)).splitlines() if ln.startswith("apply: "))
-    assert "eager_ms 1.363 ms" in line and "compile_forge_ms 0.781 ms" in line
-    assert "kernels 1.597x over the traced forward eager" in line and "compiled" not in line
-    assert "torch.compile + forge uses 0 of 2 kernel(s)" in line and "outputs match" in line
+    first, medians = _apply_lines(res)
+    assert first == (
+        "apply: 1.712x over eager (p10-p90 1.69-1.74; the kernels 1.597x against the traced forward); "
+        "1.000x over torch.compile (p10-p90 1.00-1.00); torch.compile + forge uses 0 of 2 kernel(s); outputs match"
+    )
+    assert medians == (
+        "  medians: eager 1.363 ms, eager + forge 0.796 ms, torch.compile 0.779 ms, "
+        "torch.compile + forge 0.779 ms (exit 0)"
+    )
 
 
-def test_an_old_report_without_controls_still_reads():
-    res = {"eager_ms": 1.0, "forge_ms": 0.5, "check": {"passed": True}}
-    line = next(ln for ln in summary_table(_report(res)).splitlines() if ln.startswith("apply: "))
-    assert line == "apply: eager_ms 1.000 ms, forge_ms 0.500 ms; outputs match (exit 0)"
+def test_a_slower_forward_reads_as_a_speedup_below_one():
+    res = {"eager_ms": 3.623, "forge_ms": 4.556, "speedup_vs_eager": 0.795, "check": {"passed": True}}
+    first, medians = _apply_lines(res)
+    assert first == "apply: 0.795x over eager; outputs match"
+    assert medians == "  medians: eager 3.623 ms, eager + forge 4.556 ms (exit 0)"
