@@ -47,7 +47,9 @@ COLUMNS = (
 )
 #: Widest a reason cell gets (the whole reason shows under the table for the selected run).
 REASON_WIDTH = 48
-NARROW_REASON_WIDTH = 14
+#: Cells of a narrow table's ``task`` column are cut to no fewer than this many characters
+#: (after ``created`` and ``why``, which give way first: the best column and its mark never do).
+MIN_TASK_WIDTH = 10
 #: Below this width the table folds backend and proposer into one column and leaves out the
 #: device (still searchable with the filter), so every column fits in 80 columns.
 NARROW_WIDTH = 110
@@ -92,6 +94,41 @@ def campaign_cell(run: RunRead) -> str:
     """``C1`` for a run of campaign 1, ``-`` for a run of its own."""
     cid = getattr(run, "campaign_id", None)
     return f"C{cid}" if cid is not None else "-"
+
+
+def _cell_width(cell) -> int:
+    return cell.cell_len if isinstance(cell, Text) else len(str(cell))
+
+
+def fit_narrow(rows: list[list], width: int, lead: int = 1) -> list[list]:
+    """Cut a narrow table's rows (cells as in ``NARROW_COLUMNS``, after ``lead`` leading cells:
+    id, and camp when shown) so every column fits in ``width`` terminal cells: the ``why``
+    cells take what is left (none when nothing is); when that is under 8 the ``created`` cells
+    keep only the day (``MM-DD``), then ``task`` is cut down to ``MIN_TASK_WIDTH``. The id,
+    camp, status, kind, iterations and best cells (with the confirmation mark) are never cut.
+    Each column costs its widest cell (or label) plus 2 of padding."""
+    if not rows:
+        return rows
+    labels = [lbl for lbl, _ in NARROW_COLUMNS]
+    labels = ["id", "camp"][:lead] + labels[1:]
+    n = len(labels)
+    widest = [max([len(labels[i])] + [_cell_width(r[i]) for r in rows]) for i in range(n)]
+    task, created, why = lead, n - 2, n - 1
+    fixed = sum(widest[i] + 2 for i in range(n) if i not in (task, created, why)) + 2  # + a scrollbar
+
+    def room() -> int:
+        return width - fixed - (widest[task] + 2) - (widest[created] + 2)
+
+    if room() < 8:
+        widest[created] = max(len(labels[created]), 5)
+        rows = [r[:created] + [str(r[created])[:5]] + r[created + 1 :] for r in rows]
+    if room() < len(labels[why]):
+        widest[task] = max(MIN_TASK_WIDTH, widest[task] - (len(labels[why]) - room()))
+    cut_why = max(len(labels[why]), room())
+    return [
+        r[:task] + [short(str(r[task]), widest[task])] + r[task + 1 : why] + [short(str(r[why]), cut_why)]
+        for r in rows
+    ]
 
 
 class RunsScreen(Screen):
@@ -245,6 +282,11 @@ class RunsScreen(Screen):
                 out.append(r)
         return sorted(out, key=lambda r: sort_key(r, self.sort))
 
+    def _table_width(self) -> int:
+        """Terminal cells the runs table has for its columns (the screen's width before layout)."""
+        table = self.query_one(RunsTable)
+        return table.size.width or self.app.size.width
+
     def refresh_table(self) -> None:
         grouped = any(getattr(r, "campaign_id", None) is not None for r in self.runs)
         if grouped != self.grouped:
@@ -254,11 +296,10 @@ class RunsScreen(Screen):
         keep = self.selected_run_id()
         table.clear()
         runs = self.visible_runs()
+        rows = []
         for r in runs:
             state = display_status(r)
             status = Text(state, style=RUN_STYLE.get(state, ""))
-            width = NARROW_REASON_WIDTH - 6 * self.grouped if self.narrow else REASON_WIDTH  # room for camp
-            why = short(display_reason(r), width)
             value, kind = run_best(r, self.best.get(r.id))
             best = Text(speedup_text(value), style=speedup_style(value))
             if speedup_mark(kind):
@@ -267,31 +308,37 @@ class RunsScreen(Screen):
             lead = [str(r.id), campaign_cell(r)] if self.grouped else [str(r.id)]
             if self.narrow:
                 created = fmt_created(r.created_at)
-                table.add_row(
-                    *lead,
-                    r.task_name,
-                    status,
-                    f"{r.backend}/{r.proposer}",
-                    done,
-                    best,
-                    created[5:] if len(created) == 16 else created,
-                    why,
-                    key=str(r.id),
+                rows.append(
+                    [
+                        *lead,
+                        r.task_name,
+                        status,
+                        f"{r.backend}/{r.proposer}",
+                        done,
+                        best,
+                        created[5:] if len(created) == 16 else created,
+                        display_reason(r),
+                    ]
                 )
             else:
-                table.add_row(
-                    *lead,
-                    r.task_name,
-                    status,
-                    r.backend,
-                    r.proposer,
-                    done,
-                    best,
-                    device_name(r.device_json)[:28] or "-",
-                    fmt_created(r.created_at),
-                    why,
-                    key=str(r.id),
+                rows.append(
+                    [
+                        *lead,
+                        r.task_name,
+                        status,
+                        r.backend,
+                        r.proposer,
+                        done,
+                        best,
+                        device_name(r.device_json)[:28] or "-",
+                        fmt_created(r.created_at),
+                        short(display_reason(r), REASON_WIDTH),
+                    ]
                 )
+        if self.narrow:
+            rows = fit_narrow(rows, self._table_width(), lead=1 + self.grouped)
+        for r, cells in zip(runs, rows):
+            table.add_row(*cells, key=str(r.id))
         if keep is not None and str(keep) in table.rows:
             table.move_cursor(row=table.get_row_index(str(keep)), animate=False)
         status = f" {len(runs)} of {len(self.runs)} runs  sort: {self.sort}"
