@@ -50,6 +50,7 @@ REASON_WIDTH = 48
 #: Cells of a narrow table's ``task`` column are cut to no fewer than this many characters
 #: (after ``created`` and ``why``, which give way first: the best column and its mark never do).
 MIN_TASK_WIDTH = 10
+NARROW_REASON_WIDTH = 14
 #: Below this width the table folds backend and proposer into one column and leaves out the
 #: device (still searchable with the filter), so every column fits in 80 columns.
 NARROW_WIDTH = 110
@@ -101,34 +102,38 @@ def _cell_width(cell) -> int:
 
 
 def fit_narrow(rows: list[list], width: int, lead: int = 1) -> list[list]:
-    """Cut a narrow table's rows (cells as in ``NARROW_COLUMNS``, after ``lead`` leading cells:
-    id, and camp when shown) so every column fits in ``width`` terminal cells: the ``why``
-    cells take what is left (none when nothing is); when that is under 8 the ``created`` cells
-    keep only the day (``MM-DD``), then ``task`` is cut down to ``MIN_TASK_WIDTH``. The id,
-    camp, status, kind, iterations and best cells (with the confirmation mark) are never cut.
-    Each column costs its widest cell (or label) plus 2 of padding."""
+    """Cut a narrow table's rows so every column fits in ``width`` terminal cells. A row's
+    cells are as in ``NARROW_COLUMNS`` after ``lead`` leading cells (id, and camp when shown),
+    the ``why`` cell last and absent when the camp column is shown (the reason shows under the
+    table for the selected run). What gives way, in order: ``why`` takes what is left (cut to
+    it, at most ``NARROW_REASON_WIDTH``), then the ``created`` cells keep only the day (``MM-DD``), then ``task`` is cut (to no
+    fewer than ``MIN_TASK_WIDTH``). The id, camp, status, kind, iterations and best cells
+    (with the confirmation mark) are never cut. A column costs its widest cell or label plus
+    2 cells of padding (Textual's DataTable)."""
     if not rows:
         return rows
-    labels = [lbl for lbl, _ in NARROW_COLUMNS]
-    labels = ["id", "camp"][:lead] + labels[1:]
+    labels = ["id", "camp"][:lead] + [lbl for lbl, _ in NARROW_COLUMNS[1:]]
+    has_why = len(rows[0]) == len(labels)
+    labels = labels if has_why else labels[:-1]
     n = len(labels)
     widest = [max([len(labels[i])] + [_cell_width(r[i]) for r in rows]) for i in range(n)]
-    task, created, why = lead, n - 2, n - 1
-    fixed = sum(widest[i] + 2 for i in range(n) if i not in (task, created, why)) + 2  # + a scrollbar
+    task, created = lead, n - 1 - has_why
+    flexible = (task, created, n - 1) if has_why else (task, created)
+    fixed = sum(widest[i] + 2 for i in range(n) if i not in flexible)
 
-    def room() -> int:
-        return width - fixed - (widest[task] + 2) - (widest[created] + 2)
+    def room() -> int:  # left for the why cells' text (its padding and label counted)
+        return width - fixed - (widest[task] + 2) - (widest[created] + 2) - 2 * has_why
 
-    if room() < 8:
+    least = len(labels[-1]) if has_why else 0
+    if room() < max(least, 8 * has_why):
         widest[created] = max(len(labels[created]), 5)
         rows = [r[:created] + [str(r[created])[:5]] + r[created + 1 :] for r in rows]
-    if room() < len(labels[why]):
-        widest[task] = max(MIN_TASK_WIDTH, widest[task] - (len(labels[why]) - room()))
-    cut_why = max(len(labels[why]), room())
-    return [
-        r[:task] + [short(str(r[task]), widest[task])] + r[task + 1 : why] + [short(str(r[why]), cut_why)]
-        for r in rows
-    ]
+    if room() < least:
+        widest[task] = max(MIN_TASK_WIDTH, widest[task] - (least - room()))
+    out = [r[:task] + [short(str(r[task]), widest[task])] + r[task + 1 :] for r in rows]
+    if has_why:
+        out = [r[:-1] + [short(str(r[-1]), max(least, min(NARROW_REASON_WIDTH, room())))] for r in out]
+    return out
 
 
 class RunsScreen(Screen):
@@ -198,6 +203,8 @@ class RunsScreen(Screen):
         cols = list(NARROW_COLUMNS if self.narrow else COLUMNS)
         if self.grouped:
             cols.insert(1, CAMPAIGN_COLUMN)
+            if self.narrow:  # no room for a why column: the reason shows under the table
+                cols.pop()
         for label, key in cols:
             table.add_column(label, key=key)
 
@@ -282,10 +289,12 @@ class RunsScreen(Screen):
                 out.append(r)
         return sorted(out, key=lambda r: sort_key(r, self.sort))
 
-    def _table_width(self) -> int:
-        """Terminal cells the runs table has for its columns (the screen's width before layout)."""
+    def _table_width(self, rows: int) -> int:
+        """Terminal cells the runs table has for ``rows`` rows (the screen's width before
+        layout), less a vertical scrollbar's 2 when they are more than it shows."""
         table = self.query_one(RunsTable)
-        return table.size.width or self.app.size.width
+        height = table.size.height or self.app.size.height - 8
+        return (table.size.width or self.app.size.width) - 2 * (rows + 1 > height)
 
     def refresh_table(self) -> None:
         grouped = any(getattr(r, "campaign_id", None) is not None for r in self.runs)
@@ -317,7 +326,7 @@ class RunsScreen(Screen):
                         done,
                         best,
                         created[5:] if len(created) == 16 else created,
-                        display_reason(r),
+                        *([] if self.grouped else [display_reason(r)]),  # grouped: under the table
                     ]
                 )
             else:
@@ -336,7 +345,7 @@ class RunsScreen(Screen):
                     ]
                 )
         if self.narrow:
-            rows = fit_narrow(rows, self._table_width(), lead=1 + self.grouped)
+            rows = fit_narrow(rows, self._table_width(len(rows)), lead=1 + self.grouped)
         for r, cells in zip(runs, rows):
             table.add_row(*cells, key=str(r.id))
         if keep is not None and str(keep) in table.rows:
