@@ -30,6 +30,7 @@ from forge_tui.app.screens.dialogs import ConfirmScreen, NewSearchScreen
 from forge_tui.app.widgets.footer import ForgeFooter
 from forge_tui.core.config import RunConfig
 from forge_tui.core.errors import one_line
+from forge_tui.core.present import count_text
 from store import StoreError
 from store.models import NodeSummary, RunRead
 
@@ -166,6 +167,7 @@ class RunsScreen(Screen):
         self.grouped = False  # a campaign column is shown (some run belongs to a campaign)
         self.last_form: Optional[RunConfig] = None  # the new-search form last started
         self._tasks: list[str] = []
+        self._return_to: Optional[int] = None  # the run whose screen is open: the cursor goes to it
 
     @property
     def store(self):
@@ -303,6 +305,8 @@ class RunsScreen(Screen):
             self._set_columns()
         table = self.query_one(RunsTable)
         keep = self.selected_run_id()
+        if self._return_to is not None and any(r.id == self._return_to for r in self.runs):
+            keep, self._return_to = self._return_to, None  # back from its screen (r/x/del act on it)
         table.clear()
         runs = self.visible_runs()
         rows = []
@@ -431,7 +435,12 @@ class RunsScreen(Screen):
     def action_open_run(self) -> None:
         rid = self.selected_run_id()
         if rid is not None:
-            self.app.open_run(rid)
+            self._open(rid)
+
+    def _open(self, run_id: int, note: str = "") -> None:
+        """Open a run's screen; back in the browser, the cursor is on that run."""
+        self._return_to = run_id
+        self.app.open_run(run_id, note=note)
 
     def action_resume_run(self) -> None:
         run = self.selected_run()
@@ -465,6 +474,14 @@ class RunsScreen(Screen):
             self.notify(f"run {run.id} is running: stop it (x) before deleting", severity="warning", markup=False)
             return
 
+        from forge_tui.campaign.driver import region_words  # no torch; the words `forge-tui rm` uses
+
+        try:
+            part, again = region_words(self.store, run.id)  # names a campaign region's search
+        except StoreError as exc:
+            self.notify(str(exc), severity="error", markup=False)
+            return
+
         def done(yes: Optional[bool]) -> None:
             if yes:
                 from forge_tui.app.spawn import delete_run
@@ -474,13 +491,13 @@ class RunsScreen(Screen):
                 except StoreError as exc:
                     self.notify(str(exc), severity="error", markup=False)
                     return
-                self.notify(f"deleted run {run.id}{log_note}", markup=False)
+                self.notify(f"deleted run {run.id}{log_note}{again}", markup=False)
                 self.load_runs()
 
         self.app.push_screen(
             ConfirmScreen(
-                f"Delete run {run.id} ({run.task_name}, {run.iterations_done} "
-                f"iterations) and all its nodes? This cannot be undone."
+                f"Delete run {run.id} ({run.task_name}, {count_text(run.iterations_done, 'iteration')}{part}) "
+                "and all its nodes? This cannot be undone."
             ),
             done,
         )
@@ -526,5 +543,6 @@ class RunsScreen(Screen):
 
     def _started(self, run_id: int) -> None:
         log = self.app.spawn(run_id)
+        self._return_to = run_id
         self.load_runs()
-        self.app.open_run(run_id, note=f"search running in the background; its log: {log}")
+        self._open(run_id, note=f"search running in the background; its log: {log}")
