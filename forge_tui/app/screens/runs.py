@@ -267,7 +267,7 @@ class RunsScreen(Screen):
             table.add_row(*cells, key=str(r.id))
         if keep is not None and str(keep) in table.rows:
             table.move_cursor(row=table.get_row_index(str(keep)), animate=False)
-        status = f" {len(runs)} of {len(self.runs)} runs  sort: {self.sort}"
+        status = f" {len(runs)} of {count_text(len(self.runs), 'run')}  sort: {self.sort}"
         if self.filter_text:
             status += f"  filter: {self.filter_text!r}"
         if not self.runs:
