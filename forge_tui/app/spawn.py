@@ -1,6 +1,6 @@
 """Start a search process detached from the terminal (its own session; a closed app or a
 dropped SSH connection never stops it). Output goes to ``logs/run-ID.log`` beside the db
-(:func:`log_path`); :func:`delete_run` deletes a run and that log (``rm`` and the app's delete)."""
+(:func:`log_path`); :func:`delete_run` deletes a run and its logs (``rm`` and the app's delete)."""
 
 from __future__ import annotations
 
@@ -27,28 +27,53 @@ def log_path(db: Path, run_id: int) -> Path:
     return db.parent / "logs" / name
 
 
+def region_log_path(out_dir: Path | str, region: str) -> Path:
+    """Where an ``optimize`` campaign writing to ``out_dir`` logs its search of ``region``
+    (``R3``): ``<out_dir>/logs/R3.log`` (as ``campaign.scheduler`` opens it)."""
+    return Path(out_dir) / "logs" / f"{region}.log"
+
+
+def run_logs(store: Any, run_id: int) -> list[Path]:
+    """Every log file a search of run ``run_id`` writes to: its background log
+    (:func:`log_path`) and, when it is a campaign region's search, that region's log
+    (:func:`region_log_path` under the campaign's ``out_dir``). Files that do not exist are
+    listed too."""
+    logs = [log_path(store.path, run_id)]
+    region = store.region_of_run(run_id)
+    if region is not None:
+        logs.append(region_log_path(store.get_campaign(region.campaign_id).out_dir, region.region))
+    return logs
+
+
 def delete_run(store: Any, run_id: int) -> str:
-    """Delete run ``run_id`` from ``store`` (a ``Store``) and its background search's log
-    (:func:`log_path` beside ``store.path``); the one delete ``forge-tui rm`` and the app's
-    ``del`` share, so the next search never appends to a deleted run's log.
+    """Delete run ``run_id`` from ``store`` (a ``Store``) and the logs its searches wrote
+    (:func:`run_logs`: ``logs/run-N.log`` beside ``store.path``, and a campaign region's
+    ``<out_dir>/logs/R3.log``); the one delete ``forge-tui rm`` and the app's ``del`` share,
+    so the next search (a reopened region's too) never appends to a deleted run's log.
 
     Returns a note for the one line that reports the delete: ``""`` when the run had no log,
-    ``"; its log X removed"``, or ``"; its log X stays: <why>"`` when it could not be removed
-    (the run is deleted either way).
+    ``"; its log X removed"`` (``"; its logs X, Y removed"``), and ``"; its log X stays: <why>"``
+    for one that could not be removed (the run is deleted either way).
 
     Raises:
         StoreError: ``LeaseHeld`` (exit 2, naming the driver) while a live process drives the
             run, ``StoreNotFound`` when there is no such run; nothing is deleted then.
     """
+    logs = run_logs(store, run_id)  # before the delete: the region still names the run
     store.delete_run(run_id, refuse_if_driven=True)
-    log = log_path(store.path, run_id)
-    try:
-        log.unlink()
-    except FileNotFoundError:
-        return ""
-    except OSError as exc:
-        return f"; its log {log} stays: {exc.strerror or exc}"
-    return f"; its log {log} removed"
+    removed, notes = [], []
+    for log in logs:
+        try:
+            log.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            notes.append(f"; its log {log} stays: {exc.strerror or exc}")
+            continue
+        removed.append(str(log))
+    if removed:
+        notes.insert(0, f"; its log{'s' * (len(removed) > 1)} {', '.join(removed)} removed")
+    return "".join(notes)
 
 
 #: The processes this process started, by (resolved db path, run id): the app watches them

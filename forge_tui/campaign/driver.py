@@ -22,6 +22,7 @@ from typing import Optional
 from forge_tui.campaign import report as rp
 from forge_tui.campaign.scheduler import CampaignError, Scheduler, make_slots, new_run
 from forge_tui.core.errors import one_line
+from forge_tui.core.present import count_text
 
 #: Where a campaign writes when no ``-o DIR`` is given: ``forge-optimize/<model stem>/`` (or
 #: ``<model stem>-2/``, ``-3/``... when another campaign has it, e.g. after ``--new``).
@@ -72,17 +73,24 @@ def check_options(o: Options) -> Optional[str]:
 
 def words_for_rm(store, run) -> tuple[str, str]:
     """What ``forge-tui rm`` says of ``run`` (a read model): ``"TASK, N nodes"`` (with
-    ``", campaign C's search of region R"`` when a campaign region points at it), and the
-    tail of its line after the deletion (``""``, or how the campaign searches that region
-    again: it reopens a region whose run is gone when next started)."""
-    nodes = len(store.node_summaries(run.id))
-    what = f"{run.task_name}, {nodes} node{'s' * (nodes != 1)}"
-    region = store.region_of_run(run.id)
+    :func:`region_words`' part when a campaign region points at it), and the tail of its line
+    after the deletion (``""``, or how the campaign searches that region again)."""
+    what = f"{run.task_name}, {count_text(len(store.node_summaries(run.id)), 'node')}"
+    part, again = region_words(store, run.id)
+    return what + part, again
+
+
+def region_words(store, run_id: int) -> tuple[str, str]:
+    """``(", campaign C's search of region R", tail)`` when a campaign region points at run
+    ``run_id``, else ``("", "")``; ``tail`` says, after a deletion, how the campaign searches
+    that region again (it reopens a region whose run is gone when next started). The words
+    ``forge-tui rm`` and the app's delete dialog share."""
+    region = store.region_of_run(run_id)
     if region is None:
-        return what, ""
+        return "", ""
     c = store.get_campaign(region.campaign_id)
     return (
-        f"{what}, campaign {c.id}'s search of region {region.region}",
+        f", campaign {c.id}'s search of region {region.region}",
         f"; `forge-tui optimize {c.model_file}` (or --resume {c.id}) searches region {region.region} again",
     )
 
@@ -350,7 +358,7 @@ class Campaigner:
                     dist = f", distance {r.distance:.1f} (relative: no bandwidth figure)"
                 self.log(
                     f"pick    {r.region} ({r.pattern or 'no pattern'}, {share}{dist}): "
-                    f"{r.iterations} iterations, {run.proposer}"
+                    f"{count_text(r.iterations, 'iteration')}, {run.proposer}"
                 )
         return c
 

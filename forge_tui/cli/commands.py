@@ -14,6 +14,7 @@ from typing import Optional
 
 from forge_tui.app.spawn import delete_run, start_search
 from forge_tui.cli import render
+from forge_tui.cli.capture_cmd import cmd_capture
 from forge_tui.core.config import RunConfig, flag_problem
 from forge_tui.core.errors import ForgeError, user_message
 from forge_tui.core.status import NodeStatus, ProposerName, RunStatus
@@ -119,11 +120,19 @@ def _search(store: Store, run_id: int, extra_iterations: Optional[int] = None) -
     """Drive the run in this process, a line per node; the exit code of its final status."""
     from forge_tui.search.runner import Search, SearchError
 
-    print(f"run {run_id}", flush=True)
+    header = [f"run {run_id}"]  # printed before the search's first line: none before an error
+
+    def log(line: str) -> None:
+        while header:
+            _headless_log(header.pop())
+        _headless_log(line)
+
     try:
-        final = Search(store, run_id, log=_headless_log).execute(extra_iterations=extra_iterations)
+        final = Search(store, run_id, log=log).execute(extra_iterations=extra_iterations)
     except SearchError as exc:
         return fail_with(exc)
+    while header:
+        _headless_log(header.pop())
     return _exit_code(final)
 
 
@@ -142,8 +151,8 @@ def cmd_resume(args, store: Store) -> int:
     why = flag_problem(parallel=args.parallel, iterations=args.iterations)
     if why:
         return fail(why)
+    run = store.get_run(args.run_id)  # "no run with id N" before anything else
     _headless_without_terminal(args)
-    run = store.get_run(args.run_id)
     held = store.lease_holder(run.id)  # before anything is written to the run
     if held:
         return fail(held)
@@ -311,64 +320,6 @@ def cmd_tasks(args, store) -> int:
 
     tasks = [load_task(args.task, args.mode)] if args.task else list(catalog().values())
     print(render.to_json([t.spec_dict() for t in tasks]) if args.json else render.tasks_text(tasks))
-    return 0
-
-
-def cmd_capture(args, store: Store) -> int:
-    """``forge-tui capture FILE``: the aten operators a model's forward runs; --select makes tasks."""
-    from forge_tui.model import capture as cp
-
-    if args.samples is not None and args.samples < 1:
-        return fail("--samples must be 1 or more")
-    cap = cp.record(args.file, backend=args.backend)
-    from forge_tui.model.capture import region_task as rt
-
-    sels = [s for s in (args.select or "").split(",") if s.strip()]
-    op_sels = [s for s in sels if not rt.is_region_selector(s)]
-    chosen = cp.select(cap, op_sels) if op_sels else []
-    rs, chosen_regions = None, []
-    if args.regions or len(op_sels) < len(sels):
-        from forge_tui.model.capture.regions import find_regions
-
-        rs = find_regions(cap)
-        chosen_regions = rt.select_regions(rs, [s for s in sels if rt.is_region_selector(s)])
-    if not args.no_time:
-        tty = sys.stderr.isatty()
-
-        def progress(i: int, n: int) -> None:
-            if tty:
-                print(f"\rtiming {i + 1}/{n} ...", end="" if i + 1 < n else "\r\033[K", file=sys.stderr, flush=True)
-
-        cp.measure(cap, samples=args.samples, progress=progress)
-    made = cp.write_tasks(store, cap, chosen, args.output, mode=args.mode) if chosen else []
-    if rs is not None:
-        return _capture_regions(args, store, cap, rs, chosen_regions, made)
-    if args.json:
-        print(render.to_json(cp.rows(cap, made)))
-        return 0
-    print(cp.format_table(cap, hint=not sels))  # the "make tasks" hint only when nothing was selected
-    if made:
-        print(cp.format_tasks(made))
-    return 0
-
-
-def _capture_regions(args, store: Store, cap, rs, chosen_regions, made) -> int:
-    """``capture --regions`` (or a region in --select): the regions table, or ``--json``'s
-    ``{"regions": [...], "ops": [...]}``, and the tasks made."""
-    from forge_tui.model import capture as cp
-    from forge_tui.model.capture import region_report as rr
-    from forge_tui.model.capture.region_task import write_region_tasks
-    from forge_tui.model.capture.regions import set_times
-
-    set_times(rs)
-    made_regions = write_region_tasks(store, rs, chosen_regions, args.output) if chosen_regions else []
-    if args.json:
-        print(render.to_json({"regions": rr.region_rows(rs, made_regions), "ops": cp.rows(cap, made)}))
-        return 0
-    print(rr.format_regions(rs, hint=not args.select) if args.regions else cp.format_table(cap, hint=not args.select))
-    for text in (cp.format_tasks(made) if made else "", rr.format_region_tasks(made_regions)):
-        if text:
-            print(text)
     return 0
 
 

@@ -104,3 +104,9 @@ def duration_text(ms: Optional[float]) -> str:
     if ms is None:
         return "-"
     return f"{ms * 1e3:.1f} us" if ms < 1 else f"{ms:.3f} ms"
+
+
+def count_text(n: int, word: str) -> str:
+    """``"1 iteration"``, ``"2 iterations"``, ``"0 nodes"``: a count and its noun (``word``,
+    singular; an ``s`` is added unless ``n`` is 1), as every printed count reads."""
+    return f"{n} {word}{'s' * (n != 1)}"

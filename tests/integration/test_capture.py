@@ -132,6 +132,7 @@ def test_select_writes_registers_and_prints_run_command(tmp_path, capsys, monkey
 
     db = tmp_path / "forge.db"
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # an endpoint: the hint is --proposer llm
     rc, out, err = _main(
         capsys, "--db", db, "capture", BLOCK, "--backend", "host", "--no-time", "--select", "aten._softmax.default,gelu"
     )

@@ -8,6 +8,7 @@ clears the app's toasts when it opens, so no toast covers its question or button
 from __future__ import annotations
 
 from typing import Any, Optional
+from urllib.parse import urlparse
 
 from textual import on
 from textual.app import ComposeResult
@@ -91,6 +92,7 @@ class NewSearchScreen(ReadableModal[Optional[RunConfig]]):
         self.initial = initial
         self.error = error
         self._error_rows = 1  # rows the error takes at the dialog's width (see _fit)
+        self._error_for: Optional[dict[str, str]] = None  # the fields the error was about
 
     def compose(self) -> ComposeResult:
         init = self.initial or DEFAULTS
@@ -140,6 +142,19 @@ class NewSearchScreen(ReadableModal[Optional[RunConfig]]):
                 for w in self.query(arrow).results(Static):
                     w.update(text)
         self.query_one("#new-task").focus()
+        self.call_after_refresh(self._note_fields)
+
+    def _note_fields(self) -> None:
+        """Remember the fields the shown error is about (an edit of any of them clears it)."""
+        if self.is_attached:
+            self._error_for = self.values()
+
+    @on(Input.Changed)
+    @on(Select.Changed)
+    def _edited(self) -> None:
+        """A field changed: an error about the old values no longer holds, so it goes."""
+        if self.error and self._error_for is not None and self.values() != self._error_for:
+            self.show_error("")
 
     def on_resize(self, event) -> None:
         self._apply_height(event.size.height)
@@ -186,6 +201,7 @@ class NewSearchScreen(ReadableModal[Optional[RunConfig]]):
     def show_error(self, message: str) -> None:
         """Show ``message`` under the fields, wrapped inside the dialog (no toast repeats it)."""
         self.error = message
+        self._error_for = self.values() if message else None
         err = self.query_one("#new-error", Label)
         err.update(message)
         self._fit()
@@ -233,7 +249,13 @@ def new_search_config(
 ) -> RunConfig | str:
     """The new-search form's fields as a RunConfig (what it leaves out at the defaults ``forge-tui
     run`` has), or the line to show when ``iterations`` is not a whole number >= 0 (empty:
-    what is expected; else what was typed, too)."""
+    what is expected; else what was typed, too) or the endpoint is not an http(s) URL (with
+    any proposer: nothing typed is dropped without a word)."""
+    url = base_url.strip()
+    if url:
+        parts = urlparse(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            return f"endpoint: {url!r} is not an http(s) URL (e.g. http://localhost:8000/v1)"
     raw = iterations.strip()
     if not raw:
         return "iterations: a whole number >= 0 is needed (the field is empty)"
@@ -246,3 +268,22 @@ def new_search_config(
     return RunConfig(
         task=task, backend=backend, proposer=proposer, model=model.strip(), base_url=base_url.strip(), iterations=count
     )
+
+
+#: What the CLI's messages name (flags) and the form's fields that stand for them, first match
+#: first: the llm configuration errors (``forge_tui.llm.config.missing``) in the form's words.
+FORM_WORDS = (
+    ("--proposer llm needs", "the llm proposer needs"),
+    ("pass --base-url URL", "fill in the endpoint field"),
+    ("pass --model NAME", "fill in the model field"),
+    ("--base-url", "the endpoint field"),
+    ("--model", "the model field"),
+)
+
+
+def form_words(message: str) -> str:
+    """``message`` (a one-line error of ``create_run``) with the CLI flags it names replaced by
+    the new-search form's fields (:data:`FORM_WORDS`): the form has no flags."""
+    for flag, field in FORM_WORDS:
+        message = message.replace(flag, field)
+    return message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 from rich.text import Text
@@ -26,72 +27,27 @@ from forge_tui.app.format import (
     speedup_text,
 )
 from forge_tui.app.messages import PollFailed, RunsLoaded
-from forge_tui.app.screens.dialogs import ConfirmScreen, NewSearchScreen
+from forge_tui.app.screens.dialogs import ConfirmScreen, NewSearchScreen, form_words
+from forge_tui.app.screens.runs_table import (  # noqa: F401 - RunsTable, sort_key, campaign_cell: this screen's API
+    CAMPAIGN_COLUMN,
+    COLUMNS,
+    NARROW_COLUMNS,
+    NARROW_WIDTH,
+    REASON_WIDTH,
+    SORTS,
+    RunsTable,
+    campaign_cell,
+    fit_narrow,
+    sort_key,
+)
 from forge_tui.app.widgets.footer import ForgeFooter
 from forge_tui.core.config import RunConfig
 from forge_tui.core.errors import one_line
+from forge_tui.core.present import count_text
 from store import StoreError
 from store.models import NodeSummary, RunRead
 
-COLUMNS = (
-    ("id", "id"),
-    ("task", "task"),
-    ("status", "status"),
-    ("backend", "backend"),
-    ("proposer", "proposer"),
-    ("iter", "iterations"),
-    ("best", "best"),
-    ("device", "device"),
-    ("created", "created"),
-    ("why", "reason"),
-)
-#: Widest a reason cell gets (the whole reason shows under the table for the selected run).
-REASON_WIDTH = 48
-NARROW_REASON_WIDTH = 14
-#: Below this width the table folds backend and proposer into one column and leaves out the
-#: device (still searchable with the filter), so every column fits in 80 columns.
-NARROW_WIDTH = 110
-NARROW_COLUMNS = (
-    ("id", "id"),
-    ("task", "task"),
-    ("status", "status"),
-    ("run", "kind"),
-    ("iter", "iterations"),
-    ("best", "best"),
-    ("created", "created"),
-    ("why", "reason"),
-)
-#: Shown after ``id`` while any run belongs to an ``optimize`` campaign (``C1``): a campaign's
-#: runs are one group (sort ``campaign`` puts them together; the filter takes ``c1``).
-CAMPAIGN_COLUMN = ("camp", "campaign")
-SORTS = ("id", "task", "status", "best", "created", "campaign")
 POLL_S = 1.0
-
-
-class RunsTable(DataTable):
-    HELP_TITLE = "runs table"
-    BINDINGS = [Binding("j", "cursor_down", "Down", show=False), Binding("k", "cursor_up", "Up", show=False)]
-
-
-def sort_key(run: RunRead, key: str):
-    if key == "task":
-        return (run.task_name, -run.id)
-    if key == "status":
-        return (display_status(run), -run.id)
-    if key == "best":
-        return (-(run.best_speedup or 0.0), -run.id)
-    if key == "created":
-        return (run.created_at, run.id)
-    if key == "campaign":  # a campaign's runs together, newest campaign first; the others after
-        cid = getattr(run, "campaign_id", None)
-        return (cid is None, -(cid or 0), -run.id)
-    return (-run.id,)
-
-
-def campaign_cell(run: RunRead) -> str:
-    """``C1`` for a run of campaign 1, ``-`` for a run of its own."""
-    cid = getattr(run, "campaign_id", None)
-    return f"C{cid}" if cid is not None else "-"
 
 
 class RunsScreen(Screen):
@@ -124,6 +80,7 @@ class RunsScreen(Screen):
         self.grouped = False  # a campaign column is shown (some run belongs to a campaign)
         self.last_form: Optional[RunConfig] = None  # the new-search form last started
         self._tasks: list[str] = []
+        self._return_to: Optional[int] = None  # the run whose screen is open: the cursor goes to it
 
     @property
     def store(self):
@@ -161,6 +118,8 @@ class RunsScreen(Screen):
         cols = list(NARROW_COLUMNS if self.narrow else COLUMNS)
         if self.grouped:
             cols.insert(1, CAMPAIGN_COLUMN)
+            if self.narrow:  # no room for a why column: the reason shows under the table
+                cols.pop()
         for label, key in cols:
             table.add_column(label, key=key)
 
@@ -245,6 +204,13 @@ class RunsScreen(Screen):
                 out.append(r)
         return sorted(out, key=lambda r: sort_key(r, self.sort))
 
+    def _table_width(self, rows: int) -> int:
+        """Terminal cells the runs table has for ``rows`` rows (the screen's width before
+        layout), less a vertical scrollbar's 2 when they are more than it shows."""
+        table = self.query_one(RunsTable)
+        height = table.size.height or self.app.size.height - 8
+        return (table.size.width or self.app.size.width) - 2 * (rows + 1 > height)
+
     def refresh_table(self) -> None:
         grouped = any(getattr(r, "campaign_id", None) is not None for r in self.runs)
         if grouped != self.grouped:
@@ -252,13 +218,14 @@ class RunsScreen(Screen):
             self._set_columns()
         table = self.query_one(RunsTable)
         keep = self.selected_run_id()
+        if self._return_to is not None and any(r.id == self._return_to for r in self.runs):
+            keep, self._return_to = self._return_to, None  # back from its screen (r/x/del act on it)
         table.clear()
         runs = self.visible_runs()
+        rows = []
         for r in runs:
             state = display_status(r)
             status = Text(state, style=RUN_STYLE.get(state, ""))
-            width = NARROW_REASON_WIDTH - 6 * self.grouped if self.narrow else REASON_WIDTH  # room for camp
-            why = short(display_reason(r), width)
             value, kind = run_best(r, self.best.get(r.id))
             best = Text(speedup_text(value), style=speedup_style(value))
             if speedup_mark(kind):
@@ -267,34 +234,40 @@ class RunsScreen(Screen):
             lead = [str(r.id), campaign_cell(r)] if self.grouped else [str(r.id)]
             if self.narrow:
                 created = fmt_created(r.created_at)
-                table.add_row(
-                    *lead,
-                    r.task_name,
-                    status,
-                    f"{r.backend}/{r.proposer}",
-                    done,
-                    best,
-                    created[5:] if len(created) == 16 else created,
-                    why,
-                    key=str(r.id),
+                rows.append(
+                    [
+                        *lead,
+                        r.task_name,
+                        status,
+                        f"{r.backend}/{r.proposer}",
+                        done,
+                        best,
+                        created[5:] if len(created) == 16 else created,
+                        *([] if self.grouped else [display_reason(r)]),  # grouped: under the table
+                    ]
                 )
             else:
-                table.add_row(
-                    *lead,
-                    r.task_name,
-                    status,
-                    r.backend,
-                    r.proposer,
-                    done,
-                    best,
-                    device_name(r.device_json)[:28] or "-",
-                    fmt_created(r.created_at),
-                    why,
-                    key=str(r.id),
+                rows.append(
+                    [
+                        *lead,
+                        r.task_name,
+                        status,
+                        r.backend,
+                        r.proposer,
+                        done,
+                        best,
+                        device_name(r.device_json)[:28] or "-",
+                        fmt_created(r.created_at),
+                        short(display_reason(r), REASON_WIDTH),
+                    ]
                 )
+        if self.narrow:
+            rows = fit_narrow(rows, self._table_width(len(rows)), lead=1 + self.grouped)
+        for r, cells in zip(runs, rows):
+            table.add_row(*cells, key=str(r.id))
         if keep is not None and str(keep) in table.rows:
             table.move_cursor(row=table.get_row_index(str(keep)), animate=False)
-        status = f" {len(runs)} of {len(self.runs)} runs  sort: {self.sort}"
+        status = f" {len(runs)} of {count_text(len(self.runs), 'run')}  sort: {self.sort}"
         if self.filter_text:
             status += f"  filter: {self.filter_text!r}"
         if not self.runs:
@@ -375,7 +348,12 @@ class RunsScreen(Screen):
     def action_open_run(self) -> None:
         rid = self.selected_run_id()
         if rid is not None:
-            self.app.open_run(rid)
+            self._open(rid)
+
+    def _open(self, run_id: int, note: str = "") -> None:
+        """Open a run's screen; back in the browser, the cursor is on that run."""
+        self._return_to = run_id
+        self.app.open_run(run_id, note=note)
 
     def action_resume_run(self) -> None:
         run = self.selected_run()
@@ -409,6 +387,14 @@ class RunsScreen(Screen):
             self.notify(f"run {run.id} is running: stop it (x) before deleting", severity="warning", markup=False)
             return
 
+        from forge_tui.campaign.driver import region_words  # no torch; the words `forge-tui rm` uses
+
+        try:
+            part, again = region_words(self.store, run.id)  # names a campaign region's search
+        except StoreError as exc:
+            self.notify(str(exc), severity="error", markup=False)
+            return
+
         def done(yes: Optional[bool]) -> None:
             if yes:
                 from forge_tui.app.spawn import delete_run
@@ -418,13 +404,13 @@ class RunsScreen(Screen):
                 except StoreError as exc:
                     self.notify(str(exc), severity="error", markup=False)
                     return
-                self.notify(f"deleted run {run.id}{log_note}", markup=False)
+                self.notify(f"deleted run {run.id}{log_note}{again}", markup=False)
                 self.load_runs()
 
         self.app.push_screen(
             ConfirmScreen(
-                f"Delete run {run.id} ({run.task_name}, {run.iterations_done} "
-                f"iterations) and all its nodes? This cannot be undone."
+                f"Delete run {run.id} ({run.task_name}, {count_text(run.iterations_done, 'iteration')}{part}) "
+                "and all its nodes? This cannot be undone."
             ),
             done,
         )
@@ -446,7 +432,13 @@ class RunsScreen(Screen):
 
     def _start_search(self, spec: Optional[RunConfig]) -> None:
         if spec is not None:
-            self.last_form = spec
+            self.last_form = spec  # as typed: the endpoint kept for a later llm search
+            if spec.proposer != "llm" and (spec.base_url or spec.model):
+                self.notify(
+                    f"proposer {spec.proposer}: the model and endpoint fields are ignored (they are for llm)",
+                    markup=False,
+                )
+                spec = dataclasses.replace(spec, base_url="", model="")
             self._create_run(spec)
 
     @work(thread=True, exclusive=True, group="new-run", name="create-run")
@@ -464,11 +456,12 @@ class RunsScreen(Screen):
         """The run could not be created: give the form back as it was typed, with why under
         its fields (a toast says it only when the form cannot be shown: another screen is up)."""
         if self.is_current:
-            self._open_new(self._tasks, why)
+            self._open_new(self._tasks, form_words(why))
         else:
             self.notify(f"cannot start the search: {why}", severity="error", timeout=8, markup=False)
 
     def _started(self, run_id: int) -> None:
         log = self.app.spawn(run_id)
+        self._return_to = run_id
         self.load_runs()
-        self.app.open_run(run_id, note=f"search running in the background; its log: {log}")
+        self._open(run_id, note=f"search running in the background; its log: {log}")

@@ -1,0 +1,132 @@
+"""``forge-tui capture FILE``: the op table, ``--regions``, and the tasks ``--select`` makes,
+each with a ``forge-tui run`` command that runs as this machine is set up: ``--proposer llm``
+when an LLM endpoint is configured, else ``--proposer tune --seed-kernel SEED`` with the
+example seed made for that task (``examples/seeds/``), else a line saying what is missing.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+from forge_tui.cli import render
+from store import Store
+
+#: The example seeds (``examples/seeds/<stem>.cu`` and ``.cpp``) and the captured task each
+#: was written for, by (model file stem, captured aten op): the README's pairing (the
+#: transformer block's attention softmax, ResNet-50's global average pool); each file's
+#: header names the op, its arguments and the launch signature it implements.
+EXAMPLE_SEEDS = {
+    ("transformer_block", "aten._softmax.default"): "block_softmax",
+    ("resnet50", "aten.mean.dim"): "resnet50_mean_dim",
+}
+#: Where the example seeds are: ``examples/seeds/`` of the checkout this package runs from.
+SEEDS_DIR = Path(__file__).resolve().parents[2] / "examples" / "seeds"
+
+
+def llm_configured() -> bool:
+    """Whether ``--proposer llm`` can start here: an endpoint (``OPENAI_BASE_URL``, the config
+    file's ``base_url``, or ``OPENAI_API_KEY`` for a hosted one) that ``llm.config.missing``
+    accepts. A config file that does not read counts as none."""
+    from forge_tui.llm.config import ConfigError, load, missing
+
+    try:
+        return missing(load()) is None
+    except ConfigError:
+        return False
+
+
+def example_seed(model_stem: str, op: str, backend: str) -> Optional[Path]:
+    """The example seed kernel for the task of ``op`` (``aten._softmax.default``) captured from
+    the model file ``model_stem`` on ``backend`` (``host``: ``.cpp``, else ``.cu``), or None
+    when there is none (or this installation has no ``examples/``)."""
+    stem = EXAMPLE_SEEDS.get((model_stem, op))
+    if stem is None:
+        return None
+    path = SEEDS_DIR / f"{stem}{'.cpp' if backend == 'host' else '.cu'}"
+    return path if path.is_file() else None
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the current directory when it lies under it, else absolute."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def runnable_command(task: dict, model_stem: str, backend: str) -> str:
+    """The ``search it`` text for a captured task (``write_tasks``' dict: ``path``, ``op``,
+    ``run_command``) when no LLM endpoint is configured: ``forge-tui run PATH --proposer tune
+    --seed-kernel SEED`` with its example seed, else why it cannot be searched yet."""
+    mode = " --mode train" if task["run_command"].endswith(" --mode train") else ""
+    seed = example_seed(model_stem, task["op"], backend)
+    if seed is not None:
+        return f"forge-tui run {task['path']} --proposer tune --seed-kernel {_shown(seed)}{mode}"
+    return (
+        f"forge-tui run {task['path']} --seed-kernel YOUR_KERNEL{mode} (no LLM endpoint is configured "
+        "and no example seed fits: write a seed kernel, or set OPENAI_BASE_URL and use --proposer llm)"
+    )
+
+
+def cmd_capture(args, store: Store) -> int:
+    """``forge-tui capture FILE``: the aten operators a model's forward runs; --select makes tasks."""
+    from forge_tui.model import capture as cp
+
+    if args.samples is not None and args.samples < 1:
+        from forge_tui.cli.commands import fail
+
+        return fail("--samples must be 1 or more")
+    cap = cp.record(args.file, backend=args.backend)
+    from forge_tui.model.capture import region_task as rt
+
+    sels = [s for s in (args.select or "").split(",") if s.strip()]
+    op_sels = [s for s in sels if not rt.is_region_selector(s)]
+    chosen = cp.select(cap, op_sels) if op_sels else []
+    rs, chosen_regions = None, []
+    if args.regions or len(op_sels) < len(sels):
+        from forge_tui.model.capture.regions import find_regions
+
+        rs = find_regions(cap)
+        chosen_regions = rt.select_regions(rs, [s for s in sels if rt.is_region_selector(s)])
+    if not args.no_time:
+        tty = sys.stderr.isatty()
+
+        def progress(i: int, n: int) -> None:
+            if tty:
+                print(f"\rtiming {i + 1}/{n} ...", end="" if i + 1 < n else "\r\033[K", file=sys.stderr, flush=True)
+
+        cp.measure(cap, samples=args.samples, progress=progress)
+    made = cp.write_tasks(store, cap, chosen, args.output, mode=args.mode) if chosen else []
+    if made and not llm_configured():
+        made = [dict(t, run_command=runnable_command(t, cap.model_file.stem, cap.backend)) for t in made]
+    if rs is not None:
+        return _capture_regions(args, store, cap, rs, chosen_regions, made)
+    if args.json:
+        print(render.to_json(cp.rows(cap, made)))
+        return 0
+    print(cp.format_table(cap, hint=not sels))  # the "make tasks" hint only when nothing was selected
+    if made:
+        print(cp.format_tasks(made))
+    return 0
+
+
+def _capture_regions(args, store: Store, cap, rs, chosen_regions, made) -> int:
+    """``capture --regions`` (or a region in --select): the regions table, or ``--json``'s
+    ``{"regions": [...], "ops": [...]}``, and the tasks made."""
+    from forge_tui.model import capture as cp
+    from forge_tui.model.capture import region_report as rr
+    from forge_tui.model.capture.region_task import write_region_tasks
+    from forge_tui.model.capture.regions import set_times
+
+    set_times(rs)
+    made_regions = write_region_tasks(store, rs, chosen_regions, args.output) if chosen_regions else []
+    if args.json:
+        print(render.to_json({"regions": rr.region_rows(rs, made_regions), "ops": cp.rows(cap, made)}))
+        return 0
+    print(rr.format_regions(rs, hint=not args.select) if args.regions else cp.format_table(cap, hint=not args.select))
+    for text in (cp.format_tasks(made) if made else "", rr.format_region_tasks(made_regions)):
+        if text:
+            print(text)
+    return 0

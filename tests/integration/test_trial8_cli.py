@@ -1,0 +1,63 @@
+"""Trial 8's CLI wording: ``resume`` of an unknown run says so first, and ``resume --headless``
+on a read-only database prints no ``run N`` line before its error."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from store import Store
+from store.errors import StoreReadOnly
+from tests.helpers import run_cli
+from tests.integration.test_readonly_db import readonly_dir  # noqa: F401 - the fixture
+
+
+def test_resume_unknown_run_says_so_first(tmp_path):
+    db = tmp_path / "forge.db"
+    Store(db).close()
+    res = run_cli("--db", str(db), "resume", "999")  # no terminal: would run in the foreground
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.strip().splitlines() == [f"forge-tui: no run with id 999 in {db}"], res.stderr
+
+
+def test_headless_resume_on_a_read_only_db_prints_only_the_error(readonly_dir):  # noqa: F811
+    res = run_cli("--db", str(readonly_dir / "forge.db"), "resume", "1", "--headless")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stdout == "" and len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+class _Search:
+    """A stand-in for ``Search``: logs ``lines``, then raises ``error`` or returns a final run."""
+
+    lines: list[str] = []
+    error = None
+
+    def __init__(self, store, run_id, log):
+        self.log = log
+
+    def execute(self, extra_iterations=None):
+        for line in self.lines:
+            self.log(line)
+        if self.error is not None:
+            raise self.error
+        return SimpleNamespace(status="finished")
+
+
+def test_run_line_only_once_the_search_says_something(tmp_path, capsys, monkeypatch):
+    """``run N`` comes right before the search's first line: a store that refuses the first
+    write (a read-only file opened for writing) leaves only the error."""
+    from forge_tui.cli import commands
+    from forge_tui.search import runner
+
+    monkeypatch.setattr(runner, "Search", _Search)
+    _Search.error = StoreReadOnly("database x is read-only")
+    with pytest.raises(StoreReadOnly):
+        commands._search(None, 3)
+    assert capsys.readouterr().out == ""
+    _Search.lines, _Search.error = ["iter 1 ok"], None
+    assert commands._search(None, 3) == 0
+    assert capsys.readouterr().out == "run 3\niter 1 ok\n"
+    _Search.lines = []
+    assert commands._search(None, 3) == 0
+    assert capsys.readouterr().out == "run 3\n"

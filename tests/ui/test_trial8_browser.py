@@ -1,0 +1,75 @@
+"""Trial 8's runs-browser findings: the best column keeps its mark at 80 columns with the
+campaign column, the cursor returns to the run just left, and the delete dialog names a
+campaign region's search."""
+
+from __future__ import annotations
+
+import pytest
+
+from forge_tui.app.screens.dialogs import ConfirmScreen
+from forge_tui.app.screens.run import RunScreen
+from forge_tui.app.screens.runs import RunsScreen, RunsTable
+from store import Store
+from tests.ui.app_helpers import region_text, screen_text, settle
+from tests.ui.test_campaign_runs import _group
+
+pytestmark = pytest.mark.anyio
+
+
+def _big_confirmed(db) -> None:
+    """Run 1 (campaign 1's R1) becomes a region's search with a confirmed 20.736x best."""
+    s = Store(db)
+    run = s.get_run(1)
+    s.confirm_node(run.best_node_id, 20.736, [])
+    s.update_run(1, task_name="region_R3_swiglu", best_speedup=20.5, status_reason="search space exhausted")
+    s.close()
+
+
+def _browser_ready(app):
+    return lambda: isinstance(app.screen, RunsScreen) and app.screen.query_one(RunsTable).row_count
+
+
+async def test_mark_kept_at_80_columns_with_campaign_column(make_app, db):
+    _group(db)
+    _big_confirmed(db)
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, _browser_ready(app))
+        text = screen_text(app)
+        assert "camp" in text
+        row = next(line for line in text.splitlines() if "region_R3_swiglu" in line)
+        assert "20.736x ✓" in row, row
+        assert app.screen.query_one(RunsTable).virtual_size.width <= 80
+
+
+async def test_cursor_returns_to_the_run_just_left(make_app, db):
+    """Back from a run's screen (opened with enter, or just started from the form), the cursor
+    is on that run, so r/x/del act on it."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, _browser_ready(app))
+        screen = app.screen
+        assert screen.selected_run_id() == 3  # newest first
+        screen._started(1)  # what the new-search form does once its run is created
+        await settle(pilot, lambda: isinstance(app.screen, RunScreen))
+        await pilot.press("escape")
+        await settle(pilot, lambda: app.screen is screen)
+        assert screen.selected_run_id() == 1
+        screen.query_one(RunsTable).move_cursor(row=1)  # run 2
+        await pilot.press("enter")
+        await settle(pilot, lambda: isinstance(app.screen, RunScreen))
+        await pilot.press("escape")
+        await settle(pilot, lambda: app.screen is screen)
+        assert screen.selected_run_id() == 2
+
+
+async def test_delete_dialog_names_the_campaign_region(make_app, db):
+    _group(db)  # run 3 is campaign 1's search of R2
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, _browser_ready(app))
+        assert app.screen.selected_run_id() == 3
+        await pilot.press("D")
+        await settle(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        text = region_text(app, app.screen.query_one("#confirm-question"))
+        assert text.startswith("Delete run 3 (layernorm, 0 iterations, campaign 1's search of region R2)"), text
