@@ -87,6 +87,7 @@ def captured(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow  # ~28 s (two model captures): moved to the slow lane to keep the fast one within 5 minutes
 @pytest.mark.parametrize("name,seed", [("block", "block_softmax"), ("pool", "resnet50_mean_dim")])
 @pytest.mark.parametrize("backend", ["cuda", "host"])
 def test_seed_signatures_match_the_captured_tasks(captured, name, seed, backend):

@@ -112,6 +112,7 @@ def test_child_and_in_process_derive_the_same_task(tmp_path):
         assert torch.equal(a.reference(*x), b.reference(*y))
 
 
+@pytest.mark.slow  # ~4 s: moved to the slow lane to keep the fast one within 5 minutes
 def test_a_multi_gb_input_loads_under_a_1_gb_cap(tmp_path, monkeypatch):
     """KernelBench's 4096x393216 softmax (6.4 GB of input): shapes from meta tensors, values checked
     at a small batch, all inside a child capped at 1 GB."""
@@ -208,6 +209,7 @@ SOFTMAX_NO_MAX = _SOFTMAX_BODY.replace("float m = MAX;", "float m = 0.f;")
 SOFTMAX_BATCH16 = SOFTMAX_OK.replace("r < x_d0;", "r < 16;")
 
 
+@pytest.mark.slow  # ~5 s: moved to the slow lane to keep the fast one within 5 minutes
 def test_softmax_without_max_subtraction_fails_on_a_task_file(tmp_path):
     """The catalog's large-magnitude inputs and a second batch reach task files (host backend)."""
     from forge_tui.evaluate.evaluator import Evaluator

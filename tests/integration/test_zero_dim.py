@@ -138,6 +138,7 @@ def test_mse_signature_has_a_scalar_output_and_no_size_args(mse):
     assert t.bytes_moved(dims) == 4 * (2 * 16 * 64 + 1)
 
 
+@pytest.mark.slow  # ~9 s (a task file built and evaluated): moved to the slow lane to keep the fast one within 5 minutes
 def test_one_element_output(tmp_path):
     t = _task(tmp_path, "mse_1", MSE.replace("torch.mean((a - b) ** 2)", "torch.mean((a - b) ** 2).reshape(1)"))
     assert t.signature("host") == MSE_SIG.replace("int64_t b_d1)", "int64_t b_d1, int64_t out_d0)")
@@ -178,6 +179,7 @@ def test_mse_nondeterministic_kernel_is_incorrect(mse):
     assert "nondeterministic" in res.error
 
 
+@pytest.mark.slow  # ~8 s (a task file built and evaluated): moved to the slow lane to keep the fast one within 5 minutes
 def test_zero_dim_input_and_buffer(tmp_path):
     t = _task(tmp_path, "bn_scaled", BATCHNORM)
     assert t.signature("host") == BN_SIG
@@ -190,6 +192,7 @@ def test_zero_dim_input_and_buffer(tmp_path):
         ev.close()
 
 
+@pytest.mark.slow  # ~8 s (a task file built and evaluated): moved to the slow lane to keep the fast one within 5 minutes
 def test_zero_dim_parameter(tmp_path):
     t = _task(tmp_path, "scaled", SCALED)
     assert t.signature("host") == SCALED_SIG
