@@ -163,17 +163,10 @@ def seed_problem(task, backend: str) -> Optional[str]:
 
 def llm_problem() -> Optional[str]:
     """Why no LLM endpoint can be used (one line), else None (flags aside: the environment and
-    the config file, as ``forge-tui run`` reads them)."""
-    from types import SimpleNamespace
+    the config file, as ``forge-tui run`` reads them; :func:`forge_tui.llm.config.endpoint_problem`)."""
+    from forge_tui.llm.config import endpoint_problem
 
-    from forge_tui.llm.config import load, missing
-
-    try:
-        return missing(load(SimpleNamespace(model=None, base_url=None, timeout=None)), who="optimize")
-    except Exception as exc:  # noqa: BLE001 - ConfigError: a broken file is a reason too
-        from forge_tui.core.errors import one_line
-
-        return one_line(exc)
+    return endpoint_problem(who="optimize")
 
 
 def _bytes(task) -> int:

@@ -26,15 +26,12 @@ SEEDS_DIR = Path(__file__).resolve().parents[2] / "examples" / "seeds"
 
 
 def llm_configured() -> bool:
-    """Whether ``--proposer llm`` can start here: an endpoint (``OPENAI_BASE_URL``, the config
-    file's ``base_url``, or ``OPENAI_API_KEY`` for a hosted one) that ``llm.config.missing``
-    accepts. A config file that does not read counts as none."""
-    from forge_tui.llm.config import ConfigError, load, missing
+    """Whether ``--proposer llm`` can start here (:func:`forge_tui.llm.config.endpoint_problem`:
+    an endpoint in the environment or the config file; a config file that does not read counts
+    as none)."""
+    from forge_tui.llm.config import endpoint_problem
 
-    try:
-        return missing(load()) is None
-    except ConfigError:
-        return False
+    return endpoint_problem() is None
 
 
 def example_seed(model_stem: str, op: str, backend: str) -> Optional[Path]:

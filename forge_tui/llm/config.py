@@ -282,6 +282,16 @@ def endpoint_overrides(stored: dict, args=None, env: Optional[dict] = None) -> d
     return new
 
 
+def endpoint_problem(who: str = "--proposer llm") -> Optional[str]:
+    """Why no LLM endpoint can be used here, from the environment and the config file (no
+    flags), as :func:`missing` says it, or a broken config file's one line; None when one can.
+    The one check ``capture``'s hints and ``optimize``'s proposer choice share."""
+    try:
+        return missing(load(), who=who)
+    except ConfigError as exc:
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
 def missing(
     cfg: LLMConfig, env: Optional[dict] = None, *, path: Optional[Path] = None, who: str = "--proposer llm"
 ) -> Optional[str]:
