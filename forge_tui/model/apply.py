@@ -173,12 +173,16 @@ def apply(
     elif check["passed"]:
         compiler = compile_backend if want_compile else None
         gm_c, tensors_c = gm, tensors
+        plain = trace(model, inputs, mf.path.name)  # the control: the traced forward, nothing swapped
         if compiler and choose:
-            made = choose_for_compile(model, inputs, mf.path.name, kernels, device, compiler, samples, warmup)
+            made = choose_for_compile(
+                model, inputs, mf.path.name, kernels, device, compiler, samples, warmup, plain=plain
+            )
             choice = made.as_dict()
             gm_c, tensors_c = made.compiled_forward(model, inputs, mf.path.name, kernels, gm, tensors)
-        timed = _time(mf, model, inputs, forge, (gm_c, tensors_c), device, compiler, samples, warmup)
-    result.update(timing_fields(timed, skipped, same_compiled=bool(choice and choice["rows"] and not choice["kept"])))
+        timed = _time(model, inputs, forge, (gm_c, tensors_c), plain, device, compiler, samples, warmup, mf.path.name)
+    # no kernel kept: torch.compile + forge compiles the model itself, torch.compile's own column
+    result.update(timing_fields(timed, skipped, same_compiled=timed is not None and gm_c is model))
     result["compile_choice"] = choice
     return result
 
@@ -199,16 +203,14 @@ def _wide_forward(mf, model: torch.nn.Module, inputs: list, dtype: torch.dtype) 
         return None
 
 
-def _time(mf, model, inputs, forge, compiled_forge, device, compiler, samples, warmup):
+def _time(model, inputs, forge, compiled_forge, plain, device, compiler, samples, warmup, name):
     from forge_tui.evaluate.forward_time import Column, time_forwards
 
     def eager():
         with torch.no_grad():
             return model(*inputs)
 
-    plain = trace(model, inputs, mf.path.name)  # the controls: the traced forward, nothing swapped
-
-    def traced():
+    def traced():  # the control: the traced forward, nothing swapped
         with torch.no_grad():
             return plain.gm(*plain.tensor_inputs)
 
@@ -224,7 +226,7 @@ def _time(mf, model, inputs, forge, compiled_forge, device, compiler, samples, w
     try:
         return time_forwards(cols, device, samples=samples, warmup=warmup)
     except Exception as exc:  # noqa: BLE001 - a plain forward failing while timed: one line
-        raise ApplyError(f"timing the forward of {mf.path.name} raised {_first_line(exc)}") from exc
+        raise ApplyError(f"timing the forward of {name} raised {_first_line(exc)}") from exc
 
 
 def _no_match(name: str, kernels: list[Kernel], misses: dict, cs) -> str:

@@ -114,6 +114,7 @@ def choose_for_compile(
     compiler: str,
     samples: Optional[int] = None,
     warmup: Optional[int] = None,
+    plain: Optional[Traced] = None,
 ) -> Choice:
     """Time torch.compile of the traced forward with nothing swapped against torch.compile of
     it with each used kernel alone (and of the model, for the trace's own effect; see the
@@ -124,6 +125,8 @@ def choose_for_compile(
         kernels: the kernels ``apply`` loaded; those that replaced nothing are left out.
         device: ``cuda``/``cuda:N`` or ``cpu``; compiler: ``torch.compile``'s backend.
         samples, warmup: per column, as for the four-way timing.
+        plain: the traced forward with nothing swapped, when the caller has it (``apply``
+            times it again as the table's control); else traced here.
 
     Returns:
         A :class:`Choice`; when a compile or its timing fails, ``error`` says so and every
@@ -134,7 +137,7 @@ def choose_for_compile(
     used = [i for i, k in enumerate(kernels) if k.replaced]
     if not used:
         return Choice()
-    plain = rewrite(model, inputs, what, [])
+    plain = plain or rewrite(model, inputs, what, [])
     cols = [
         Column("compile", module=model, args=tuple(inputs), backend=compiler),
         Column("trace", module=plain.gm, args=tuple(plain.tensor_inputs), backend=compiler),
