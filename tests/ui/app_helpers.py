@@ -39,6 +39,31 @@ def screen_text(app) -> str:
     return "\n".join("".join(seg.text for seg in strip) for strip in strips)
 
 
+def shown_text(app) -> str:
+    """The screen's text with runs of whitespace made one space (a wrapped line reads whole)."""
+    return " ".join(screen_text(app).split())
+
+
+async def settle_shown(pilot, *needles: str, timeout: float = 5.0) -> str:
+    """Wait until the terminal shows every one of ``needles`` (whitespace-normalised) and return
+    the screen's text. A table's rows are laid out on the app's idle (Textual's DataTable sizes
+    them in ``on_idle``), so a row can be in the table before it is on the screen: reading the
+    screen right after a data condition races the repaint on a loaded machine.
+
+    Raises AssertionError naming what is missing, with the screen, after ``timeout`` seconds."""
+    app = pilot.app
+
+    def missing() -> list[str]:
+        text = shown_text(app)
+        return [n for n in needles if " ".join(n.split()) not in text]
+
+    try:
+        await settle(pilot, lambda: not missing(), timeout=timeout)
+    except AssertionError:
+        raise AssertionError(f"not shown: {missing()!r}; the screen:\n{screen_text(app)}") from None
+    return screen_text(app)
+
+
 def region_text(app, widget) -> str:
     """What the terminal shows inside a widget's region, its rows joined by spaces."""
     r = widget.region

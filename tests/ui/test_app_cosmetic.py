@@ -16,7 +16,7 @@ from forge_tui.app.screens.dialogs import ConfirmScreen, NewSearchScreen
 from forge_tui.app.screens.help import HelpScreen
 from forge_tui.app.screens.runs import RunsScreen, RunsTable
 from forge_tui.app.spawn import log_path
-from tests.ui.app_helpers import region_text, screen_text, settle
+from tests.ui.app_helpers import region_text, screen_text, settle, settle_shown
 
 pytestmark = pytest.mark.anyio
 
@@ -88,7 +88,7 @@ async def test_help_legend_has_a_row_per_glyph_at_80x24(make_app):
         await settle(pilot, lambda: isinstance(app.screen, HelpScreen))
         box, legend = app.screen.query_one("#help-box"), app.screen.query_one("#help-legend")
         box.scroll_to_widget(legend, animate=False, top=True)
-        await settle(pilot)
+        await settle_shown(pilot, "Glyphs (tree, tables, header)")
         r = legend.region
         rows = [" ".join(row[r.x : r.right].split()) for row in screen_text(app).splitlines()[r.y : r.bottom]]
         statuses = glyph_legend()[: len(GLYPH_MEANING)]  # one row each (no meaning wraps at 80 columns)
@@ -116,6 +116,7 @@ async def test_new_search_error_wraps_inside_the_form_without_a_toast(make_app, 
         error = form.query_one("#new-error")
         box = form.query_one("#new-box").region
         assert box.contains_region(error.region) and form.region.contains_region(box)
+        await settle_shown(pilot, "needs an endpoint")
         shown = region_text(app, error)
         assert shown.replace(" ", "") == form.error.replace(" ", "")  # every word, none cut (a path folds)
         for bid in ("#start", "#cancel"):
@@ -145,7 +146,7 @@ async def test_iterations_field_keeps_letters_and_says_what_it_expects(make_app)
         await settle(pilot)
         said = "iterations: a whole number >= 0 is needed (the field is empty)"
         assert str(form.query_one("#new-error").render()) == said
-        assert said in " ".join(screen_text(app).split())
+        await settle_shown(pilot, said)
 
 
 @pytest.mark.parametrize("key, modal", [("D", ConfirmScreen), ("n", NewSearchScreen), ("question_mark", HelpScreen)])
@@ -163,7 +164,7 @@ async def test_no_toast_covers_a_modal_dialog(make_app, key, modal):
         await settle(pilot)
         assert not app._notifications and not app.screen.query(Toast)
         if modal is ConfirmScreen:
-            text = screen_text(app)
+            text = await settle_shown(pilot, "Yes (y)", "No (n)")
             assert "Yes (y)" in text and "No (n)" in text and "paused" not in text
 
 

@@ -15,7 +15,7 @@ from forge_tui.app.screens.runs import RunsScreen, RunsTable
 from forge_tui.app.spawn import spawn_search
 from forge_tui.core.config import RunConfigError
 from store import Store
-from tests.ui.app_helpers import region_text, screen_text, settle
+from tests.ui.app_helpers import region_text, settle, settle_shown
 
 pytestmark = pytest.mark.anyio
 
@@ -59,7 +59,7 @@ async def test_search_that_fails_at_once_shows_why(db, no_endpoint):
         stored = Store(db).get_run(run.id)
         assert stored.status == "failed" and "needs an endpoint" in stored.status_reason
         assert "the search di" in row_text(app, run.id)  # the reason's start, in the row
-        assert "llm needs an endpoint" in " ".join(screen_text(app).split())  # the reason, under the table
+        await settle_shown(pilot, "llm needs an endpoint")  # the reason, under the table
 
 
 @pytest.mark.parametrize("size", [(80, 24), (100, 30)])
@@ -71,6 +71,7 @@ async def test_dialogs_fit_80x24(make_app, size):
         select_run(app, 1)
         await pilot.press("D")
         await settle(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await settle_shown(pilot, "Delete run", "Yes (y)")
         text = region_text(app, app.screen.query_one("#confirm-question"))
         assert text == "Delete run 1 (softmax, 6 iterations) and all its nodes? This cannot be undone."
         for w in app.screen.query("#confirm-box, #confirm-question, #yes, #no"):
@@ -161,7 +162,7 @@ async def test_runs_browser_shows_why_runs_stopped(make_app, db):
         assert "the drive" in row_text(app, 1)
         select_run(app, 1)
         await settle(pilot)
-        assert "run 1 interrupted: the driver stopped (SIGTERM)" in " ".join(screen_text(app).split())
+        await settle_shown(pilot, "run 1 interrupted: the driver stopped (SIGTERM)")
 
 
 def test_time_columns_have_one_unit():
@@ -201,6 +202,7 @@ async def test_help_legend_names_every_glyph(make_app):
         legend = app.screen.query_one("#help-legend")
         app.screen.query_one("#help-box").scroll_to_widget(legend, animate=False, top=True)
         await settle(pilot)
+        await settle_shown(pilot, "Glyphs (tree, tables, header)")
         text = region_text(app, legend)
     for mark, meaning in [
         ("◌", "compiling"),
@@ -255,5 +257,4 @@ async def test_the_new_forms_error_is_shown_whole_at_80x24(make_app):
         await settle(pilot, runs_ready(app))
         app.push_screen(NewSearchScreen(["softmax"], error=error))
         await settle(pilot, lambda: isinstance(app.screen, NewSearchScreen))
-        shown = " ".join(screen_text(app).split())
-        assert "[llm] table" in shown and "localhost:8000/v1)" in shown, shown
+        await settle_shown(pilot, "[llm] table", "localhost:8000/v1)")

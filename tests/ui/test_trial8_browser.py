@@ -10,7 +10,7 @@ from forge_tui.app.screens.dialogs import ConfirmScreen
 from forge_tui.app.screens.run import RunScreen
 from forge_tui.app.screens.runs import RunsScreen, RunsTable
 from store import Store
-from tests.ui.app_helpers import region_text, screen_text, settle
+from tests.ui.app_helpers import region_text, settle, settle_shown
 from tests.ui.test_campaign_runs import _group
 
 pytestmark = pytest.mark.anyio
@@ -35,8 +35,7 @@ async def test_mark_kept_at_80_columns_with_campaign_column(make_app, db):
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, _browser_ready(app))
-        text = screen_text(app)
-        assert "camp" in text
+        text = await settle_shown(pilot, "camp", "region_R3_swiglu")
         row = next(line for line in text.splitlines() if "region_R3_swiglu" in line)
         assert "20.736x ✓" in row, row
         assert app.screen.query_one(RunsTable).virtual_size.width <= 80
@@ -71,5 +70,6 @@ async def test_delete_dialog_names_the_campaign_region(make_app, db):
         assert app.screen.selected_run_id() == 3
         await pilot.press("D")
         await settle(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await settle_shown(pilot, "Delete run", "Yes (y)")
         text = region_text(app, app.screen.query_one("#confirm-question"))
         assert text.startswith("Delete run 3 (layernorm, 0 iterations, campaign 1's search of region R2)"), text
