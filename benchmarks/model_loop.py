@@ -48,18 +48,32 @@ PRESETS = {
     "resnet50": {
         "file": "examples/resnet50.py",
         "select": "aten.mean.dim",
-        "seed": "examples/seeds/resnet50_mean_dim",
         "env": {"large": {"FORGE_RESNET_BATCH": "32"}, "small": {"FORGE_RESNET_BATCH": "2"}},
         "what": "ResNet-50 global average pool (adaptive_avg_pool2d to 1x1 = mean over [-1, -2], keepdim)",
     },
     "block": {
         "file": "examples/transformer_block.py",
         "select": "aten._softmax.default",
-        "seed": "examples/seeds/block_softmax",
         "env": {"large": {"FORGE_BLOCK_SIZE": "large"}, "small": {}},
         "what": "transformer block attention softmax over the last dim",
     },
 }
+
+
+def preset_seed(name: str, backend: str) -> Path:
+    """The example seed kernel of preset ``name`` on ``backend`` (``cuda``: ``.cu``, ``host``:
+    ``.cpp``): the one ``capture``'s hint names for that model and op
+    (:func:`forge_tui.cli.capture_cmd.example_seed`, the one table of model -> seed).
+
+    Raises FileNotFoundError when the checkout has no such seed."""
+    from forge_tui.cli.capture_cmd import example_seed
+
+    p = PRESETS[name]
+    seed = example_seed(Path(p["file"]).stem, p["select"], backend)
+    if seed is None:
+        raise FileNotFoundError(f"no example seed for {p['file']} {p['select']} on {backend} in examples/seeds/")
+    return seed
+
 
 #: Seconds kept back, per model still to come, for capture (before its search) and for
 #: show + export + apply (after it), when the search budgets are shared out.
@@ -160,8 +174,7 @@ class Loop:
         p = PRESETS[name]
         file = a.files.get(name, p["file"])
         env = p["env"][a.size]
-        ext = ".cu" if a.backend == "cuda" else ".cpp"
-        seed = ROOT / (p["seed"] + ext)
+        seed = preset_seed(name, a.backend)
         res: dict = {
             "model_file": file,
             "env": env,
@@ -467,7 +480,7 @@ def main(argv=None) -> int:
             loop.results["models"][name].setdefault("model_file", args.files.get(name, PRESETS[name]["file"]))
             loop.results["models"][name].setdefault("env", PRESETS[name]["env"][args.size])
             loop.results["models"][name].setdefault("select", PRESETS[name]["select"])
-            loop.results["models"][name].setdefault("seed", PRESETS[name]["seed"])
+            loop.results["models"][name].setdefault("seed", str(preset_seed(name, args.backend).relative_to(ROOT)))
         (loop.out / "model_loop.json").write_text(json.dumps(loop.results, indent=1, default=str) + "\n")
         (loop.out / "model_loop.md").write_text(report(loop.results))
     print((loop.out / "model_loop.md").read_text())

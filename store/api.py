@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, ContextManager, Iterable, Optional, Sequence
 
-from sqlalchemy import delete, func, update
+from sqlalchemy import delete, update
 from sqlmodel import Session, col, select
 
 from store import ids, lease, migrations, testing
@@ -48,6 +48,7 @@ from store.models import (
 from store.reads import StoreReads
 from store.session import (
     DB_ERRORS,
+    check_writable,
     default_busy_timeout_s,
     default_db_path,
     init_lock,
@@ -123,13 +124,9 @@ class Store(StoreCampaigns, StoreReads):
     def close(self) -> None:
         self.engine.dispose()
 
-    def data_version(self) -> int:
-        """A number that changes when another connection commits (cheap change detection).
-
-        Uses the newest event id: events are appended by every state change of a run.
-        """
-        with self.session() as s:
-            return int(s.exec(select(func.max(Event.id))).one() or 0)
+    def check_writable(self) -> None:
+        """Raise StoreError now when a write would fail (:func:`store.session.check_writable`)."""
+        check_writable(self.engine, self.path)
 
     # ----------------------------------------------------------------- tasks
     def add_task(

@@ -39,6 +39,14 @@ class StoreReads:
     def session(self) -> ContextManager[Session]:
         raise NotImplementedError  # Store.session overrides this
 
+    def data_version(self) -> int:
+        """A number that changes when another connection commits (cheap change detection).
+
+        Uses the newest event id: events are appended by every state change of a run.
+        """
+        with self.session() as s:
+            return int(s.exec(select(func.max(Event.id))).one() or 0)
+
     # ----------------------------------------------------------------- node details
     def compile_logs(self, node_id: int) -> list[CompileLogRead]:
         with self.session() as s:

@@ -161,6 +161,34 @@ def short_session(engine: Engine, path: Path, faults: Optional[Faults]) -> Itera
         raise explain(exc, path) from exc
 
 
+def check_writable(engine: Engine, path: Path) -> None:
+    """Write to ``path`` and roll it back, so a command that will write finds out before its work.
+
+    Opening a WAL file on a read-only mount for writing can succeed (its ``-shm`` is there),
+    and so can ``BEGIN IMMEDIATE``; the first page written fails ("attempt to write a readonly
+    database"). The probe rewrites the header's ``user_version`` with its own value inside
+    ``BEGIN IMMEDIATE ... ROLLBACK``: nothing changes, and it waits for another writer's lock
+    as any write does (``busy_timeout``).
+
+    Raises:
+        StoreError: the write failed (``StoreReadOnly``, ``StoreLocked``, ... through :func:`explain`).
+    """
+    conn = engine.raw_connection()
+    try:
+        cur = conn.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            version = int(cur.execute("PRAGMA user_version").fetchone()[0])
+            cur.execute(f"PRAGMA user_version = {version}")
+        finally:
+            if conn.driver_connection is not None and conn.driver_connection.in_transaction:
+                cur.execute("ROLLBACK")
+    except DB_ERRORS as exc:
+        raise explain(exc, path) from exc
+    finally:
+        conn.close()
+
+
 def open_error(exc: BaseException, path: Path, *, readonly: bool) -> StoreError:
     """The StoreError for an open of ``path`` that failed with ``exc``: a disk I/O error with
     under 1 MB free is a full disk (StoreDiskFull, exit 3); a read-only open of a file with

@@ -54,6 +54,8 @@ def _dispatch(args) -> int:
         store = _read_only_store(path)
     else:
         store = Store(path)
+        if args.cmd is not None:  # a command that writes learns now, before its work (the app browses)
+            store.check_writable()
     if args.cmd is None:
         return cli._open_app(store)
     return COMMANDS[args.cmd](args, store)

@@ -66,3 +66,48 @@ def test_read_only_directory_is_browsed(readonly_dir, tmp_path):
 def test_writable_directory_keeps_plain_read_only_mode(tmp_path):
     db = _make_db(tmp_path)
     assert dir_writable(tmp_path) and readonly_uri(db).endswith("?mode=ro")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["capture", str(Path(__file__).resolve().parents[2] / "examples" / "transformer_block.py"), "--select", "1"],
+        ["rm", "1", "--yes"],
+    ],
+    ids=["capture-select", "rm"],
+)
+def test_a_command_that_writes_refuses_before_its_work(readonly_dir, tmp_path, argv):
+    """A WAL file in use elsewhere (its ``-wal`` and ``-shm`` beside it) on a read-only mount
+    opens for writing, and only the first page written fails: ``capture --select`` used to
+    write its task files first (a new user's trial, session 8). Now the command probes a write
+    at start and says "read-only" in one line, with nothing written."""
+    import sqlite3
+
+    db = readonly_dir / "forge.db"
+    src = db if os.geteuid() != 0 else tmp_path / "src" / "forge.db"
+    holder = sqlite3.connect(f"file:{src}?mode=ro", uri=True) if os.geteuid() != 0 else sqlite3.connect(src)
+    try:
+        if os.geteuid() == 0:  # another process's open WAL connection: -wal and -shm stay on the mount
+            holder.execute("PRAGMA journal_mode=WAL")
+            holder.execute("UPDATE run SET status_reason = status_reason")
+            holder.commit()
+        out = tmp_path / "tasks"
+        extra = ["-o", str(out), "--no-time"] if argv[0] == "capture" else []
+        res = run_cli("--db", str(db), *argv, *extra)
+        line = one_line_error_of(res, "", code=2)
+        assert "read-only" in line or "cannot open" in line, line
+        assert not out.exists()
+        assert Store(db, readonly=True).get_run(1) is not None  # nothing lost
+    finally:
+        holder.close()
+
+
+def test_check_writable_raises_on_a_read_only_connection(tmp_path):
+    """The probe itself: on a connection that cannot write, a StoreError saying read-only."""
+    from store.errors import StoreReadOnly
+
+    db = _make_db(tmp_path)
+    with pytest.raises(StoreReadOnly, match="read-only"):
+        Store(db, readonly=True).check_writable()
+    Store(db).check_writable()  # a writable file: no error, nothing changed
+    assert Store(db, readonly=True).get_run(1).task_name == "softmax"
