@@ -45,6 +45,14 @@ def example_seed(model_stem: str, op: str, backend: str) -> Optional[Path]:
     return path if path.is_file() else None
 
 
+def _columns() -> Optional[int]:
+    """The terminal's width when stdout is one (its rows then fit it), else None (a pipe or file
+    gets the whole table)."""
+    import shutil
+
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
 def _shown(path: Path) -> str:
     """``path`` relative to the current directory when it lies under it, else absolute."""
     try:
@@ -103,7 +111,7 @@ def cmd_capture(args, store: Store) -> int:
     if args.json:
         print(render.to_json(cp.rows(cap, made)))
         return 0
-    print(cp.format_table(cap, hint=not sels))  # the "make tasks" hint only when nothing was selected
+    print(cp.format_table(cap, hint=not sels, columns=_columns()))  # the "make tasks" hint only without --select
     if made:
         print(cp.format_tasks(made))
     return 0
@@ -122,7 +130,10 @@ def _capture_regions(args, store: Store, cap, rs, chosen_regions, made) -> int:
     if args.json:
         print(render.to_json({"regions": rr.region_rows(rs, made_regions), "ops": cp.rows(cap, made)}))
         return 0
-    print(rr.format_regions(rs, hint=not args.select) if args.regions else cp.format_table(cap, hint=not args.select))
+    if args.regions:
+        print(rr.format_regions(rs, hint=not args.select))
+    else:
+        print(cp.format_table(cap, hint=not args.select, columns=_columns()))
     for text in (cp.format_tasks(made) if made else "", rr.format_region_tasks(made_regions)):
         if text:
             print(text)

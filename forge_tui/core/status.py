@@ -52,6 +52,35 @@ class RunStatus(StrEnum):
     FAILED = "failed"
 
 
+#: The reason a run stored when its tree had nothing left to expand (a tune run's whole
+#: parameter space tried): the search pipeline writes it, resume reads it.
+EXHAUSTED_REASON = "search space exhausted: every reachable configuration was tried"
+
+
+def nothing_to_resume(state: str, proposer: str, reason: str, done: int, target: int) -> str:
+    """Why resuming a run would do nothing ("" when it would do something).
+
+    Args:
+        state: the run's shown status (``RunStatus`` value, a dead driver read as interrupted).
+        proposer: ``ProposerName`` value; reason: its stored status reason; done/target: its
+            iterations done and its iteration target.
+
+    A running run is driven already; a finished run at its target has no iteration left; a
+    finished ``tune`` run that ended with :data:`EXHAUSTED_REASON` has no configuration left
+    (the tuner's space is finite and fixed: a resume would start a process that finishes
+    again, a new user's trial, session 8). An ``llm`` run that ended so can resume: the
+    model may propose anew."""
+    if state == RunStatus.RUNNING:
+        return "it is running"
+    if state != RunStatus.FINISHED:
+        return ""
+    if done >= target:
+        return "it is finished"
+    if proposer == ProposerName.TUNE and reason.startswith(EXHAUSTED_REASON.split(":")[0]):
+        return "it is finished: the tuner's search space is exhausted"
+    return ""
+
+
 class NodeKind(StrEnum):
     """How a node came to be: the task's seed, a proposer's new variant, or a repair of a failure."""
 

@@ -44,7 +44,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol, Union
 
-from forge_tui.core.status import REPAIRABLE, NodeKind, NodeStatus, RunStatus
+from forge_tui.core.status import EXHAUSTED_REASON, REPAIRABLE, NodeKind, NodeStatus, RunStatus
 from forge_tui.evaluate.evaluator import EvalResult
 from forge_tui.search import mcts
 from forge_tui.search.control import PAUSE, Verdict
@@ -283,7 +283,7 @@ class Pipeline:
                     return RunStatus.FINISHED, ""
                 if self.exhausted:
                     self.s.confirm_best()  # a run that ends early is re-measured like one that runs out
-                    return RunStatus.FINISHED, "search space exhausted: every reachable configuration was tried"
+                    return RunStatus.FINISHED, EXHAUSTED_REASON
             try:
                 event = self.events.get(timeout=1.0)
             except queue.Empty:

@@ -62,6 +62,26 @@ async def test_cursor_returns_to_the_run_just_left(make_app, db):
         assert screen.selected_run_id() == 2
 
 
+async def test_r_on_an_exhausted_tune_run_starts_nothing(make_app, db, spawner):
+    """A tune run that tried its whole space (finished below its target) has nothing to resume:
+    ``r`` says so and starts no process (a new user's trial saw one start and finish again)."""
+    from forge_tui.core.status import EXHAUSTED_REASON
+
+    s = Store(db)
+    s.update_run(1, status="finished", iterations_done=4, status_reason=EXHAUSTED_REASON)  # tune, target 6
+    s.close()
+    app = make_app()
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await settle(pilot, _browser_ready(app))
+        table = app.screen.query_one(RunsTable)
+        table.move_cursor(row=table.get_row_index("1"))
+        await pilot.press("r")
+        await settle(pilot, lambda: app._notifications)
+        said = [n.message for n in app._notifications]
+        assert said == ["run 1: it is finished: the tuner's search space is exhausted; nothing to resume"], said
+        assert spawner.calls == []
+
+
 async def test_delete_dialog_names_the_campaign_region(make_app, db):
     _group(db)  # run 3 is campaign 1's search of R2
     app = make_app()

@@ -37,6 +37,7 @@ from forge_tui.app.screens.runs_table import (  # noqa: F401 - RunsTable, sort_k
     SORTS,
     RunsTable,
     campaign_cell,
+    cell_width,
     fit_narrow,
     sort_key,
 )
@@ -44,6 +45,7 @@ from forge_tui.app.widgets.footer import ForgeFooter
 from forge_tui.core.config import RunConfig
 from forge_tui.core.errors import one_line
 from forge_tui.core.present import count_text
+from forge_tui.core.status import nothing_to_resume
 from store import StoreError
 from store.models import NodeSummary, RunRead
 
@@ -108,11 +110,17 @@ class RunsScreen(Screen):
         if narrow == self.narrow:
             return
         self.narrow = narrow
-        self._set_columns()
         if self.runs:
             self.refresh_table()
+        else:
+            self._set_columns()
 
-    def _set_columns(self) -> None:
+    def _set_columns(self, rows: Optional[list[list]] = None) -> None:
+        """(Re)make the table's columns, each as wide as its label and its widest cell in
+        ``rows`` (the cells about to be added). Widths are given, not left to the DataTable's
+        auto width: that is measured on the table's idle, and once in a fast-lane run at 80
+        columns the rows were painted in columns as wide as their labels (a campaign's task
+        shown as ``regi``)."""
         table = self.query_one(RunsTable)
         table.clear(columns=True)
         cols = list(NARROW_COLUMNS if self.narrow else COLUMNS)
@@ -120,8 +128,9 @@ class RunsScreen(Screen):
             cols.insert(1, CAMPAIGN_COLUMN)
             if self.narrow:  # no room for a why column: the reason shows under the table
                 cols.pop()
-        for label, key in cols:
-            table.add_column(label, key=key)
+        for i, (label, key) in enumerate(cols):
+            widest = max([len(label)] + [cell_width(r[i]) for r in rows or ()])
+            table.add_column(label, key=key, width=widest)
 
     # ------------------------------------------------------------------ data
     def _kick(self) -> None:
@@ -212,15 +221,11 @@ class RunsScreen(Screen):
         return (table.size.width or self.app.size.width) - 2 * (rows + 1 > height)
 
     def refresh_table(self) -> None:
-        grouped = any(getattr(r, "campaign_id", None) is not None for r in self.runs)
-        if grouped != self.grouped:
-            self.grouped = grouped
-            self._set_columns()
+        self.grouped = any(getattr(r, "campaign_id", None) is not None for r in self.runs)
         table = self.query_one(RunsTable)
         keep = self.selected_run_id()
         if self._return_to is not None and any(r.id == self._return_to for r in self.runs):
             keep, self._return_to = self._return_to, None  # back from its screen (r/x/del act on it)
-        table.clear()
         runs = self.visible_runs()
         rows = []
         for r in runs:
@@ -263,6 +268,7 @@ class RunsScreen(Screen):
                 )
         if self.narrow:
             rows = fit_narrow(rows, self._table_width(len(rows)), lead=1 + self.grouped)
+        self._set_columns(rows)  # clears the rows too
         for r, cells in zip(runs, rows):
             table.add_row(*cells, key=str(r.id))
         if keep is not None and str(keep) in table.rows:
@@ -359,9 +365,11 @@ class RunsScreen(Screen):
         run = self.selected_run()
         if run is None:
             return
-        state = display_status(run)
-        if state == "running" or state == "finished" and run.iterations_done >= run.iterations_target:
-            self.notify(f"run {run.id} is {state}; nothing to resume", severity="warning", markup=False)
+        why = nothing_to_resume(
+            display_status(run), run.proposer, run.status_reason or "", run.iterations_done, run.iterations_target
+        )
+        if why:
+            self.notify(f"run {run.id}: {why}; nothing to resume", severity="warning", markup=False)
             return
         log = self.app.spawn(run.id)
         self.notify(f"resuming run {run.id} in the background; log: {log}", markup=False)

@@ -4,6 +4,7 @@ the best column's confirmation mark whole."""
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
@@ -74,8 +75,9 @@ def campaign_cell(run: RunRead) -> str:
     return f"C{cid}" if cid is not None else "-"
 
 
-def _cell_width(cell) -> int:
-    return cell.cell_len if isinstance(cell, Text) else len(str(cell))
+def cell_width(cell) -> int:
+    """Terminal cells a table cell takes (a ``Text``'s cell length, else its ``str``'s length)."""
+    return cell.cell_len if isinstance(cell, Text) else cell_len(str(cell))
 
 
 def fit_narrow(rows: list[list], width: int, lead: int = 1) -> list[list]:
@@ -93,7 +95,7 @@ def fit_narrow(rows: list[list], width: int, lead: int = 1) -> list[list]:
     has_why = len(rows[0]) == len(labels)
     labels = labels if has_why else labels[:-1]
     n = len(labels)
-    widest = [max([len(labels[i])] + [_cell_width(r[i]) for r in rows]) for i in range(n)]
+    widest = [max([len(labels[i])] + [cell_width(r[i]) for r in rows]) for i in range(n)]
     task, created = lead, n - 1 - has_why
     flexible = (task, created, n - 1) if has_why else (task, created)
     fixed = sum(widest[i] + 2 for i in range(n) if i not in flexible)

@@ -4,33 +4,42 @@ chosen group's task file (KernelBench layout, with ``FORGE_CAPTURE``)."""
 from __future__ import annotations
 
 import pprint
-from typing import Sequence
+from typing import Optional, Sequence
 
 from forge_tui.model.capture.describe import functional_name, mutation, portable_name, spec_text
 from forge_tui.model.capture.recorder import Capture, OpGroup
 from forge_tui.model.errors import CaptureError
 
+#: The fewest characters of a capture row's inputs/args text :func:`format_table` keeps.
+MIN_DETAIL = 16
 _INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
 
 
 # --------------------------------------------------------------------------- output
-def format_table(cap: Capture, width: int = 60, hint: bool = True) -> str:
+def format_table(cap: Capture, width: int = 60, hint: bool = True, columns: Optional[int] = None) -> str:
     """The text table: one line per group, by time share; views and metadata flagged; then, with
-    ``hint`` (the listing without ``--select``), how to make tasks of them."""
-    lines = []
+    ``hint`` (the listing without ``--select``), how to make tasks of them.
+
+    ``width`` caps a row's inputs/args text in characters; ``columns``, the terminal's width when
+    printing to one, narrows it (its note included) so a row fits, to no fewer than
+    ``MIN_DETAIL`` characters (the index, share, times and op name are never cut), and wraps the
+    prose lines above and below the rows."""
     mf = cap.model_file
-    head = f"{mf.path.name}: {sum(g.count for g in cap.groups)} aten calls, {len(cap.groups)} distinct, on {cap.device_name} ({cap.backend})"
-    lines.append(head)
+    prose = [
+        f"{mf.path.name}: {sum(g.count for g in cap.groups)} aten calls, {len(cap.groups)} distinct, on {cap.device_name} ({cap.backend})"
+    ]
     if cap.forward_error:
-        lines.append(f"forward: {cap.forward_error}")
+        prose.append(f"forward: {cap.forward_error}")
     if cap.forward_ms is not None:
         op_sum = sum(g.total_ms or 0.0 for g in cap.groups)
-        lines.append(
+        prose.append(
             f"forward {cap.forward_ms * 1e3:.1f} us; per-op medians sum to {op_sum * 1e3:.1f} us "
             f"(each op re-run alone, cache flushed, median of {cap.samples})"
         )
     w = min(max([len(g.op) for g in cap.groups] + [24]), 44)
-    lines.append(f"{'#':>4} {'share':>6} {'total us':>9} {'calls':>5} {'us/call':>8}  {'op':{w}} inputs / args")
+    if columns is not None:  # '#', share, total, calls, us/call and their gaps: 38 cells, then op
+        width = max(MIN_DETAIL, min(width, columns - 1 - (38 + w + 1)))
+    table = [f"{'#':>4} {'share':>6} {'total us':>9} {'calls':>5} {'us/call':>8}  {'op':{w}} inputs / args"]
     for g in cap.ranked():
         share = f"{100 * g.share:5.1f}%" if g.share is not None else "-"
         tot = f"{g.total_ms * 1e3:9.1f}" if g.total_ms is not None else f"{'-':>9}"
@@ -38,18 +47,24 @@ def format_table(cap: Capture, width: int = 60, hint: bool = True) -> str:
         ins = ", ".join(spec_text(s) for s in g.inputs)
         lits = ", ".join(g.literals())
         detail = ins + (f"; {lits}" if lits else "")
-        if len(detail) > width:
-            detail = detail[: width - 3] + "..."
         note = "" if g.worth_kernel else f"  ({g.kind}: not worth a kernel)"
         if g.error:
             note += f"  (not timed: {g.error})"
-        lines.append(f"{g.index:>4} {share:>6} {tot} {g.count:>5} {per}  {g.op:{w}} {detail}{note}")
+        room = max(MIN_DETAIL, width - len(note)) if columns is not None else width
+        if len(detail) > room:
+            detail = detail[: room - 3] + "..."
+        table.append(f"{g.index:>4} {share:>6} {tot} {g.count:>5} {per}  {g.op:{w}} {detail}{note}")
+    after = []
     if hint:
-        lines.append(
+        after.append(
             "make tasks of operators: forge-tui capture FILE --select # or OP name (e.g. --select "
             f"{next((g.index for g in cap.ranked() if g.worth_kernel), 1)})"
         )
-    return "\n".join(lines)
+    if columns is not None:
+        import textwrap
+
+        prose, after = ([textwrap.fill(ln, max(40, columns - 1)) for ln in part] for part in (prose, after))
+    return "\n".join(prose + table + after)
 
 
 def rows(cap: Capture, tasks: Sequence[dict] = ()) -> list[dict]:
