@@ -175,7 +175,7 @@ def summary_table(report: dict) -> str:
     rows = report["regions"]
     lines = [
         f"campaign {report['campaign']}: {Path(report['model_file']).name} on {report['backend']} "
-        f"({report['proposer']}), {report['status']}"
+        f"(proposer {report['proposer']}), {report['status']}"
     ]
     if rows:  # no table header over nothing (a campaign with no region searched)
         lines.append(

@@ -121,6 +121,18 @@ def test_text_table_timed(tmp_path):
     text = cp.format_table(cap)
     assert "forward " in text and "median of 1" in text and "%" in text
     assert cap.forward_ms > 0 and all(g.median_ms is not None for g in cap.groups)
+    # printed to an 80-column terminal: the prose wraps, each row's inputs/args text is cut to
+    # what is left after the op column and its note (never below MIN_DETAIL characters)
+    from forge_tui.model.capture.render import MIN_DETAIL
+
+    narrow = cp.format_table(cap, columns=80).splitlines()
+    rows = [ln for ln in narrow if ln[:4].strip().isdigit()]
+    assert len(rows) == len(cap.groups) and all(ln in text for ln in narrow if ln.startswith("   #"))
+    w = min(max([len(g.op) for g in cap.groups] + [24]), 44)
+    for g, row in zip(cap.ranked(), rows):
+        note = "" if g.worth_kernel else f"  ({g.kind}: not worth a kernel)"
+        assert len(row) <= max(79, 39 + max(w, len(g.op)) + MIN_DETAIL + len(note)), row
+    assert all(len(ln) <= 79 for ln in narrow if ln not in rows and not ln.startswith("   #"))  # the prose
 
 
 @pytest.mark.slow  # 9-20 s (task files made in child processes): the slow lane keeps the fast one under 5 min
