@@ -92,7 +92,14 @@ class ForgeApp(App):
 
     def spawn(self, run_id: int) -> Path:
         """Start the search of a run in its own session, the CLI's way (an llm run's child gets
-        the run's stored endpoint, see :func:`start_search`); returns its log file."""
+        the run's stored endpoint, see :func:`start_search`); returns its log file.
+
+        Raises:
+            StoreError: the database cannot be written (read-only, locked): found before the
+                child starts, as the CLI's commands do (``Store.check_writable``).
+            OSError: the log file or the child process cannot be made (a read-only directory).
+        """
+        self.store.check_writable()
         try:
             run = self.store.get_run(run_id)
         except StoreError:  # the child reports it; start it as before

@@ -93,3 +93,32 @@ async def test_delete_dialog_names_the_campaign_region(make_app, db):
         await settle_shown(pilot, "Delete run", "Yes (y)")
         text = region_text(app, app.screen.query_one("#confirm-question"))
         assert text.startswith("Delete run 3 (layernorm, 0 iterations, campaign 1's search of region R2)"), text
+
+
+@pytest.mark.parametrize("fault", ["store", "log"])
+async def test_r_that_cannot_start_says_why_and_the_app_lives(make_app, spawner, fault, monkeypatch):
+    """A read-only database (or a log directory that cannot be made) when ``r`` starts a search:
+    a toast with the one line, no child, the app still up (a new user's trial, session 9: the
+    app crashed with a traceback and exit code 0)."""
+    from store.errors import StoreReadOnly
+
+    app = make_app()
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await settle(pilot, _browser_ready(app))
+        assert app.screen.selected_run_id() == 3  # failed: resumable
+
+        def refuse(*_a):
+            if fault == "store":
+                raise StoreReadOnly("database /ro/forge.db is read-only: fix its permissions or pass --db ...")
+            raise OSError(30, "Read-only file system", "/ro/logs")
+
+        if fault == "store":
+            monkeypatch.setattr(app.store, "check_writable", refuse)
+        else:
+            monkeypatch.setattr(app, "_spawner", refuse)
+        await pilot.press("r")
+        await settle(pilot, lambda: app._notifications)
+        said = [n.message for n in app._notifications]
+        want = "is read-only" if fault == "store" else "Read-only file system: /ro/logs"
+        assert len(said) == 1 and said[0].startswith("run 3: cannot start its search: ") and want in said[0], said
+        assert spawner.calls == [] and app.is_running and isinstance(app.screen, RunsScreen)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Optional
 
 from rich.text import Text
@@ -45,7 +46,7 @@ from forge_tui.app.widgets.footer import ForgeFooter
 from forge_tui.core.config import RunConfig
 from forge_tui.core.errors import one_line
 from forge_tui.core.present import count_text
-from forge_tui.core.status import nothing_to_resume
+from forge_tui.core.status import nothing_to_resume, nothing_to_resume_line
 from store import StoreError
 from store.models import NodeSummary, RunRead
 
@@ -369,11 +370,22 @@ class RunsScreen(Screen):
             display_status(run), run.proposer, run.status_reason or "", run.iterations_done, run.iterations_target
         )
         if why:
-            self.notify(f"run {run.id}: {why}; nothing to resume", severity="warning", markup=False)
+            self.notify(nothing_to_resume_line(run.id, why), severity="warning", markup=False)
             return
-        log = self.app.spawn(run.id)
-        self.notify(f"resuming run {run.id} in the background; log: {log}", markup=False)
-        self.load_runs()
+        log = self._spawn(run.id)
+        if log is not None:
+            self.notify(f"resuming run {run.id} in the background; log: {log}", markup=False)
+            self.load_runs()
+
+    def _spawn(self, run_id: int) -> Optional[Path]:
+        """Start the run's search in the background (``ForgeApp.spawn``); its log, or None after
+        a toast saying why it could not start (a read-only database or directory)."""
+        try:
+            return self.app.spawn(run_id)
+        except (StoreError, OSError) as exc:
+            why = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and exc.strerror else one_line(exc)
+            self.notify(f"run {run_id}: cannot start its search: {why}", severity="error", timeout=8, markup=False)
+            return None
 
     def action_stop_run(self) -> None:
         run = self.selected_run()
@@ -469,7 +481,10 @@ class RunsScreen(Screen):
             self.notify(f"cannot start the search: {why}", severity="error", timeout=8, markup=False)
 
     def _started(self, run_id: int) -> None:
-        log = self.app.spawn(run_id)
+        log = self._spawn(run_id)
+        if log is None:  # the run was made; `r` starts it once the cause is fixed
+            self.load_runs()
+            return
         self._return_to = run_id
         self.load_runs()
         self._open(run_id, note=f"search running in the background; its log: {log}")
