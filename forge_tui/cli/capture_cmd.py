@@ -131,7 +131,7 @@ def _capture_regions(args, store: Store, cap, rs, chosen_regions, made) -> int:
         print(render.to_json({"regions": rr.region_rows(rs, made_regions), "ops": cp.rows(cap, made)}))
         return 0
     if args.regions:
-        print(rr.format_regions(rs, hint=not args.select))
+        print(rr.format_regions(rs, hint=not args.select, columns=_columns()))
     else:
         print(cp.format_table(cap, hint=not args.select, columns=_columns()))
     for text in (cp.format_tasks(made) if made else "", rr.format_region_tasks(made_regions)):

@@ -378,8 +378,15 @@ def test_make_tasks_hint_only_without_select(unet):
     from forge_tui.model import capture as cp
     from forge_tui.model.capture.region_report import format_regions
 
-    assert format_regions(unet).splitlines()[-1].startswith("make tasks of regions: forge-tui capture FILE")
+    assert format_regions(unet).splitlines()[-1].startswith("make tasks of regions: forge-tui capture ")
     assert "make tasks of" not in format_regions(unet, hint=False)
+    narrow = format_regions(unet, columns=80).splitlines()  # an 80-column terminal: every line fits
+    assert all(len(ln) <= 79 for ln in narrow), [ln for ln in narrow if len(ln) > 79]
+
+    def header(lines):
+        return next(ln for ln in lines if ln.startswith("  id "))
+
+    assert "module" not in header(narrow) and "module" in header(format_regions(unet, columns=140).splitlines())
     assert cp.format_table(unet.capture).splitlines()[-1].startswith("make tasks of operators:")
     assert "make tasks of" not in cp.format_table(unet.capture, hint=False)
 

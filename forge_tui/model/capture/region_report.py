@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 from forge_tui.model.capture.graph import Graph
 from forge_tui.model.capture.region_task import param_names
 from forge_tui.model.capture.regions import Region, RegionSet
+from forge_tui.model.capture.render import shown_path
 
 
 def _spec(graph: Graph, ref) -> dict:
@@ -63,35 +64,53 @@ def region_rows(rs: RegionSet, tasks: Sequence[dict] = ()) -> list[dict]:
     return out
 
 
-def format_regions(rs: RegionSet, width: int = 64, hint: bool = True) -> str:
+def format_regions(rs: RegionSet, width: int = 64, hint: bool = True, columns: Optional[int] = None) -> str:
     """The text table: one line per region, by time share, then, with ``hint`` (the listing
-    without ``--select``), how to make tasks of them."""
+    without ``--select``), how to make tasks of them. ``width`` caps a row's ops text;
+    ``columns``, the terminal's width when printing to one, makes each row fit in ``columns - 1``
+    cells (the module column narrows, and goes below 12 characters; the ops text takes what
+    is left) and wraps the prose lines."""
     cap = rs.capture
     lines = [
         f"{cap.model_file.path.name}: {len(rs.regions)} fusion region(s) of 2+ eager kernels between "
         f"matmul/conv/attention/embedding calls; {rs.singles} one-kernel chain(s) left to the op table"
     ]
     if not rs.regions:
-        return "\n".join(lines)
-    lines.append(
-        f"{'id':>4} {'share':>6} {'total us':>9} {'calls':>5} {'kernels':>7}  {'pattern':18} {'module':32} ops"
-    )
+        return "\n".join(_wrap(lines, columns))
+    mw = 32  # the module column; id, share, total, calls, kernels and pattern: 56 cells before it
+    if columns is not None:
+        mw = min(32, columns - 1 - 56 - 1 - 16)
+        mw = mw if mw >= 12 else 0
+        width = max(16, columns - 1 - 56 - (mw + 1 if mw else 0))
+    module = f" {'module':{mw}}" if mw else ""
+    table = [f"{'id':>4} {'share':>6} {'total us':>9} {'calls':>5} {'kernels':>7}  {'pattern':18}{module} ops"]
     for r in rs.ranked():
         share = f"{100 * r.share:5.1f}%" if r.share is not None else f"{'-':>6}"
         tot = f"{r.total_ms * 1e3:9.1f}" if r.total_ms is not None else f"{'-':>9}"
         ops = " ".join(op.split(".")[1] for op in r.ops if not _is_view(r, op))
         if len(ops) > width:
             ops = ops[: width - 3] + "..."
-        mod = (r.module or "-")[:32]
-        lines.append(f"{r.id:>4} {share} {tot} {r.count:>5} {r.kernels:>7}  {r.pattern_name or '-':18} {mod:32} {ops}")
+        mod = f" {(r.module or '-')[:mw]:{mw}}" if mw else ""
+        table.append(f"{r.id:>4} {share} {tot} {r.count:>5} {r.kernels:>7}  {r.pattern_name or '-':18}{mod} {ops}")
         if r.refusal:
-            lines.append(f"{'':>4} cannot be a task: {r.refusal}")
+            table.append(f"{'':>4} cannot be a task: {r.refusal}")
     ok = [r for r in rs.ranked() if not r.refusal]
+    after = []
     if ok and hint:
-        lines.append(
-            f"make tasks of regions: forge-tui capture FILE --regions --select {ok[0].id} (ids, comma-separated)"
+        after.append(
+            f"make tasks of regions: forge-tui capture {shown_path(rs.capture.model_file.path)} --regions "
+            f"--select {ok[0].id} (ids, comma-separated)"
         )
-    return "\n".join(lines)
+    return "\n".join(_wrap(lines, columns) + table + _wrap(after, columns))
+
+
+def _wrap(lines: list[str], columns: Optional[int]) -> list[str]:
+    """Prose ``lines`` wrapped at the terminal's width (unchanged when it is not one)."""
+    if columns is None:
+        return lines
+    import textwrap
+
+    return [textwrap.fill(ln, max(40, columns - 1)) for ln in lines]
 
 
 def _is_view(r: Region, op: str) -> bool:

@@ -20,10 +20,11 @@ def format_table(cap: Capture, width: int = 60, hint: bool = True, columns: Opti
     """The text table: one line per group, by time share; views and metadata flagged; then, with
     ``hint`` (the listing without ``--select``), how to make tasks of them.
 
-    ``width`` caps a row's inputs/args text in characters; ``columns``, the terminal's width when
-    printing to one, narrows it (its note included) so a row fits, to no fewer than
-    ``MIN_DETAIL`` characters (the index, share, times and op name are never cut), and wraps the
-    prose lines above and below the rows."""
+    ``width`` caps a row's inputs/args text in characters. ``columns``, the terminal's width when
+    printing to one, makes every row fit in ``columns - 1`` cells: the op column narrows to what
+    leaves ``MIN_DETAIL`` characters (a longer op name is cut; ``--select`` takes its ``#``), a
+    view's note shortens to ``(view)`` ahead of the inputs, the inputs/args text is cut to what
+    is left, and the prose lines above and below wrap."""
     mf = cap.model_file
     prose = [
         f"{mf.path.name}: {sum(g.count for g in cap.groups)} aten calls, {len(cap.groups)} distinct, on {cap.device_name} ({cap.backend})"
@@ -38,7 +39,8 @@ def format_table(cap: Capture, width: int = 60, hint: bool = True, columns: Opti
         )
     w = min(max([len(g.op) for g in cap.groups] + [24]), 44)
     if columns is not None:  # '#', share, total, calls, us/call and their gaps: 38 cells, then op
-        width = max(MIN_DETAIL, min(width, columns - 1 - (38 + w + 1)))
+        w = max(12, min(w, columns - 1 - 39 - MIN_DETAIL))
+        width = max(MIN_DETAIL, columns - 1 - 39 - w)
     table = [f"{'#':>4} {'share':>6} {'total us':>9} {'calls':>5} {'us/call':>8}  {'op':{w}} inputs / args"]
     for g in cap.ranked():
         share = f"{100 * g.share:5.1f}%" if g.share is not None else "-"
@@ -47,24 +49,47 @@ def format_table(cap: Capture, width: int = 60, hint: bool = True, columns: Opti
         ins = ", ".join(spec_text(s) for s in g.inputs)
         lits = ", ".join(g.literals())
         detail = ins + (f"; {lits}" if lits else "")
-        note = "" if g.worth_kernel else f"  ({g.kind}: not worth a kernel)"
-        if g.error:
-            note += f"  (not timed: {g.error})"
-        room = max(MIN_DETAIL, width - len(note)) if columns is not None else width
-        if len(detail) > room:
-            detail = detail[: room - 3] + "..."
-        table.append(f"{g.index:>4} {share:>6} {tot} {g.count:>5} {per}  {g.op:{w}} {detail}{note}")
+        op = g.op
+        if columns is None:
+            note = "" if g.worth_kernel else f"  ({g.kind}: not worth a kernel)"
+            if g.error:
+                note += f"  (not timed: {g.error})"
+            detail = short_text(detail, width) + note
+        else:
+            lead = ("" if g.worth_kernel else f"({g.kind}) ") + (f"(not timed: {g.error}) " if g.error else "")
+            detail = short_text(lead + detail, width)
+            op = short_text(op, w)
+        table.append(f"{g.index:>4} {share:>6} {tot} {g.count:>5} {per}  {op:{w}} {detail}")
     after = []
+    if columns is not None and any(not g.worth_kernel for g in cap.groups):
+        after.append("(view), (metadata): not worth a kernel")
     if hint:
+        path = shown_path(mf.path)
         after.append(
-            "make tasks of operators: forge-tui capture FILE --select # or OP name (e.g. --select "
-            f"{next((g.index for g in cap.ranked() if g.worth_kernel), 1)})"
+            f"make tasks of operators: forge-tui capture {path} --select # or OP name (e.g. --select "
+            f"{next((g.index for g in cap.ranked() if g.worth_kernel), 1)}); the fusion regions (norms, "
+            f"activations, rotary: the patterns with seed kernels): forge-tui capture {path} --regions"
         )
     if columns is not None:
         import textwrap
 
         prose, after = ([textwrap.fill(ln, max(40, columns - 1)) for ln in part] for part in (prose, after))
     return "\n".join(prose + table + after)
+
+
+def short_text(text: str, n: int) -> str:
+    """``text`` cut to ``n`` characters, its end replaced by ``...`` when cut."""
+    return text if len(text) <= n else text[: max(0, n - 3)] + "..."
+
+
+def shown_path(path) -> str:
+    """``path`` relative to the current directory when it lies under it, else as given."""
+    from pathlib import Path
+
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def rows(cap: Capture, tasks: Sequence[dict] = ()) -> list[dict]:
