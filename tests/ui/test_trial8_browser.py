@@ -35,8 +35,9 @@ async def test_mark_kept_at_80_columns_with_campaign_column(make_app, db):
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, _browser_ready(app))
-        text = await settle_shown(pilot, "camp", "region_R3_swiglu")
-        row = next(line for line in text.splitlines() if "region_R3_swiglu" in line)
+        text = await settle_shown(pilot, "camp", "R3_swiglu")  # narrow: the campaign's tasks lose "region_"
+        row = next(line for line in text.splitlines() if "R3_swiglu" in line)
+        assert "region_" not in row
         assert "20.736x ✓" in row, row
         assert app.screen.query_one(RunsTable).virtual_size.width <= 80
 
@@ -122,3 +123,19 @@ async def test_r_that_cannot_start_says_why_and_the_app_lives(make_app, spawner,
         want = "is read-only" if fault == "store" else "Read-only file system: /ro/logs"
         assert len(said) == 1 and said[0].startswith("run 3: cannot start its search: ") and want in said[0], said
         assert spawner.calls == [] and app.is_running and isinstance(app.screen, RunsScreen)
+
+
+def test_narrow_created_keeps_the_time_when_all_runs_are_of_one_day():
+    """A new user's trial (session 9): ``created`` cut to ``12-01`` on every row told nothing."""
+    from forge_tui.app.screens.runs_table import fit_narrow
+
+    def rows(*created):
+        return [
+            [str(i), "C1", "R1_rms_norm_long_name", "finished", "host/tune", "3/13", "25.530x ✓", c]
+            for i, c in enumerate(created)
+        ]
+
+    one_day = fit_narrow(rows("12-01 18:02", "12-01 19:03"), 60, lead=2)
+    assert [r[-1] for r in one_day] == ["18:02", "19:03"]
+    two_days = fit_narrow(rows("11-30 18:02", "12-01 19:03"), 60, lead=2)
+    assert [r[-1] for r in two_days] == ["11-30", "12-01"]

@@ -40,6 +40,7 @@ from forge_tui.app.screens.runs_table import (  # noqa: F401 - RunsTable, sort_k
     campaign_cell,
     cell_width,
     fit_narrow,
+    short_task,
     sort_key,
 )
 from forge_tui.app.widgets.footer import ForgeFooter
@@ -243,7 +244,7 @@ class RunsScreen(Screen):
                 rows.append(
                     [
                         *lead,
-                        r.task_name,
+                        short_task(r.task_name),
                         status,
                         f"{r.backend}/{r.proposer}",
                         done,

@@ -75,6 +75,13 @@ def campaign_cell(run: RunRead) -> str:
     return f"C{cid}" if cid is not None else "-"
 
 
+def short_task(name: str) -> str:
+    """A task's name in a narrow table: a campaign region's task without its ``region_``
+    prefix (``R1_rms_norm``: the camp column says it is a campaign's, and a cut name then
+    keeps its pattern), any other name as it is."""
+    return name.removeprefix("region_")
+
+
 def cell_width(cell) -> int:
     """Terminal cells a table cell takes (a ``Text``'s cell length, else its ``str``'s length)."""
     return cell.cell_len if isinstance(cell, Text) else cell_len(str(cell))
@@ -85,7 +92,8 @@ def fit_narrow(rows: list[list], width: int, lead: int = 1) -> list[list]:
     cells are as in ``NARROW_COLUMNS`` after ``lead`` leading cells (id, and camp when shown),
     the ``why`` cell last and absent when the camp column is shown (the reason shows under the
     table for the selected run). What gives way, in order: ``why`` takes what is left (cut to
-    it, at most ``NARROW_REASON_WIDTH``), then the ``created`` cells keep only the day (``MM-DD``), then ``task`` is cut (to no
+    it, at most ``NARROW_REASON_WIDTH``), then the ``created`` cells keep only the day (``MM-DD``;
+    the time ``HH:MM`` when every row is of one day), then ``task`` is cut (to no
     fewer than ``MIN_TASK_WIDTH``). The id, camp, status, kind, iterations and best cells
     (with the confirmation mark) are never cut. A column costs its widest cell or label plus
     2 cells of padding (Textual's DataTable)."""
@@ -104,9 +112,12 @@ def fit_narrow(rows: list[list], width: int, lead: int = 1) -> list[list]:
         return width - fixed - (widest[task] + 2) - (widest[created] + 2) - 2 * has_why
 
     least = len(labels[-1]) if has_why else 0
-    if room() < max(least, 8 * has_why):
+    if room() < max(least, 8 * has_why):  # "MM-DD HH:MM" -> the day, or the time when all share one day
         widest[created] = max(len(labels[created]), 5)
-        rows = [r[:created] + [str(r[created])[:5]] + r[created + 1 :] for r in rows]
+        one_day = len({str(r[created])[:5] for r in rows}) == 1 and all(len(str(r[created])) == 11 for r in rows)
+        rows = [
+            r[:created] + [str(r[created])[6:] if one_day else str(r[created])[:5]] + r[created + 1 :] for r in rows
+        ]
     if room() < least:
         widest[task] = max(MIN_TASK_WIDTH, widest[task] - (least - room()))
     out = [r[:task] + [short(str(r[task]), widest[task])] + r[task + 1 :] for r in rows]
