@@ -124,6 +124,7 @@ def region_summary(store, region) -> dict:
         "run_id": region.run_id,
         "run_status": status,
         "iterations_done": run.iterations_done if run is not None else 0,
+        "run_reason": (run.status_reason or None) if run is not None else None,
         "state": region.state,
         "note": region.note,
         "seconds": round(region.seconds, 1),
@@ -192,12 +193,25 @@ def summary_table(report: dict) -> str:
         )
         if r["note"]:
             lines.append(f"{'':6} {r['note']}")
+        elif r.get("run_reason") and r["iterations_done"] < r["iterations"]:  # why it ended early
+            lines.append(f"{'':6} ended at {its}: {r['run_reason']}")
+    if rows:
+        lines.append(
+            "best: the region's fastest kernel over eager PyTorch running that region alone "
+            "(confirmed: re-measured with fresh inputs); the model's own figures are apply's"
+        )
     for s in report["skipped"]:
         share = "-" if s["share"] is None else f"{100 * s['share']:.1f}%"
         lines.append(f"skipped {s['region']} ({s['pattern'] or 'no pattern'}, {share}): {s['reason']}")
     ap = report.get("apply")
     if ap is not None:
         lines.append(f"apply: {_apply_line(ap)}")
+        got = ((ap.get("result") or {}) if "error" not in ap else {}).get("speedup_vs_eager")
+        if report["backend"] == "host" and _num(got) and got < 1.0:
+            lines.append(
+                "  (host backend: the kernels are GPU designs built for one CPU core, each call costs "
+                "tens of us; a slower model is usual there, the README's run section says why)"
+            )
     lines.append(f"report: {Path(report['out_dir']) / 'campaign.json'}")
     return "\n".join(lines)
 
@@ -227,6 +241,11 @@ def _speedup(res: dict, key: str, what: str, kernels_key: str) -> Optional[str]:
     return text + (f" ({'; '.join(inner)})" if inner else "")
 
 
+def _straddles(spread) -> bool:
+    """Whether a ``[p10, p90]`` speedup interval holds both a loss and a gain beyond 2%."""
+    return isinstance(spread, list) and len(spread) == 2 and spread[0] < 0.98 and spread[1] > 1.02
+
+
 def _apply_line(ap: dict) -> str:
     """apply's outcome in the summary: the end-to-end speedups with their spreads and the
     kernels' own share (against the traced forward, model/apply_choice.py), then the medians;
@@ -242,6 +261,10 @@ def _apply_line(ap: dict) -> str:
         )
         if p
     ]
+    if _straddles(res.get("speedup_vs_eager_spread")):
+        parts.append("the p10-p90 interval spans 1.0x: no difference shown")
+    if res.get("compile_skipped"):
+        parts.append(f"torch.compile skipped ({str(res['compile_skipped']).split(';')[0]})")
     rows = (res.get("compile_choice") or {}).get("rows") or []
     if rows:
         parts.append(f"torch.compile + forge uses {sum(1 for r in rows if r.get('kept'))} of {len(rows)} kernel(s)")

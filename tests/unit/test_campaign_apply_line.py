@@ -55,3 +55,28 @@ def test_a_slower_forward_reads_as_a_speedup_below_one():
     first, medians = _apply_lines(res)
     assert first == "apply: 0.795x over eager; outputs match"
     assert medians == "  medians: eager 3.623 ms, eager + forge 4.556 ms (exit 0)"
+
+
+def test_a_host_campaign_says_what_best_is_why_runs_ended_and_what_the_spread_settles():
+    """A new user's trial (session 9): the best column had no reference, ``3/13`` read as cut
+    short, a 0.24-3.10 interval around 0.906x and the missing torch.compile went unexplained."""
+    region = {
+        "region": "R1", "pattern": "rms_norm", "share": 0.087, "iterations_done": 3, "iterations": 13,
+        "best_speedup": 25.53, "confirmed": "confirmed", "state": "done", "exported": "/o/R1", "note": "",
+        "run_reason": "search space exhausted: every reachable configuration was tried",
+    }  # fmt: skip
+    res = {
+        "eager_ms": 3.6, "forge_ms": 4.0, "speedup_vs_eager": 0.906, "speedup_vs_eager_spread": [0.24, 3.10],
+        "compile_skipped": "host backend: Inductor's C++ build takes minutes on a CPU; --compile-host times it",
+        "check": {"passed": True},
+    }  # fmt: skip
+    report = dict(_report(res), backend="host", regions=[region])
+    lines = summary_table(report).splitlines()
+    assert lines[0] == "campaign 3: llama_hf.py on host (proposer auto), finished"
+    assert lines[3] == "       ended at 3/13: search space exhausted: every reachable configuration was tried"
+    assert lines[4].startswith("best: the region's fastest kernel over eager PyTorch running that region alone")
+    apply = next(ln for ln in lines if ln.startswith("apply: "))
+    assert "0.906x over eager (p10-p90 0.24-3.10)" in apply
+    assert "the p10-p90 interval spans 1.0x: no difference shown" in apply
+    assert "torch.compile skipped (host backend: Inductor's C++ build takes minutes on a CPU)" in apply
+    assert any(ln.startswith("  (host backend: the kernels are GPU designs") for ln in lines)
