@@ -92,7 +92,10 @@ def explain(exc: BaseException, path: Path) -> StoreError:
     if "locked" in msg or "busy" in msg:
         return StoreLocked(f"database {path} is locked by another process; try again, or check what holds it")
     if "readonly" in msg or "read-only" in msg or "attempt to write" in msg:
-        return StoreReadOnly(f"database {path} is read-only: fix its permissions or pass --db with a writable path")
+        return StoreReadOnly(
+            f"database {path} is read-only (its file, directory or mount): pass --db with a writable path, "
+            "or copy it to one"
+        )
     if "disk is full" in msg or "no space" in msg or "full" in msg:
         return StoreDiskFull(f"disk full while writing {path}: free space, nothing committed was lost")
     if "not a database" in msg or "malformed" in msg or "corrupt" in msg:

@@ -36,6 +36,15 @@ def test_llm_errors_name_the_form_fields(monkeypatch, tmp_path):
     assert hosted is not None and "--" not in form_words(hosted) and "the model field" in form_words(hosted)
 
 
+def test_the_iterations_limit_names_the_field_not_the_flag():
+    """A new user's trial (session 9): 99999999999 in the form said ``--iterations must be ...``."""
+    from forge_tui.core.config import RunConfig
+
+    why = RunConfig(task="softmax", iterations=99_999_999_999).problem()
+    assert why.startswith("--iterations must be between 0 and")
+    assert form_words(why).startswith("iterations must be between 0 and")
+
+
 async def test_stale_error_goes_once_a_field_is_edited(make_app):
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:

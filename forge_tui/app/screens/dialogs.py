@@ -278,6 +278,7 @@ FORM_WORDS = (
     ("pass --model NAME", "fill in the model field"),
     ("--base-url", "the endpoint field"),
     ("--model", "the model field"),
+    ("--iterations", "iterations"),
 )
 
 
