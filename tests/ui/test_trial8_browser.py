@@ -139,3 +139,15 @@ def test_narrow_created_keeps_the_time_when_all_runs_are_of_one_day():
     assert [r[-1] for r in one_day] == ["18:02", "19:03"]
     two_days = fit_narrow(rows("11-30 18:02", "12-01 19:03"), 60, lead=2)
     assert [r[-1] for r in two_days] == ["11-30", "12-01"]
+
+
+async def test_q_on_a_finished_run_reads_quit(make_app):
+    """q stops only a run something drives: on a finished run the narrow footer says Quit (a new
+    user's trial, session 9, read Stop there)."""
+    from tests.ui.test_app_pilot import footer_keys
+
+    app = make_app(run_id=1)  # finished
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.run is not None)
+        descriptions = [k.description for k in footer_keys(app)]
+        assert "Quit" in descriptions and "Stop" not in descriptions, descriptions

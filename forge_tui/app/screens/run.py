@@ -192,7 +192,9 @@ class RunScreen(Screen):
         if action == "toggle_pause":
             paused = self.run is not None and (display_status(self.run) == "paused" or self.run.control == "pause")
             return "Resume" if paused else "Pause"
-        return {"next_failure": "Fail", "stop_and_leave": "Stop"}.get(action, description)
+        if action == "stop_and_leave":  # q stops only a run something drives; else it just leaves
+            return "Stop" if self.run is not None and display_status(self.run) in ("running", "paused") else "Quit"
+        return {"next_failure": "Fail"}.get(action, description)
 
     # ------------------------------------------------------------------ control
     def check_action(self, action: str, parameters: tuple) -> bool | None:
