@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 from forge_tui.cli import render
+from forge_tui.cli.render import terminal_columns
 from store import Store
 
 #: The example seeds (``examples/seeds/<stem>.cu`` and ``.cpp``) and the captured task each
@@ -43,14 +44,6 @@ def example_seed(model_stem: str, op: str, backend: str) -> Optional[Path]:
         return None
     path = SEEDS_DIR / f"{stem}{'.cpp' if backend == 'host' else '.cu'}"
     return path if path.is_file() else None
-
-
-def _columns() -> Optional[int]:
-    """The terminal's width when stdout is one (its rows then fit it), else None (a pipe or file
-    gets the whole table)."""
-    import shutil
-
-    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
 def _shown(path: Path) -> str:
@@ -111,7 +104,9 @@ def cmd_capture(args, store: Store) -> int:
     if args.json:
         print(render.to_json(cp.rows(cap, made)))
         return 0
-    print(cp.format_table(cap, hint=not sels, columns=_columns()))  # the "make tasks" hint only without --select
+    print(
+        cp.format_table(cap, hint=not sels, columns=terminal_columns())
+    )  # the "make tasks" hint only without --select
     if made:
         print(cp.format_tasks(made))
     return 0
@@ -131,9 +126,9 @@ def _capture_regions(args, store: Store, cap, rs, chosen_regions, made) -> int:
         print(render.to_json({"regions": rr.region_rows(rs, made_regions), "ops": cp.rows(cap, made)}))
         return 0
     if args.regions:
-        print(rr.format_regions(rs, hint=not args.select, columns=_columns()))
+        print(rr.format_regions(rs, hint=not args.select, columns=terminal_columns()))
     else:
-        print(cp.format_table(cap, hint=not args.select, columns=_columns()))
+        print(cp.format_table(cap, hint=not args.select, columns=terminal_columns()))
     for text in (cp.format_tasks(made) if made else "", rr.format_region_tasks(made_regions)):
         if text:
             print(text)

@@ -262,7 +262,8 @@ def cmd_ls(args, store: Store) -> int:
     elif not rows:
         print(f"no runs in {store.path}; start one with: forge-tui run softmax")
     else:
-        print(render.runs_table(rows, best, {c.id: c for c in store.list_campaigns()}))
+        campaigns = {c.id: c for c in store.list_campaigns()}
+        print(render.runs_table(rows, best, campaigns, columns=render.terminal_columns()))
     return 0
 
 

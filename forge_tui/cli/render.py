@@ -54,26 +54,53 @@ def run_summary(r, best=None) -> dict:
     }
 
 
-def runs_table(rows: list, best: dict, campaigns: Optional[dict] = None) -> str:
+def terminal_columns() -> Optional[int]:
+    """The terminal's width when stdout is one (a table printed there is fitted to it), else
+    None (a pipe or a file gets the whole table)."""
+    import shutil
+    import sys
+
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
+def runs_table(rows: list, best: dict, campaigns: Optional[dict] = None, columns: Optional[int] = None) -> str:
     """``forge-tui ls``: one line per run (``best``: best node summaries by run id), then the marks' legend.
 
     Runs of an ``optimize`` campaign (``campaigns``: campaign read models by id) are listed
     together under a line naming the campaign, the campaigns first (the one with the newest
     run first), then, under a line of their own, the runs outside any campaign; with no
-    campaign the runs are listed as they come (newest first), with no group line."""
+    campaign the runs are listed as they come (newest first), with no group line.
+
+    ``columns``, the terminal's width when printing to one, makes a row fit in ``columns - 1``
+    cells: backend and proposer share one column (``host/tune``), created keeps ``MM-DD HH:MM``
+    (UTC) and the task name is cut to what is left (no fewer than 10 characters)."""
     runs = [run_summary(r, best.get(r.id)) for r in rows]
     w = max(4, *(len(r["task"]) for r in runs))
-    lines = [
-        f"{'id':>4}  {'task':{w}} {'status':12} {'backend':7} {'proposer':8} {'iterations':>10} {'best':>8}    created"
-    ]  # after the best column, its mark's slot
+    if columns is None:
+        head = f"{'id':>4}  {'task':{w}} {'status':12} {'backend':7} {'proposer':8} {'iterations':>10} {'best':>8}    created"
+
+        def line(r: dict, its: str, shown: str, mark: str) -> str:
+            return (
+                f"{r['id']:>4}  {r['task']:{w}} {r['status']:12} {r['backend']:7} {r['proposer']:8} "
+                f"{its:>10} {shown:>8} {mark}  {r['created_at']}"
+            )
+    else:  # id 4, task, status 12, run 9, iterations 10, best 8 + mark 1, created 11 and the gaps: 63 + task
+        w = max(10, min(w, columns - 1 - 63))
+        head = f"{'id':>4}  {'task':{w}} {'status':12} {'run':9} {'iterations':>10} {'best':>8}   created"
+
+        def line(r: dict, its: str, shown: str, mark: str) -> str:
+            task = r["task"] if len(r["task"]) <= w else r["task"][: w - 3] + "..."
+            created = r["created_at"][5:16].replace("T", " ")
+            return (
+                f"{r['id']:>4}  {task:{w}} {r['status']:12} {r['backend'] + '/' + r['proposer']:9} "
+                f"{its:>10} {shown:>8} {mark or ' '} {created}"
+            )
+
+    lines = [head]  # after the best column, its mark's slot
     lines_of: dict = {}
     for r, row in zip(runs, rows):
         shown, mark = speedup_cell(*run_best(row, best.get(row.id)))
-        its = f"{r['nodes']}/{r['iterations']}"
-        lines_of.setdefault(r["campaign"], []).append(
-            f"{r['id']:>4}  {r['task']:{w}} {r['status']:12} {r['backend']:7} {r['proposer']:8} "
-            f"{its:>10} {shown:>8} {mark}  {r['created_at']}"
-        )
+        lines_of.setdefault(r["campaign"], []).append(line(r, f"{r['nodes']}/{r['iterations']}", shown, mark))
     for cid in dict.fromkeys(r["campaign"] for r in runs if r["campaign"] is not None):
         ids = [x["id"] for x in runs if x["campaign"] == cid]
         lines.append(_campaign_line(cid, (campaigns or {}).get(cid), ids))

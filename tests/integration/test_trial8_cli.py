@@ -102,3 +102,23 @@ def test_run_line_only_once_the_search_says_something(tmp_path, capsys, monkeypa
     _Search.lines = []
     assert commands._search(None, 3) == 0
     assert capsys.readouterr().out == "run 3\n"
+
+
+def test_ls_fits_an_80_column_terminal(tmp_path):
+    """A new user's trial (session 9): ``ls`` rows were 94 columns and wrapped at 80. Printed to a
+    terminal, a row fits (backend/proposer in one column, created MM-DD HH:MM, the task cut)."""
+    from forge_tui.cli import render
+
+    s = Store(tmp_path / "forge.db")
+    t = s.add_task(
+        name="region_R4_add_rms_norm_of_a_long_model", origin="captured", reference_source="", spec={},
+        signature="", content_hash="h",
+    )  # fmt: skip
+    run = s.create_run(task_id=t.id, task_name=t.name, backend="host", proposer="tune", iterations_target=13)
+    s.update_run(run.id, status="finished", best_speedup=25.53)
+    rows, best = s.list_runs(), s.best_node_summaries()
+    narrow = render.runs_table(rows, best, {}, columns=80).splitlines()
+    assert all(len(ln) <= 79 for ln in narrow), narrow
+    assert narrow[1].split()[1].startswith("region_R4_add") and "host/tune" in narrow[1]
+    assert "region_R4_add_rms_norm_of_a_long_model" in render.runs_table(rows, best, {})  # a pipe: whole
+    s.close()
