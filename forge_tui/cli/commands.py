@@ -337,6 +337,8 @@ def cmd_apply(args, store) -> int:
 
     if args.samples is not None and args.samples < 1:
         return fail("--samples must be 1 or more")
+    if not os.path.isfile(args.model):  # the model file first: it is the command's first argument
+        return fail(f"no such model file: {args.model}")
     dirs, seen = [], set()
     for d in args.kernel_dirs:
         key = os.path.realpath(d)

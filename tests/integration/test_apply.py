@@ -167,6 +167,12 @@ def test_bad_kernel_dirs(tmp_path, capsys, case, words):
     _one_line_error(rc, out, err, *words)
 
 
+def test_a_missing_model_file_is_named_before_the_kernel_dirs(tmp_path, capsys):
+    """A new user's trial (session 9): ``apply nope.py KDIR`` complained about KDIR first."""
+    rc, out, err = _main(capsys, "apply", str(tmp_path / "nope.py"), tmp_path / "nowhere")
+    _one_line_error(rc, out, err, "no such model file", "nope.py")
+
+
 def test_cuda_kernels_without_a_gpu(tmp_path, capsys):
     import torch
 
