@@ -151,3 +151,27 @@ async def test_q_on_a_finished_run_reads_quit(make_app):
         await settle(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.run is not None)
         descriptions = [k.description for k in footer_keys(app)]
         assert "Quit" in descriptions and "Stop" not in descriptions, descriptions
+
+
+async def test_a_read_only_database_is_marked_in_the_title(make_app, monkeypatch):
+    """A new user's trial (session 9): nothing said the database was read-only until an action
+    failed. The first poll tries a write (rolled back); the title then says so."""
+    from store.errors import StoreReadOnly
+
+    app = make_app()
+
+    def refuse():
+        raise StoreReadOnly("database forge.db is read-only (its file, directory or mount): ...")
+
+    monkeypatch.setattr(app.store, "check_writable", refuse)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, _browser_ready(app))
+        await settle_shown(pilot, "runs in forge.db (read-only: browse only)")
+
+
+async def test_a_writable_database_is_not_marked(make_app):
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, _browser_ready(app))
+        text = await settle_shown(pilot, "runs in forge.db")
+        assert "read-only" not in text and app.screen._writable is True

@@ -13,20 +13,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
-from forge_tui.app.format import (
-    MARK_STYLE,
-    RUN_STYLE,
-    device_name,
-    display_reason,
-    display_status,
-    fmt_created,
-    legends,
-    run_best,
-    short,
-    speedup_mark,
-    speedup_style,
-    speedup_text,
-)
+from forge_tui.app.format import RUN_STYLE, device_name, display_reason, display_status, legends
 from forge_tui.app.messages import PollFailed, RunsLoaded
 from forge_tui.app.screens.dialogs import ConfirmScreen, NewSearchScreen, form_words
 from forge_tui.app.screens.runs_table import (  # noqa: F401 - RunsTable, sort_key, campaign_cell: this screen's API
@@ -40,8 +27,8 @@ from forge_tui.app.screens.runs_table import (  # noqa: F401 - RunsTable, sort_k
     campaign_cell,
     cell_width,
     fit_narrow,
-    short_task,
     sort_key,
+    table_row,
 )
 from forge_tui.app.widgets.footer import ForgeFooter
 from forge_tui.core.config import RunConfig
@@ -49,6 +36,7 @@ from forge_tui.core.errors import one_line
 from forge_tui.core.present import count_text
 from forge_tui.core.status import nothing_to_resume, nothing_to_resume_line
 from store import StoreError
+from store.errors import StoreReadOnly
 from store.models import NodeSummary, RunRead
 
 POLL_S = 1.0
@@ -76,6 +64,7 @@ class RunsScreen(Screen):
         self.sort = "id"
         self.filter_text = ""
         self._version: Optional[int] = None
+        self._writable: Optional[bool] = None  # the database file, once the first poll tried a write
         self._stopped = False
         self._suspended = False
         self._chain = False
@@ -143,6 +132,15 @@ class RunsScreen(Screen):
 
     @work(thread=True, group="runs-poll", name="poll-runs")
     def poll_runs(self) -> None:
+        if self._writable is None:  # once: a read-only file is browsed, and the title says so
+            try:
+                self.app.store.check_writable()
+                self._writable = True
+            except StoreReadOnly:
+                self._writable = False
+                self.app.call_from_thread(self._mark_read_only)
+            except StoreError:  # locked, ...: not known; asked again next poll
+                pass
         try:
             version = self.app.store.data_version()
             if version != self._version:
@@ -153,6 +151,10 @@ class RunsScreen(Screen):
             self.post_message(PollFailed(str(exc)))
         finally:
             self.app.call_from_thread(self._after_poll)
+
+    def _mark_read_only(self) -> None:
+        title = f" forge-tui  runs in {self.app.db_path.name} (read-only: browse only)"
+        self.query_one("#runs-title", Static).update(Text(title, style="bold"))
 
     def _after_poll(self) -> None:
         if self._stopped or self._suspended or not self.is_attached:
@@ -229,45 +231,7 @@ class RunsScreen(Screen):
         if self._return_to is not None and any(r.id == self._return_to for r in self.runs):
             keep, self._return_to = self._return_to, None  # back from its screen (r/x/del act on it)
         runs = self.visible_runs()
-        rows = []
-        for r in runs:
-            state = display_status(r)
-            status = Text(state, style=RUN_STYLE.get(state, ""))
-            value, kind = run_best(r, self.best.get(r.id))
-            best = Text(speedup_text(value), style=speedup_style(value))
-            if speedup_mark(kind):
-                best.append(f" {speedup_mark(kind)}", style=MARK_STYLE[kind])
-            done = f"{r.iterations_done}/{r.iterations_target}"
-            lead = [str(r.id), campaign_cell(r)] if self.grouped else [str(r.id)]
-            if self.narrow:
-                created = fmt_created(r.created_at)
-                rows.append(
-                    [
-                        *lead,
-                        short_task(r.task_name),
-                        status,
-                        f"{r.backend}/{r.proposer}",
-                        done,
-                        best,
-                        created[5:] if len(created) == 16 else created,
-                        *([] if self.grouped else [display_reason(r)]),  # grouped: under the table
-                    ]
-                )
-            else:
-                rows.append(
-                    [
-                        *lead,
-                        r.task_name,
-                        status,
-                        r.backend,
-                        r.proposer,
-                        done,
-                        best,
-                        device_name(r.device_json)[:28] or "-",
-                        fmt_created(r.created_at),
-                        short(display_reason(r), REASON_WIDTH),
-                    ]
-                )
+        rows = [table_row(r, self.best.get(r.id), narrow=self.narrow, grouped=self.grouped) for r in runs]
         if self.narrow:
             rows = fit_narrow(rows, self._table_width(len(rows)), lead=1 + self.grouped)
         self._set_columns(rows)  # clears the rows too

@@ -9,7 +9,19 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
-from forge_tui.app.format import display_status, short
+from forge_tui.app.format import (
+    MARK_STYLE,
+    RUN_STYLE,
+    device_name,
+    display_reason,
+    display_status,
+    fmt_created,
+    run_best,
+    short,
+    speedup_mark,
+    speedup_style,
+    speedup_text,
+)
 from store.models import RunRead
 
 COLUMNS = (
@@ -124,3 +136,34 @@ def fit_narrow(rows: list[list], width: int, lead: int = 1) -> list[list]:
     if has_why:
         out = [r[:-1] + [short(str(r[-1]), max(least, min(NARROW_REASON_WIDTH, room())))] for r in out]
     return out
+
+
+def table_row(r: RunRead, best, *, narrow: bool, grouped: bool) -> list:
+    """One run's cells, as ``NARROW_COLUMNS`` or ``COLUMNS`` name them (after id, the camp cell
+    when ``grouped``): ``best`` is its best node summary or None. A narrow grouped row has no
+    why cell (the reason shows under the table)."""
+    state = display_status(r)
+    status = Text(state, style=RUN_STYLE.get(state, ""))
+    value, kind = run_best(r, best)
+    shown = Text(speedup_text(value), style=speedup_style(value))
+    if speedup_mark(kind):
+        shown.append(f" {speedup_mark(kind)}", style=MARK_STYLE[kind])
+    done = f"{r.iterations_done}/{r.iterations_target}"
+    lead = [str(r.id), campaign_cell(r)] if grouped else [str(r.id)]
+    if narrow:
+        created = fmt_created(r.created_at)
+        why = [] if grouped else [display_reason(r)]
+        day_time = created[5:] if len(created) == 16 else created
+        return [*lead, short_task(r.task_name), status, f"{r.backend}/{r.proposer}", done, shown, day_time, *why]
+    return [
+        *lead,
+        r.task_name,
+        status,
+        r.backend,
+        r.proposer,
+        done,
+        shown,
+        device_name(r.device_json)[:28] or "-",
+        fmt_created(r.created_at),
+        short(display_reason(r), REASON_WIDTH),
+    ]
