@@ -393,7 +393,9 @@ def test_apply_deduplicates_kernel_dirs(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(ap, "apply", lambda model, dirs, **kw: seen.append(dirs) or {"check": {"passed": True}})
     monkeypatch.setattr(ap, "format_report", lambda result: "report")
     (tmp_path / "k").mkdir()
-    assert cli.main(["apply", "m.py", str(tmp_path / "k"), str(tmp_path / "k") + "/", "--backend", "host"]) == 0
+    model = tmp_path / "m.py"  # apply names a missing model file first
+    model.write_text("")
+    assert cli.main(["apply", str(model), str(tmp_path / "k"), str(tmp_path / "k") + "/", "--backend", "host"]) == 0
     assert seen == [[str(tmp_path / "k")]]
     assert "given more than once" in capsys.readouterr().err
 
