@@ -17,7 +17,7 @@ from forge_tui.cli import render
 from forge_tui.cli.capture_cmd import cmd_capture
 from forge_tui.core.config import RunConfig, flag_problem
 from forge_tui.core.errors import ForgeError, user_message
-from forge_tui.core.status import NodeStatus, ProposerName, RunStatus, nothing_to_resume, nothing_to_resume_line
+from forge_tui.core.status import NodeStatus, ProposerName, RunStatus
 from forge_tui.search.create import load_task, preflight
 from store import Store
 from store.lease import effective_status
@@ -164,13 +164,6 @@ def cmd_resume(args, store: Store) -> int:
             target, in_flight = resume_target(store, run, args.iterations)
         except SearchError as exc:
             return fail_with(exc)
-    state = effective_status(run)
-    why = nothing_to_resume(
-        state, run.proposer, run.status_reason or "", run.iterations_done, target or run.iterations_target
-    )
-    if why:
-        print(nothing_to_resume_line(run.id, why))
-        return 0
     cfg = run.config
     if run.proposer == ProposerName.LLM:
         from forge_tui.llm.config import LLMConfig, endpoint_overrides, missing

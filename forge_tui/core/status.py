@@ -82,7 +82,7 @@ def nothing_to_resume(state: str, proposer: str, reason: str, done: int, target:
 
 
 def nothing_to_resume_line(run_id: int, why: str) -> str:
-    """The one line ``resume`` and the app's ``r`` say for :func:`nothing_to_resume`'s ``why``
+    """The one line the app's ``r`` says for :func:`nothing_to_resume`'s ``why``
     (a finished run at its target names the command that adds iterations)."""
     more = f" (forge-tui resume {run_id} --iterations N adds N more)" if why == "it is finished" else ""
     return f"run {run_id}: {why}; nothing to resume{more}"

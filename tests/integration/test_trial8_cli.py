@@ -27,28 +27,6 @@ def test_headless_resume_on_a_read_only_db_prints_only_the_error(readonly_dir): 
     assert res.stdout == "" and len(res.stderr.strip().splitlines()) == 1, res.stderr
 
 
-def test_resume_of_an_exhausted_tune_run_says_nothing_to_resume(tmp_path):
-    """The CLI agrees with the app: a finished tune run whose space is exhausted is not
-    restarted (exit 0, one line, the run unchanged, no background log)."""
-    from forge_tui.core.status import EXHAUSTED_REASON
-
-    db = tmp_path / "forge.db"
-    s = Store(db)
-    t = s.add_task(name="softmax", origin="catalog", reference_source="", spec={}, signature="", content_hash="h")
-    run = s.create_run(task_id=t.id, task_name="softmax", backend="host", proposer="tune", iterations_target=50)
-    s.update_run(run.id, status="finished", iterations_done=15, status_reason=EXHAUSTED_REASON)
-    s.close()
-    for extra in ([], ["--iterations", "5"]):
-        res = run_cli("--db", str(db), "resume", str(run.id), *extra)
-        assert res.returncode == 0, res.stderr
-        assert res.stdout.strip() == (
-            f"run {run.id}: it is finished: the tuner's search space is exhausted; nothing to resume"
-        ), res.stdout
-    after = Store(db, readonly=True).get_run(run.id)
-    assert (after.status, after.iterations_done, after.iterations_target) == ("finished", 15, 50)
-    assert not (tmp_path / "logs").exists()
-
-
 @pytest.mark.parametrize(
     "state, proposer, reason, done, target, why",
     [
