@@ -124,9 +124,9 @@ class Store(StoreCampaigns, StoreReads):
     def close(self) -> None:
         self.engine.dispose()
 
-    def check_writable(self) -> None:
+    def check_writable(self, wait_s: Optional[float] = None) -> None:
         """Raise StoreError now when a write would fail (:func:`store.session.check_writable`)."""
-        check_writable(self.engine, self.path)
+        check_writable(self.engine, self.path, wait_s)
 
     # ----------------------------------------------------------------- tasks
     def add_task(

@@ -161,21 +161,26 @@ def short_session(engine: Engine, path: Path, faults: Optional[Faults]) -> Itera
         raise explain(exc, path) from exc
 
 
-def check_writable(engine: Engine, path: Path) -> None:
+def check_writable(engine: Engine, path: Path, wait_s: Optional[float] = None) -> None:
     """Write to ``path`` and roll it back, so a command that will write finds out before its work.
 
     Opening a WAL file on a read-only mount for writing can succeed (its ``-shm`` is there),
     and so can ``BEGIN IMMEDIATE``; the first page written fails ("attempt to write a readonly
     database"). The probe rewrites the header's ``user_version`` with its own value inside
     ``BEGIN IMMEDIATE ... ROLLBACK``: nothing changes, and it waits for another writer's lock
-    as any write does (``busy_timeout``).
+    as any write does (``busy_timeout``), or ``wait_s`` seconds when given (the app's UI thread
+    must not wait the store's 15 s behind a long write).
 
     Raises:
         StoreError: the write failed (``StoreReadOnly``, ``StoreLocked``, ... through :func:`explain`).
     """
     conn = engine.raw_connection()
+    waited = None
     try:
         cur = conn.cursor()
+        if wait_s is not None:  # this connection goes back to the pool: its own timeout is restored below
+            waited = int(cur.execute("PRAGMA busy_timeout").fetchone()[0])
+            cur.execute(f"PRAGMA busy_timeout={int(wait_s * 1000)}")
         cur.execute("BEGIN IMMEDIATE")
         try:
             version = int(cur.execute("PRAGMA user_version").fetchone()[0])
@@ -186,6 +191,8 @@ def check_writable(engine: Engine, path: Path) -> None:
     except DB_ERRORS as exc:
         raise explain(exc, path) from exc
     finally:
+        if waited is not None:
+            conn.cursor().execute(f"PRAGMA busy_timeout={waited}")
         conn.close()
 
 

@@ -99,7 +99,7 @@ class ForgeApp(App):
                 child starts, as the CLI's commands do (``Store.check_writable``).
             OSError: the log file or the child process cannot be made (a read-only directory).
         """
-        self.store.check_writable()
+        self.store.check_writable(wait_s=1.0)  # on the UI thread: a locked file is said, not waited on
         try:
             run = self.store.get_run(run_id)
         except StoreError:  # the child reports it; start it as before

@@ -117,3 +117,27 @@ def test_check_writable_raises_on_a_read_only_connection(tmp_path):
     assert reader.get_run(1).task_name == "softmax"
     reader.close()
     writer.close()
+
+
+@pytest.mark.timeout(120)  # a probe that waited the store's own 600 s would end here
+def test_check_writable_waits_only_as_long_as_asked(tmp_path):
+    """The app's probe (``wait_s=1``) says a locked file is locked instead of waiting the
+    store's busy timeout on the UI thread; the pooled connection keeps its own timeout after."""
+    import sqlite3
+
+    from store.errors import StoreLocked
+
+    db = _make_db(tmp_path)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process in the middle of a write
+    store = Store(db, busy_timeout_s=600)
+    try:
+        with pytest.raises(StoreLocked):
+            store.check_writable(wait_s=0.2)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 600_000
+    store.check_writable(wait_s=0.2)  # free again: no error
+    store.close()

@@ -108,7 +108,7 @@ async def test_r_that_cannot_start_says_why_and_the_app_lives(make_app, spawner,
         await settle(pilot, _browser_ready(app))
         assert app.screen.selected_run_id() == 3  # failed: resumable
 
-        def refuse(*_a):
+        def refuse(*_a, **_kw):
             if fault == "store":
                 raise StoreReadOnly("database /ro/forge.db is read-only: fix its permissions or pass --db ...")
             raise OSError(30, "Read-only file system", "/ro/logs")
@@ -160,7 +160,7 @@ async def test_a_read_only_database_is_marked_in_the_title(make_app, monkeypatch
 
     app = make_app()
 
-    def refuse():
+    def refuse(**_kw):
         raise StoreReadOnly("database forge.db is read-only (its file, directory or mount): ...")
 
     monkeypatch.setattr(app.store, "check_writable", refuse)

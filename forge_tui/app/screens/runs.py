@@ -134,7 +134,7 @@ class RunsScreen(Screen):
     def poll_runs(self) -> None:
         if self._writable is None:  # once: a read-only file is browsed, and the title says so
             try:
-                self.app.store.check_writable()
+                self.app.store.check_writable(wait_s=1.0)
                 self._writable = True
             except StoreReadOnly:
                 self._writable = False
