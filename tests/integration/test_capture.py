@@ -190,6 +190,7 @@ def test_select_writes_registers_and_prints_run_command(tmp_path, capsys, monkey
     assert t["task_id"] == next(x.id for x in Store(db).list_tasks() if x.name == task.name)
 
 
+@pytest.mark.slow  # 8-10 s (session 9: the slow lane keeps the fast one under 5 minutes)
 def test_select_inplace_op_becomes_its_functional_twin(tmp_path, capsys):
     taskfile = pytest.importorskip("forge_tui.model.taskfile")
     import torch

@@ -291,6 +291,7 @@ def test_launch_param_count(params, count):
     assert launch_param_count(_strip(src)) == count
 
 
+@pytest.mark.slow  # 8-10 s (session 9: the slow lane keeps the fast one under 5 minutes)
 def test_tasks_of_a_task_file(tmp_path, capsys):
     f = tmp_path / "swish_bias.py"
     f.write_text(TASK_FILE)
@@ -480,6 +481,7 @@ def test_bad_numbers_create_no_run(tmp_path):
     assert run_cli("--db", db, "ls").stdout.startswith("no runs")
 
 
+@pytest.mark.slow  # 8-10 s (session 9: the slow lane keeps the fast one under 5 minutes)
 def test_a_failed_seed_exits_1_not_2(tmp_path):
     # README: run --headless exits 1 when the search failed (here its seed crashed), 2 only for usage errors
     import re
