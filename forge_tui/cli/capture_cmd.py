@@ -46,14 +46,6 @@ def example_seed(model_stem: str, op: str, backend: str) -> Optional[Path]:
     return path if path.is_file() else None
 
 
-def _shown(path: Path) -> str:
-    """``path`` relative to the current directory when it lies under it, else absolute."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
-
-
 def runnable_command(task: dict, model_stem: str, backend: str) -> str:
     """The ``search it`` text for a captured task (``write_tasks``' dict: ``path``, ``op``,
     ``run_command``) when no LLM endpoint is configured: ``forge-tui run PATH --proposer tune
@@ -61,7 +53,9 @@ def runnable_command(task: dict, model_stem: str, backend: str) -> str:
     mode = " --mode train" if task["run_command"].endswith(" --mode train") else ""
     seed = example_seed(model_stem, task["op"], backend)
     if seed is not None:
-        return f"forge-tui run {task['path']} --proposer tune --seed-kernel {_shown(seed)}{mode}"
+        from forge_tui.model.capture.render import shown_path
+
+        return f"forge-tui run {task['path']} --proposer tune --seed-kernel {shown_path(seed)}{mode}"
     return (
         f"forge-tui run {task['path']} --seed-kernel YOUR_KERNEL{mode} (no LLM endpoint is configured "
         "and no example seed fits: write a seed kernel, or set OPENAI_BASE_URL and use --proposer llm)"

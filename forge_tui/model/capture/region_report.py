@@ -7,7 +7,7 @@ from typing import Optional, Sequence
 from forge_tui.model.capture.graph import Graph
 from forge_tui.model.capture.region_task import param_names
 from forge_tui.model.capture.regions import Region, RegionSet
-from forge_tui.model.capture.render import shown_path
+from forge_tui.model.capture.render import short_text, shown_path
 
 
 def _spec(graph: Graph, ref) -> dict:
@@ -88,8 +88,7 @@ def format_regions(rs: RegionSet, width: int = 64, hint: bool = True, columns: O
         share = f"{100 * r.share:5.1f}%" if r.share is not None else f"{'-':>6}"
         tot = f"{r.total_ms * 1e3:9.1f}" if r.total_ms is not None else f"{'-':>9}"
         ops = " ".join(op.split(".")[1] for op in r.ops if not _is_view(r, op))
-        if len(ops) > width:
-            ops = ops[: width - 3] + "..."
+        ops = short_text(ops, width)
         mod = f" {(r.module or '-')[:mw]:{mw}}" if mw else ""
         table.append(f"{r.id:>4} {share} {tot} {r.count:>5} {r.kernels:>7}  {r.pattern_name or '-':18}{mod} {ops}")
         if r.refusal:
