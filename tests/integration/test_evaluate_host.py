@@ -19,12 +19,13 @@ WRONG = HEAD + SIG + "{ for (int64_t i = 0; i < rows * cols; ++i) y[i] = 1.0f / 
 HANG = HEAD + SIG + "{ volatile int spin = 1; while (spin) {} return 0; }\n"
 SEGV = HEAD + SIG + "{ volatile float* p = nullptr; *p = 1.f; return 0; }\n"
 BROKEN = HEAD + SIG + "{ this is not C++ }\n"
-#: Takes 320 MB and holds it a while: the memory floor's shortfall is this candidate's own doing.
+#: Takes 320 MB and holds it until killed (the correctness stage limit bounds it): the memory
+#: floor's shortfall is this candidate's own doing, and the watcher always sees it.
 HOG = (
     HEAD
     + SIG
     + "{ const long n = 320L << 20; char* p = new char[n]; volatile char* q = p; for (long i = 0; i < n; i += 4096) q[i] = 1;"
-    + " for (volatile long i = 0; i < 400000000L; ++i) {} delete[] p; return 0; }\n"
+    + " for (;;) q[0] = 1; }\n"  # holds the memory until the watcher kills it: no race with the kernel's return
 )
 
 
