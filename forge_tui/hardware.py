@@ -61,6 +61,40 @@ def peak_for(device_name: str) -> Optional[Peak]:
     return None
 
 
+#: ``torch.set_float32_matmul_precision`` values: how an fp32 matmul may run (PyTorch docs).
+MATMUL_PRECISIONS = ("highest", "high", "medium")
+
+
+def tflops_for(peak: Peak, dtype: str, precision: str = "highest") -> float:
+    """The dense peak rate in TFLOP/s that bounds a matmul of ``dtype`` under ``precision``.
+
+    Args:
+        peak: the device's :class:`Peak`.
+        dtype: ``"float32"``, ``"bfloat16"``, ``"float16"`` (torch's names, with or without the
+            ``torch.`` prefix); anything else gets the fp32 rate.
+        precision: ``torch.set_float32_matmul_precision``'s value: ``highest`` (fp32 on the
+            CUDA cores), ``high`` (TF32 tensor cores), ``medium`` (bf16 tensor cores). Only
+            fp32 is affected.
+
+    TF32's dense rate is half of bf16's on every tensor-core generation from Ampere on
+    (A100 156 of 312, H100/H200 SXM 494 of 989, L40S 181 of 362: the vendors' datasheets), so
+    it is derived rather than tabulated.
+
+    Raises:
+        ValueError: ``precision`` is not one of :data:`MATMUL_PRECISIONS`.
+    """
+    if precision not in MATMUL_PRECISIONS:
+        raise ValueError(f"precision {precision!r} is not one of {', '.join(MATMUL_PRECISIONS)}")
+    name = dtype.removeprefix("torch.")
+    if name in ("bfloat16", "float16", "bf16", "fp16", "half"):
+        return peak.bf16_tflops
+    if precision == "high":
+        return peak.bf16_tflops / 2
+    if precision == "medium":
+        return peak.bf16_tflops
+    return peak.fp32_tflops
+
+
 def arch_flag(capability: tuple[int, int]) -> str:
     """nvcc ``-arch`` for a compute capability: (9, 0) -> ``sm_90``, (12, 1) -> ``sm_121``.
 
