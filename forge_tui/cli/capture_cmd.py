@@ -108,7 +108,7 @@ def cmd_capture(args, store: Store) -> int:
 
 def _capture_regions(args, store: Store, cap, rs, chosen_regions, made) -> int:
     """``capture --regions`` (or a region in --select): the regions table, or ``--json``'s
-    ``{"regions": [...], "ops": [...]}``, and the tasks made."""
+    ``{"regions": [...], "gemm_regions": [...], "ops": [...]}``, and the tasks made."""
     from forge_tui.model import capture as cp
     from forge_tui.model.capture import region_report as rr
     from forge_tui.model.capture.region_task import write_region_tasks
@@ -117,7 +117,8 @@ def _capture_regions(args, store: Store, cap, rs, chosen_regions, made) -> int:
     set_times(rs)
     made_regions = write_region_tasks(store, rs, chosen_regions, args.output) if chosen_regions else []
     if args.json:
-        print(render.to_json({"regions": rr.region_rows(rs, made_regions), "ops": cp.rows(cap, made)}))
+        doc = {"regions": rr.region_rows(rs, made_regions), "gemm_regions": rr.gemm_region_rows(rs, made_regions)}
+        print(render.to_json({**doc, "ops": cp.rows(cap, made)}))
         return 0
     if args.regions:
         print(rr.format_regions(rs, hint=not args.select, columns=terminal_columns()))

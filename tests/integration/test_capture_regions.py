@@ -248,7 +248,8 @@ def test_cli_regions_json_and_select(tmp_path, capsys):
     rc, out, err = _main(capsys, *argv, "--select", "R1")
     assert rc == 0, err
     doc = json.loads(out)
-    assert set(doc) == {"regions", "ops"} and isinstance(doc["ops"], list)
+    assert set(doc) == {"regions", "gemm_regions", "ops"} and isinstance(doc["ops"], list)
+    assert doc["gemm_regions"] == []  # convolutions start no GEMM region
     (row,) = doc["regions"]
     assert row["id"] == "R1" and row["pattern"] == "group_norm_silu" and row["count"] == 2
     assert row["kernels"] == 2 and row["eager_kernels_replaced"] == 4 and row["refusal"] is None

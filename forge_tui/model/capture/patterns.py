@@ -19,6 +19,10 @@ rather than named wrongly. The names, as issue 15 lists them:
 ``bias_gelu``          ``gelu(x + b)`` with ``b`` a parameter
 ``batch_norm_relu``    BatchNorm (eval) then ReLU; ``batch_norm_add_relu`` with a residual
                        add between them (ResNet's blocks)
+``gemm_epilogue``      ``act(x @ W^T [+ b]) [+ r]``: a GEMM region (:mod:`.gemm_regions`),
+                       roles ``x``, ``weight``, ``bias``, ``residual``; details ``act``
+                       (``none``/``relu``/``gelu``/``gelu_tanh``/``silu``), its ``act_code``
+                       (``kernels/gemm_epilogue``'s ``ACT``), ``bias`` and ``residual`` (bools)
 =====================  ===============================================================
 
 ``roles`` names the task-file argument each part of the pattern reads (``x0``, ``weight``),
@@ -117,6 +121,8 @@ def _gelu_approximate(n: Optional[Node]) -> str:
 
 def match(graph: Graph, inst: Instance) -> Optional[dict]:
     """The named pattern of one region instance: ``{"name", "roles", ...details}`` or None."""
+    if inst.anchors:
+        return _gemm_epilogue(graph, inst)
     v = _View(graph, inst)
     for fn in (_rms, _rotary, _glu, _norm_act, _batch_norm, _softmax, _bias_gelu):
         got = fn(v)
@@ -278,3 +284,30 @@ def _batch_norm(v: _View) -> Optional[dict]:
     nums = [x for x in _numbers(bns[0]) if 0 < x < 1]  # momentum (0.1), eps (1e-5): eps is the last
     extra = {"eps": nums[-1]} if nums else {}
     return {"name": "batch_norm_add_relu" if adds else "batch_norm_relu", "roles": roles, **extra}
+
+
+#: ``kernels/gemm_epilogue``'s ACT codes (the seeds' ``#define ACT``), by the pattern's ``act``.
+_ACT_CODES = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
+
+
+def _gemm_epilogue(graph: Graph, inst: Instance) -> Optional[dict]:
+    from forge_tui.model.capture.gemm_regions import act_name, gemm_chain
+
+    ch = gemm_chain(graph, graph.consumers(), graph.nodes[inst.anchors[0]])
+    if ch is None or ch["sink"] != inst.sink:
+        return None
+    v = _View(graph, inst)
+    roles = {"x": v.slot(ch["x"]), "weight": v.slot(ch["weight"])}
+    if ch["bias"] is not None:
+        roles["bias"] = v.slot(ch["bias"])
+    if ch["residual"] is not None:
+        roles["residual"] = v.slot(ch["residual"])
+    act = act_name(ch["act"])
+    return {
+        "name": "gemm_epilogue",
+        "roles": roles,
+        "act": act,
+        "act_code": _ACT_CODES[act],
+        "bias": ch["bias"] is not None,
+        "residual": ch["residual"] is not None,
+    }

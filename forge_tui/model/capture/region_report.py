@@ -24,8 +24,9 @@ def region_row(rs: RegionSet, r: Region) -> dict:
     ``eager_kernels_replaced`` (kernels x count), ``time_us`` (one instance, summed per-op
     medians), ``total_us``, ``share`` (of the summed operator time), ``module``, ``inputs``,
     ``params`` (``{"name", "source", "shape", "dtype"}``), ``output``, ``feeds`` (regions
-    reading its output), ``refusal`` (why it cannot become a task, or null) and ``task``
-    (set by ``--select``)."""
+    reading its output), ``refusal`` (why it cannot become a task, or null), ``task``
+    (set by ``--select``) and ``anchors`` (the compute-bound calls it holds: a GEMM region's
+    matmul, ``[]`` for the others)."""
     inst, graph = r.first, r.graph
     names = param_names(r)
     return {
@@ -49,19 +50,26 @@ def region_row(rs: RegionSet, r: Region) -> dict:
         "feeds": r.feeds,
         "refusal": r.refusal,
         "task": None,
+        "anchors": r.anchors,
     }
 
 
-def region_rows(rs: RegionSet, tasks: Sequence[dict] = ()) -> list[dict]:
-    """The ``regions`` list of ``--json``, by time share (first appearance when untimed), with
-    ``task`` set for the regions that became tasks (``{"path", "name", "task_id", "run_command"}``)."""
+def region_rows(rs: RegionSet, tasks: Sequence[dict] = (), gemm: bool = False) -> list[dict]:
+    """The ``regions`` list of ``--json`` (with ``gemm``, the ``gemm_regions`` list), by time
+    share (first appearance when untimed), with ``task`` set for the regions that became tasks
+    (``{"path", "name", "task_id", "run_command"}``)."""
     made = {t["region"]: {k: v for k, v in t.items() if k != "region"} for t in tasks}
     out = []
-    for r in rs.ranked():
+    for r in rs.ranked_gemm() if gemm else rs.ranked():
         row = region_row(rs, r)
         row["task"] = made.get(r.id)
         out.append(row)
     return out
+
+
+def gemm_region_rows(rs: RegionSet, tasks: Sequence[dict] = ()) -> list[dict]:
+    """The ``gemm_regions`` list of ``--json``: the regions that hold a GEMM (:func:`region_rows`)."""
+    return region_rows(rs, tasks, gemm=True)
 
 
 def format_regions(rs: RegionSet, width: int = 64, hint: bool = True, columns: Optional[int] = None) -> str:
@@ -75,7 +83,7 @@ def format_regions(rs: RegionSet, width: int = 64, hint: bool = True, columns: O
         f"{cap.model_file.path.name}: {len(rs.regions)} fusion region(s) of 2+ eager kernels between "
         f"matmul/conv/attention/embedding calls; {rs.singles} one-kernel chain(s) left to the op table"
     ]
-    if not rs.regions:
+    if not rs.regions and not rs.gemm:
         return "\n".join(_wrap(lines, columns))
     mw = 32  # the module column; id, share, total, calls, kernels and pattern: 56 cells before it
     if columns is not None:
@@ -93,7 +101,23 @@ def format_regions(rs: RegionSet, width: int = 64, hint: bool = True, columns: O
         table.append(f"{r.id:>4} {share} {tot} {r.count:>5} {r.kernels:>7}  {r.pattern_name or '-':18}{mod} {ops}")
         if r.refusal:
             table.append(f"{'':>4} cannot be a task: {r.refusal}")
-    ok = [r for r in rs.ranked() if not r.refusal]
+    if rs.gemm:
+        table.append(
+            f"{len(rs.gemm)} GEMM + epilogue region(s): a linear layer's matmul with the bias, activation "
+            "and residual add that read only its output"
+        )
+        for r in rs.ranked_gemm():
+            share = f"{100 * r.share:5.1f}%" if r.share is not None else f"{'-':>6}"
+            tot = f"{r.total_ms * 1e3:9.1f}" if r.total_ms is not None else f"{'-':>9}"
+            detail = r.pattern or {}
+            name = f"gemm+{detail.get('act', '?')}" if r.pattern else "-"
+            parts = [op.split(".")[1] for op in r.ops if not _is_view(r, op)]
+            ops = short_text(" ".join(parts), width)
+            mod = f" {(r.module or '-')[:mw]:{mw}}" if mw else ""
+            table.append(f"{r.id:>4} {share} {tot} {r.count:>5} {r.kernels:>7}  {name[:18]:18}{mod} {ops}")
+            if r.refusal:
+                table.append(f"{'':>4} cannot be a task: {r.refusal}")
+    ok = [r for r in rs.ranked() + rs.ranked_gemm() if not r.refusal]
     after = []
     if ok and hint:
         after.append(

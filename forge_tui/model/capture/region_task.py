@@ -281,7 +281,8 @@ def select_regions(rs: RegionSet, selectors: Sequence[str]) -> list[Region]:
     for sel in selectors:
         r = rs.by_id(sel)
         if r is None:
-            ids = f"R1..R{len(rs.regions)}" if rs.regions else "none were found"
+            n = len(rs.regions) + len(rs.gemm)
+            ids = f"R1..R{n}" if n else "none were found"
             raise CaptureError(f"no region {sel.strip()} in the capture of {rs.capture.model_file.path.name} ({ids})")
         if r.refusal:
             raise CaptureError(f"region {r.id} cannot become a task: {r.refusal}")

@@ -37,7 +37,9 @@ class Instance:
     ``nodes``: node ids in run order (views included); ``output``: the Ref of its one live
     output (None when several values are live: see ``live``); ``inputs``: Refs of the
     activations it reads from outside, in first-read order; ``params``: Refs of the
-    parameters, buffers and constants it reads, in first-read order.
+    parameters, buffers and constants it reads, in first-read order; ``anchors``: the ids of
+    the compute-bound calls it holds (a GEMM region's matmul, :mod:`.gemm_regions`; empty for
+    the regions :func:`partition` finds).
     """
 
     nodes: list[int]
@@ -45,6 +47,7 @@ class Instance:
     live: list
     inputs: list
     params: list
+    anchors: list = field(default_factory=list)
 
     @property
     def output(self):
@@ -62,7 +65,8 @@ class Region:
     all instances take; ``pattern`` a named pattern (:mod:`.patterns`) or None; ``refusal``
     why it cannot become a task (None when it can); ``feeds`` the regions that read its
     output; ``module`` the deepest module path its instances ran in (layer numbers as ``*``,
-    ``(+N)`` for N more kinds of module).
+    ``(+N)`` for N more kinds of module); ``anchors`` the compute-bound calls one instance
+    holds (``aten.addmm.default`` for a GEMM region, else empty).
     """
 
     id: str
@@ -76,6 +80,7 @@ class Region:
     refusal: Optional[str] = None
     feeds: list[str] = field(default_factory=list)
     module: Optional[str] = None
+    anchors: list[str] = field(default_factory=list)
 
     @property
     def count(self) -> int:
@@ -97,12 +102,15 @@ class Region:
 @dataclass
 class RegionSet:
     """The regions of a capture (``regions``: two or more kernels each, by first appearance),
-    and how many one-kernel chains were left to op-level capture (``singles``)."""
+    how many one-kernel chains were left to op-level capture (``singles``) and the regions
+    that cross the GEMM boundary (``gemm``: a linear layer's matmul with its epilogue,
+    :mod:`.gemm_regions`; numbered after ``regions``)."""
 
     capture: Capture = field(repr=False)
     graph: Graph = field(repr=False)
     regions: list[Region]
     singles: int = 0
+    gemm: list[Region] = field(default_factory=list)
 
     def ranked(self) -> list[Region]:
         """Regions by total time, largest first (first-appearance order when not timed)."""
@@ -114,7 +122,13 @@ class RegionSet:
         """The region named ``R3`` / ``r3`` / ``3``, or None."""
         key = rid.strip().upper()
         key = key if key.startswith("R") else f"R{key}"
-        return next((r for r in self.regions if r.id == key), None)
+        return next((r for r in self.regions + self.gemm if r.id == key), None)
+
+    def ranked_gemm(self) -> list[Region]:
+        """The GEMM regions by total time, largest first (first-appearance order when not timed)."""
+        if any(r.total_ms is None for r in self.gemm):
+            return list(self.gemm)
+        return sorted(self.gemm, key=lambda r: (-(r.total_ms or 0.0), int(r.id[1:])))
 
 
 # --------------------------------------------------------------------------- finding
@@ -236,8 +250,8 @@ def slot_names(params: list) -> dict:
 
 
 def kernels_of(graph: Graph, inst: Instance) -> int:
-    """Eager kernels one instance launches: its calls that are not views."""
-    return sum(1 for nid in inst.nodes if graph.nodes[nid].role == "fusible")
+    """Eager kernels one instance launches: its calls that are not views (its anchors included)."""
+    return sum(1 for nid in inst.nodes if graph.nodes[nid].role in ("fusible", "anchor"))
 
 
 def find_regions(cap: Capture, graph: Optional[Graph] = None) -> RegionSet:
@@ -276,12 +290,36 @@ def find_regions(cap: Capture, graph: Optional[Graph] = None) -> RegionSet:
         r.module = _modules(graph, insts)
         regions.append(r)
     _link(graph, regions)
-    for r in regions:
+    gemm = _gemm_regions(graph, len(regions))
+    for r in regions + gemm:
         r.pattern = match(graph, r.first)
         r.refusal = refusal(r)
-    rs = RegionSet(cap, graph, regions, singles)
+    rs = RegionSet(cap, graph, regions, singles, gemm)
     set_times(rs)
     return rs
+
+
+def _gemm_regions(graph: Graph, numbered: int) -> list[Region]:
+    """The GEMM regions (:mod:`.gemm_regions`), grouped like the others, numbered after the
+    ``numbered`` regions already found; their ``feeds`` name any region reading their output."""
+    from forge_tui.model.capture.gemm_regions import gemm_chains
+
+    cons = graph.consumers()
+    by_sig: dict[str, list[Instance]] = {}
+    for ch in gemm_chains(graph):
+        inst = _instance(graph, cons, ch["nodes"], ch["sink"])
+        inst.anchors = [ch["anchor"]]
+        by_sig.setdefault(signature(graph, inst), []).append(inst)
+    out = []
+    for k, insts in enumerate(by_sig.values(), start=numbered + 1):
+        first = insts[0]
+        nodes = [graph.nodes[i] for i in first.nodes]
+        r = Region(f"R{k}", insts, graph, ops=[n.op for n in nodes], kernels=kernels_of(graph, first))
+        r.module = _modules(graph, insts)
+        r.anchors = [graph.nodes[a].op for a in first.anchors]
+        out.append(r)
+    _link(graph, out)
+    return out
 
 
 def _modules(graph: Graph, insts: list[Instance]) -> Optional[str]:
@@ -310,8 +348,8 @@ def set_times(rs: RegionSet) -> None:
         return
     median = {call_key(g.op, g.args, g.kwargs): g.median_ms for g in cap.groups}
     total = sum(g.total_ms or 0.0 for g in cap.groups)
-    for r in rs.regions:
-        times = [median.get(n.key) for n in region_nodes(r) if n.role == "fusible"]
+    for r in rs.regions + rs.gemm:
+        times = [median.get(n.key) for n in region_nodes(r) if n.role in ("fusible", "anchor")]
         if all(t is not None for t in times):
             r.per_call_ms = sum(t for t in times if t is not None)
             r.share = (r.per_call_ms * r.count) / total if total else None
