@@ -56,6 +56,12 @@ EXPECTED = {
     "bias_gelu_tanh",
     "bias_gelu_bf16",
     "bias_gelu_tanh_bf16",
+    "gemm_bias_gelu",
+    "gemm_bias_gelu_bf16",
+    "gemm_residual",
+    "gemm_residual_bf16",
+    "gemm_bias_residual",
+    "gemm_bias_residual_bf16",
 }
 ARCHS = [hardware.arch_flag((9, 0)), hardware.arch_flag((12, 1))]
 #: the operators before the pattern seeds (issue 15): they compile for both archs (their @tune

@@ -1,0 +1,149 @@
+"""GEMM + epilogue regions (issue 25): a linear layer's matmul with the bias, activation and
+residual add that read only its output, found by ``capture --regions`` next to the regions
+that stop at the GEMM, matched to ``gemm_epilogue`` and seeded from ``kernels/gemm_epilogue``;
+and the host chain on a small MLP block: capture, --select, the tuner from the pattern seed
+(no LLM), export, apply replacing every instance with that layer's own weights."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.helpers import main_rc as _main
+from tests.helpers import run_cli
+
+MLP = ROOT / "tests" / "fixtures" / "gemm_mlp_block.py"
+LLAMA = ROOT / "examples" / "llama_block.py"
+
+
+def _regions(path):
+    from forge_tui.model import capture as cp
+    from forge_tui.model.capture.regions import find_regions
+
+    return find_regions(cp.record(path, "host"))
+
+
+def _model(tmp_path, body: str):
+    path = tmp_path / "m.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n\n"
+        + body
+        + "\n\ndef get_inputs():\n    return [torch.randn(2, 8, 16)]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    return path
+
+
+def test_mlp_block_has_two_gemm_regions_and_no_other():
+    rs = _regions(MLP)
+    assert rs.regions == [] and rs.singles == 4  # without GEMMs: GELU and the add, one kernel each
+    fc1, fc2 = rs.gemm
+    assert (fc1.id, fc2.id) == ("R1", "R2") and fc1.count == fc2.count == 2
+    assert fc1.anchors == fc2.anchors == ["aten.addmm.default"] and fc1.kernels == fc2.kernels == 2
+    assert fc1.pattern == {
+        "name": "gemm_epilogue",
+        "roles": {"x": "x0", "weight": "weight", "bias": "bias"},
+        "act": "gelu",
+        "act_code": 2,
+        "bias": True,
+        "residual": False,
+    }
+    assert fc2.pattern["roles"] == {"x": "x0", "weight": "weight", "bias": "bias", "residual": "x1"}
+    assert (fc2.pattern["act"], fc2.pattern["residual"]) == ("none", True)
+    assert fc1.refusal is None and fc2.refusal is None
+    assert [i.params for i in fc1.instances] == [
+        [("p", "blocks.0.fc1.weight"), ("p", "blocks.0.fc1.bias")],
+        [("p", "blocks.1.fc1.weight"), ("p", "blocks.1.fc1.bias")],
+    ]
+    assert rs.by_id("r2") is fc2
+
+
+def test_llama_block_keeps_its_regions_and_adds_the_projections():
+    rs = _regions(LLAMA)
+    assert [r.pattern_name for r in rs.regions] == ["rms_norm", "rotary_rotate_half", "swiglu", "add_rms_norm"]
+    got = [(r.id, r.pattern["act"], r.pattern["residual"], r.module) for r in rs.gemm]
+    # o_proj + residual, the gate projection + SiLU (its product with up stays the swiglu region), down_proj + residual
+    assert got == [
+        ("R5", "none", True, "layers.*"),
+        ("R6", "silu", False, "layers.*.mlp"),
+        ("R7", "none", True, "layers.*"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # the linear's output is read twice: its epilogue is not the only reader
+        "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.l = nn.Linear(16, 16)\n"
+        "    def forward(self, x):\n        y = self.l(x)\n        return torch.relu(y) + y",
+        # a scaled addmm (beta 2) is not a linear layer
+        "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.w = nn.Parameter(torch.randn(16, 16))\n"
+        "        self.b = nn.Parameter(torch.randn(16))\n    def forward(self, x):\n"
+        "        return torch.relu(torch.addmm(self.b, x.reshape(-1, 16), self.w.t(), beta=2.0))",
+        # a matmul by an activation (not a parameter) is attention-like, not a linear layer
+        "class Model(nn.Module):\n    def forward(self, x):\n        return torch.relu(x.reshape(-1, 16) @ x.reshape(-1, 16).t())",
+    ],
+    ids=["read-twice", "beta-2", "activation-weight"],
+)
+def test_no_gemm_region_where_the_epilogue_is_not_the_linear_layers_alone(tmp_path, body):
+    assert _regions(_model(tmp_path, body)).gemm == []
+
+
+def test_a_separate_bias_add_and_relu_after_mm_are_one_region(tmp_path):
+    body = (
+        "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.l = nn.Linear(16, 32, bias=False)\n        self.b = nn.Parameter(torch.randn(32))\n"
+        "    def forward(self, x):\n        return torch.relu(self.l(x) + self.b)"
+    )
+    (r,) = _regions(_model(tmp_path, body)).gemm
+    assert r.pattern["roles"] == {"x": "x0", "weight": "weight", "bias": "b"} and r.pattern["act"] == "relu"
+    assert r.kernels == 3 and r.refusal is None
+
+
+@pytest.mark.slow  # a tune search, an export and an apply in child processes: ~40 s on 2 cores
+def test_host_chain_capture_select_tune_export_apply(tmp_path, capsys, monkeypatch):
+    db, tasks = tmp_path / "f.db", tmp_path / "tasks"
+    rc, out, err = _main(
+        capsys, "--db", db, "capture", MLP, "--regions", "--json", "--no-time", "--select", "R2", "-o", tasks
+    )
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["regions"] == [] and [r["id"] for r in doc["gemm_regions"]] == ["R1", "R2"]
+    row = next(r for r in doc["gemm_regions"] if r["id"] == "R2")
+    assert row["anchors"] == ["aten.addmm.default"] and row["pattern"] == "gemm_epilogue"
+    assert row["task"]["seed"] == "gemm_bias_residual" and "--proposer tune" in row["task"]["run_command"]
+    task = tasks / "region_R2_gemm_epilogue.py"
+    assert (tasks / "region_R2_gemm_epilogue.seed.cpp").is_file() and (
+        tasks / "region_R2_gemm_epilogue.seed.cu"
+    ).is_file()
+    res = run_cli(
+        "--db",
+        str(db),
+        "run",
+        str(task),
+        "--backend",
+        "host",
+        "--proposer",
+        "tune",
+        "--iterations",
+        "3",
+        "--headless",
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "seed kernel from the catalog" in res.stdout
+    run_id = re.search(r"^run (\d+)", res.stdout, re.M).group(1)
+    rc, out, err = _main(capsys, "--db", db, "export", run_id, "-o", tmp_path / "k")
+    assert rc == 0, err
+    monkeypatch.setenv(
+        "FORGE_DISPATCH", "always"
+    )  # the kernel on every call, whatever it timed (the host twin is slow)
+    rc, out, err = _main(capsys, "--db", db, "apply", MLP, tmp_path / "k", "--samples", "2", "--no-compile", "--json")
+    assert rc == 0, err
+    r = json.loads(out)
+    assert r["check"]["passed"], r["check"]
+    (reg,) = r["regions"]
+    assert reg["pattern"] == "gemm_epilogue" and reg["instances"] == 2
+    assert reg["params"] == [["blocks.0.fc2.weight", "blocks.0.fc2.bias"], ["blocks.1.fc2.weight", "blocks.1.fc2.bias"]]
