@@ -1,7 +1,8 @@
 // A linear layer with its epilogue in one cuBLASLt matmul: y = act(x W^T [+ b]) [+ r], x (M, K)
 // and y (M, N) row-major, W (N, K) row-major as nn.Linear stores it, b (N), r (M, N).
-// Row-major y = x W^T, read column-major, is y^T = W x^T (N x M): cuBLAS's "TN" form: A = W seen column-major (K x N, ld K) transposed, B = x seen column-major (K x M,
-// ld K), C = r and D = y column-major (N x M, ld N); cuBLASLt's bias vector runs along D's
+// Row-major y = x W^T, read column-major, is y^T = W x^T (N x M): cuBLAS's "TN" form, with
+// A = W seen column-major (K x N, ld K) transposed, B = x seen column-major (K x M, ld K),
+// C = r and D = y column-major (N x M, ld N); cuBLASLt's bias vector runs along D's
 // rows, which are y's columns (N values). cuBLASLt computes D = act(alpha A B + beta C + bias)
 // (cublasLt.h, CUBLASLT_EPILOGUE_*): the residual rides in C with beta = 1 when no
 // activation precedes it; the activation rides in the epilogue for ReLU and for the tanh
@@ -49,6 +50,13 @@ typedef float T;
 #define FUSE_ACT 1
 // @tune EPI_BLOCK: 128, 256, 512
 #define EPI_BLOCK 256
+#if FORGE_DTYPE_BF16
+// @tune EPI_VEC: 1, 2, 4, 8
+#define EPI_VEC 8
+#else
+// @tune EPI_VEC: 1, 2, 4
+#define EPI_VEC 4
+#endif
 
 // the activation in cuBLASLt's epilogue: ReLU, or tanh-GELU, and only when nothing is added after it
 #define LT_ACT (FUSE_ACT && !HAS_RES && (ACT == 1 || ACT == 3))
@@ -84,15 +92,36 @@ __device__ __forceinline__ float act(float v) {
 #endif
 }
 
-// y = act(y) [+ r] in place over n elements (y already holds x W^T + b, rounded once to T)
-__global__ void __launch_bounds__(EPI_BLOCK) post_pass(T* __restrict__ y, const T* __restrict__ r, int64_t n) {
-    for (int64_t i = (int64_t)blockIdx.x * EPI_BLOCK + threadIdx.x; i < n; i += (int64_t)gridDim.x * EPI_BLOCK) {
-        float v = LT_ACT ? tof(y[i]) : act(tof(y[i]));
+template <int V> struct alignas(sizeof(T) * V) TV { T v[V]; };
+
+// y = act(y) [+ r] in place over nv vectors of V elements (y already holds x W^T + b, rounded
+// once to T); 16-byte accesses when V * sizeof(T) == 16, blocks striding over the vectors
+template <int V>
+__global__ void __launch_bounds__(EPI_BLOCK) post_pass(T* __restrict__ y, const T* __restrict__ r, int64_t nv) {
+    TV<V>* yv = reinterpret_cast<TV<V>*>(y);
+    for (int64_t i = (int64_t)blockIdx.x * EPI_BLOCK + threadIdx.x; i < nv; i += (int64_t)gridDim.x * EPI_BLOCK) {
+        TV<V> a = yv[i];
 #if HAS_RES && !LT_RES
-        v += tof(r[i]);
+        const TV<V> b = reinterpret_cast<const TV<V>*>(r)[i];
 #endif
-        y[i] = fromf(v);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            float v = LT_ACT ? tof(a.v[j]) : act(tof(a.v[j]));
+#if HAS_RES && !LT_RES
+            v += tof(b.v[j]);
+#endif
+            a.v[j] = fromf(v);
+        }
+        yv[i] = a;
     }
+}
+
+template <int V>
+static void launch_post(T* y, const T* r, int64_t total, cudaStream_t stream) {
+    const int64_t nv = total / V;
+    int64_t blocks = (nv + EPI_BLOCK - 1) / EPI_BLOCK;
+    if (blocks > (1 << 20)) blocks = 1 << 20;  // the loop strides: any grid covers the vectors
+    post_pass<V><<<(unsigned)blocks, EPI_BLOCK, 0, stream>>>(y, r, nv);
 }
 
 struct Plan {
@@ -225,9 +254,11 @@ static int launch(const T* x, const T* w, const T* b, const T* r, T* y, int64_t 
         return 3;
 #if POST_PASS
     const int64_t total = m * n;
-    int64_t blocks = (total + EPI_BLOCK - 1) / EPI_BLOCK;
-    if (blocks > 132 * 16) blocks = 132 * 16;
-    post_pass<<<(unsigned)blocks, EPI_BLOCK, 0, stream>>>(y, r, total);
+    const uintptr_t a = (uintptr_t)y | (HAS_RES ? (uintptr_t)r : 0);
+    if (EPI_VEC > 1 && total % EPI_VEC == 0 && a % (EPI_VEC * sizeof(T)) == 0)
+        launch_post<EPI_VEC>(y, r, total, stream);
+    else
+        launch_post<1>(y, r, total, stream);
 #endif
     return (int)cudaGetLastError();
 }
