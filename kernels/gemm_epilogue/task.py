@@ -23,6 +23,7 @@ MLP 5632: the Llama example's), GPT-2-small at 8 x 1024 tokens (768, 3072), BERT
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Callable
 
 from kernels.base import DTYPE_BYTES, SEED_FILES, Arg, PatternSeed, TaskSpec, random_tensor, seed_macros
 
@@ -69,7 +70,7 @@ def sizes_of(x, w, *rest):
 
 _TOKENS = 2048  # 4 x 512: the Llama example's batch
 #: form -> (reference, has bias, has residual, default act, shapes, host shapes)
-_FORMS = {
+_FORMS: dict[str, tuple[Callable[..., Any], bool, bool, str, dict, dict]] = {
     "bias_gelu": (
         reference_bias_gelu,
         True,
