@@ -24,9 +24,15 @@ typedef float T;
 #endif
 #if FORGE_GEMM_RESIDUAL
 #define HAS_RES 1
-#define ACT 0
 #else
 #define HAS_RES 0
+#endif
+// ACT (a fusion region's seed gets the region's): the form's own activation
+#if FORGE_GEMM_RESIDUAL
+#define ACT 0
+#elif FORGE_GEMM_SILU
+#define ACT 4
+#else
 #define ACT 2
 #endif
 

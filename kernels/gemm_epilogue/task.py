@@ -11,8 +11,9 @@ bias)``, so the residual rides in ``C`` only when no activation comes before it;
 and for SiLU and exact GELU, which cuBLASLt's epilogues do not compute, one pointwise pass
 follows the matmul).
 
-Three forms (the launch's pointer args differ): ``gemm_bias_gelu`` (bias then an
-activation: GPT-2 / BERT / ViT MLP up-projections), ``gemm_residual`` (no bias, then the
+Four forms (the launch's pointer args differ): ``gemm_bias_gelu`` (bias then an
+activation: GPT-2 / BERT / ViT MLP up-projections), ``gemm_silu`` (no bias, then an
+activation: Llama's gate projection), ``gemm_residual`` (no bias, then the
 residual add: Llama's o_proj and down_proj), ``gemm_bias_residual`` (GPT-2's c_proj). A
 fusion region of another activation takes the same seed with its ``ACT`` constant set
 (``PatternSeed.constants``). Shapes: 4 x 512 = 2048 tokens of TinyLlama-1.1B (hidden 2048,
@@ -38,6 +39,13 @@ def reference_bias_gelu(x, w, b):
     import torch
 
     return torch.nn.functional.gelu(torch.nn.functional.linear(x, w, b))
+
+
+def reference_silu(x, w):
+    """``F.silu(F.linear(x, w))``: a bias-free projection then SiLU (Llama's gate projection and its activation)."""
+    import torch
+
+    return torch.nn.functional.silu(torch.nn.functional.linear(x, w))
 
 
 def reference_residual(x, w, r):
@@ -81,6 +89,14 @@ _FORMS: dict[str, tuple[Callable[..., Any], bool, bool, str, dict, dict]] = {
             "bert_large_fc_4096x1024x4096": {"m": 4096, "k": 1024, "n": 4096},
         },
         {"gpt2_fc_64x256x512": {"m": 64, "k": 256, "n": 512}},
+    ),
+    "silu": (
+        reference_silu,
+        False,
+        False,
+        "silu",
+        {"tinyllama_gate_proj_2048x2048x5632": {"m": _TOKENS, "k": 2048, "n": 5632}},
+        {"llama_gate_proj_64x256x512": {"m": 64, "k": 256, "n": 512}},
     ),
     "residual": (
         reference_residual,
@@ -143,7 +159,12 @@ def _make(form: str, dtype: str) -> TaskSpec:
         checks.append("numel(bias) == weight[0]")
     if residual:
         checks.append("numel(residual) == prod(x[:-1]) * weight[0]")
-    formula = {"bias_gelu": "gelu(x @ w^T + b)", "residual": "x @ w^T + r", "bias_residual": "x @ w^T + b + r"}[form]
+    formula = {
+        "bias_gelu": "gelu(x @ w^T + b)",
+        "silu": "silu(x @ w^T)",
+        "residual": "x @ w^T + r",
+        "bias_residual": "x @ w^T + b + r",
+    }[form]
     return TaskSpec(
         name=f"gemm_{form}{'' if dtype == 'float32' else '_bf16'}",
         description=f"linear layer with its epilogue in one call, y = {formula}, x (m, k), w (n, k), {dtype}",
@@ -163,7 +184,9 @@ def _make(form: str, dtype: str) -> TaskSpec:
         bytes_moved=bytes_moved,
         flops=flops,
         seeds=dict(SEED_FILES),
-        seed_macros=seed_macros(dtype, FORGE_GEMM_BIAS=bias, FORGE_GEMM_RESIDUAL=residual),
+        seed_macros=seed_macros(
+            dtype, FORGE_GEMM_BIAS=bias, FORGE_GEMM_RESIDUAL=residual, FORGE_GEMM_SILU=act == "silu"
+        ),
         seed_dir=HERE,
         dtype=dtype,
         module=__name__,

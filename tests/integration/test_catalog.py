@@ -58,6 +58,8 @@ EXPECTED = {
     "bias_gelu_tanh_bf16",
     "gemm_bias_gelu",
     "gemm_bias_gelu_bf16",
+    "gemm_silu",
+    "gemm_silu_bf16",
     "gemm_residual",
     "gemm_residual_bf16",
     "gemm_bias_residual",

@@ -60,6 +60,7 @@ def test_mlp_block_has_two_gemm_regions_and_no_other():
     assert rs.by_id("r2") is fc2
 
 
+@pytest.mark.slow  # a capture of the Llama block: ~3.5 s
 def test_llama_block_keeps_its_regions_and_adds_the_projections():
     rs = _regions(LLAMA)
     assert [r.pattern_name for r in rs.regions] == ["rms_norm", "rotary_rotate_half", "swiglu", "add_rms_norm"]
@@ -147,3 +148,14 @@ def test_host_chain_capture_select_tune_export_apply(tmp_path, capsys, monkeypat
     (reg,) = r["regions"]
     assert reg["pattern"] == "gemm_epilogue" and reg["instances"] == 2
     assert reg["params"] == [["blocks.0.fc2.weight", "blocks.0.fc2.bias"], ["blocks.1.fc2.weight", "blocks.1.fc2.bias"]]
+
+
+@pytest.mark.slow  # three task files loaded in child processes: ~10 s
+def test_every_gemm_region_of_the_llama_block_gets_its_catalog_seed(tmp_path, capsys):
+    argv = ("--db", tmp_path / "f.db", "capture", LLAMA, "--regions", "--json", "--no-time", "-o", tmp_path / "t")
+    rc, out, err = _main(capsys, *argv, "--select", "R5,R6,R7")
+    assert rc == 0, err
+    seeds = {r["id"]: r["task"]["seed"] for r in json.loads(out)["gemm_regions"]}
+    assert seeds == {"R5": "gemm_residual_bf16", "R6": "gemm_silu_bf16", "R7": "gemm_residual_bf16"}
+    text = (tmp_path / "t" / "region_R6_gemm_epilogue.seed.cu").read_text()
+    assert "#define ACT 4" in text and "cublasLtMatmul(" in text
