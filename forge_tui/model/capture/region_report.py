@@ -93,30 +93,14 @@ def format_regions(rs: RegionSet, width: int = 64, hint: bool = True, columns: O
     module = f" {'module':{mw}}" if mw else ""
     table = [f"{'id':>4} {'share':>6} {'total us':>9} {'calls':>5} {'kernels':>7}  {'pattern':18}{module} ops"]
     for r in rs.ranked():
-        share = f"{100 * r.share:5.1f}%" if r.share is not None else f"{'-':>6}"
-        tot = f"{r.total_ms * 1e3:9.1f}" if r.total_ms is not None else f"{'-':>9}"
-        ops = " ".join(op.split(".")[1] for op in r.ops if not _is_view(r, op))
-        ops = short_text(ops, width)
-        mod = f" {(r.module or '-')[:mw]:{mw}}" if mw else ""
-        table.append(f"{r.id:>4} {share} {tot} {r.count:>5} {r.kernels:>7}  {r.pattern_name or '-':18}{mod} {ops}")
-        if r.refusal:
-            table.append(f"{'':>4} cannot be a task: {r.refusal}")
+        table += _row(r, r.pattern_name or "-", mw, width)
     if rs.gemm:
         table.append(
             f"{len(rs.gemm)} GEMM + epilogue region(s): a linear layer's matmul with the bias, activation "
             "and residual add that read only its output"
         )
         for r in rs.ranked_gemm():
-            share = f"{100 * r.share:5.1f}%" if r.share is not None else f"{'-':>6}"
-            tot = f"{r.total_ms * 1e3:9.1f}" if r.total_ms is not None else f"{'-':>9}"
-            detail = r.pattern or {}
-            name = f"gemm+{detail.get('act', '?')}" if r.pattern else "-"
-            parts = [op.split(".")[1] for op in r.ops if not _is_view(r, op)]
-            ops = short_text(" ".join(parts), width)
-            mod = f" {(r.module or '-')[:mw]:{mw}}" if mw else ""
-            table.append(f"{r.id:>4} {share} {tot} {r.count:>5} {r.kernels:>7}  {name[:18]:18}{mod} {ops}")
-            if r.refusal:
-                table.append(f"{'':>4} cannot be a task: {r.refusal}")
+            table += _row(r, f"gemm+{r.pattern.get('act', '?')}" if r.pattern else "-", mw, width)
     ok = [r for r in rs.ranked() + rs.ranked_gemm() if not r.refusal]
     after = []
     if ok and hint:
@@ -125,6 +109,19 @@ def format_regions(rs: RegionSet, width: int = 64, hint: bool = True, columns: O
             f"--select {ok[0].id} (ids, comma-separated)"
         )
     return "\n".join(_wrap(lines, columns) + table + _wrap(after, columns))
+
+
+def _row(r: Region, pattern: str, mw: int, width: int) -> list[str]:
+    """A region's table line (and its refusal's): ``pattern`` in the pattern column, the module
+    column ``mw`` wide (none when 0), the kernel calls cut to ``width``."""
+    share = f"{100 * r.share:5.1f}%" if r.share is not None else f"{'-':>6}"
+    tot = f"{r.total_ms * 1e3:9.1f}" if r.total_ms is not None else f"{'-':>9}"
+    ops = short_text(" ".join(op.split(".")[1] for op in r.ops if not _is_view(r, op)), width)
+    mod = f" {(r.module or '-')[:mw]:{mw}}" if mw else ""
+    out = [f"{r.id:>4} {share} {tot} {r.count:>5} {r.kernels:>7}  {pattern:18}{mod} {ops}"]
+    if r.refusal:
+        out.append(f"{'':>4} cannot be a task: {r.refusal}")
+    return out
 
 
 def _wrap(lines: list[str], columns: Optional[int]) -> list[str]:
