@@ -159,3 +159,15 @@ def test_every_gemm_region_of_the_llama_block_gets_its_catalog_seed(tmp_path, ca
     assert seeds == {"R5": "gemm_residual_bf16", "R6": "gemm_silu_bf16", "R7": "gemm_residual_bf16"}
     text = (tmp_path / "t" / "region_R6_gemm_epilogue.seed.cu").read_text()
     assert "#define ACT 4" in text and "cublasLtMatmul(" in text
+
+
+def test_in_place_activation_and_residual_on_the_running_value(tmp_path):
+    body = (
+        "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.l1, self.act, self.l2 = nn.Linear(16, 32), nn.ReLU(inplace=True), nn.Linear(32, 16)\n"
+        "    def forward(self, x):\n        y = self.l2(self.act(self.l1(x)))\n        y += x\n        return y"
+    )
+    fc1, fc2 = _regions(_model(tmp_path, body)).gemm
+    assert (fc1.pattern["act"], fc1.pattern["residual"]) == ("relu", False) and fc1.refusal is None
+    assert (fc2.pattern["act"], fc2.pattern["residual"]) == ("none", True) and fc2.refusal is None
+    assert fc1.ops[-1] == "aten.relu_.default" and fc2.ops[-1] == "aten.add_.Tensor"

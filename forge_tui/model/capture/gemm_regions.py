@@ -11,8 +11,10 @@ views that flatten its input and unflatten its output, then, while the running v
 by exactly one call (views aside), that call when it is
 
 - an ``add`` of a 1-D parameter of the output's last size (the bias; ``addmm`` already holds it),
-- an activation: ``relu``, ``gelu`` (exact or ``tanh``), ``silu``,
-- an ``add`` of an activation of the output's own shape from outside (the residual),
+- an activation: ``relu``, ``gelu`` (exact or ``tanh``), ``silu`` (or its in-place form on the
+  running value, ``nn.ReLU(inplace=True)``),
+- an ``add`` of an activation of the output's own shape from outside (the residual; also
+  ``y += r``, in place on the running value),
 
 in that order (bias, activation, residual), each at most once. A chain that takes none of
 them is no region. The running value must be read by its one successor only, so the region
@@ -52,9 +54,12 @@ def _plain_addmm(n: Node) -> bool:
     return all(float(v) == 1.0 for v in nums + [n.kwargs.get(k, 1) for k in ("beta", "alpha")])
 
 
-def _plain_add(n: Node) -> bool:
-    """``add.Tensor(a, b)`` of two tensors, alpha 1."""
-    if n.op != "aten.add.Tensor" or len(n.reads) != 2 or n.inplace:
+def _plain_add(n: Node, cur) -> bool:
+    """``add.Tensor(a, b)`` of two tensors, alpha 1; in place (``add_``) only onto ``cur``, the
+    chain's running value (``y += r``)."""
+    if n.op not in ("aten.add.Tensor", "aten.add_.Tensor") or len(n.reads) != 2:
+        return False
+    if n.inplace and n.reads[0] != cur:
         return False
     alpha = n.kwargs.get("alpha", n.args[2] if len(n.args) > 2 else 1)
     return isinstance(alpha, (int, float)) and float(alpha) == 1.0
@@ -111,7 +116,7 @@ def gemm_chain(graph: Graph, cons: dict, anchor: Node) -> Optional[dict]:
             continue
         if c.role != "fusible":
             break
-        if _plain_add(c):
+        if _plain_add(c, cur):
             other = c.reads[1] if c.reads[0] == cur else c.reads[0]
             if other == cur:
                 break
@@ -122,7 +127,7 @@ def gemm_chain(graph: Graph, cons: dict, anchor: Node) -> Optional[dict]:
                 residual = other
             else:
                 break
-        elif c.name in ACTIVATIONS and act is None and len(c.reads) == 1 and not c.inplace:
+        elif c.name.rstrip("_") in ACTIVATIONS and act is None and len(c.reads) == 1 and c.reads[0] == cur:
             act = c
         else:
             break
@@ -158,10 +163,10 @@ def act_name(node: Optional[Node]) -> str:
     """``none``, ``relu``, ``gelu``, ``gelu_tanh`` or ``silu``: the chain's activation."""
     if node is None:
         return "none"
-    if node.name == "gelu":
+    if node.name.rstrip("_") == "gelu":
         val = node.kwargs.get("approximate", next((a for a in node.args[1:] if isinstance(a, str)), "none"))
         return "gelu_tanh" if val == "tanh" else "gelu"
-    return node.name
+    return node.name.rstrip("_")
 
 
 def gemm_chains(graph: Graph) -> list[dict]:
