@@ -27,7 +27,8 @@ typedef float T;
 #else
 #define HAS_RES 0
 #endif
-// ACT (a fusion region's seed gets the region's): the form's own activation
+// ACT: 0 none, 1 relu, 2 gelu (erf), 3 gelu (tanh), 4 silu. Each form's own activation here;
+// a fusion region's seed gets the region's (the PatternSeed constant act_code).
 #if FORGE_GEMM_RESIDUAL
 #define ACT 0
 #elif FORGE_GEMM_SILU

@@ -34,7 +34,8 @@ typedef float T;
 #else
 #define HAS_RES 0
 #endif
-// ACT (a fusion region's seed gets the region's): the form's own activation
+// ACT: 0 none, 1 relu, 2 gelu (erf), 3 gelu (tanh), 4 silu. Each form's own activation here;
+// a fusion region's seed gets the region's (the PatternSeed constant act_code).
 #if FORGE_GEMM_RESIDUAL
 #define ACT 0
 #elif FORGE_GEMM_SILU
@@ -42,7 +43,6 @@ typedef float T;
 #else
 #define ACT 2
 #endif
-// ACT: 0 none, 1 relu, 2 gelu (erf), 3 gelu (tanh), 4 silu
 
 // @tune ALGO: 0, 1, 2, 3, 4, 5, 6, 7
 #define ALGO 0
