@@ -116,6 +116,7 @@ def test_host_chain_capture_select_tune_export_apply(tmp_path, capsys, monkeypat
     assert row["anchors"] == ["aten.addmm.default"] and row["pattern"] == "gemm_epilogue"
     assert row["task"]["seed"] == "gemm_bias_residual" and "--proposer tune" in row["task"]["run_command"]
     task = tasks / "region_R2_gemm_epilogue.py"
+    assert "M=32, K=256, N=64, 2*M*N*K" in task.read_text()  # what the LLM reads of the region's GEMM
     assert (tasks / "region_R2_gemm_epilogue.seed.cpp").is_file() and (
         tasks / "region_R2_gemm_epilogue.seed.cu"
     ).is_file()

@@ -176,7 +176,7 @@ def _source(region: Region, capd: dict, stem: str) -> str:
     return f'''"""Fusion region {region.id}{pat} of {stem}: captured by forge-tui capture --regions.
 
 {region.kernels} eager kernels per call, {region.count} call(s) per forward{where}; the calls, in
-the order the model ran them, on {ins or "its parameters"}. Inputs here are contiguous.
+the order the model ran them, on {ins or "its parameters"}. Inputs here are contiguous.{_gemm_note(region)}
 Search it: forge-tui run <this file> --proposer llm
 """
 import torch
@@ -205,6 +205,21 @@ def get_inputs():
 def get_init_inputs():
     return []
 '''
+
+
+def _gemm_note(region: Region) -> str:
+    """For a GEMM region, a docstring paragraph with its matmul's sizes and FLOPs (what the LLM
+    reads of the task: the region's time is the GEMM's, bounded by tensor-core throughput);
+    "" for the others."""
+    if not region.first.anchors:
+        return ""
+    node = region.graph.nodes[region.first.anchors[0]]
+    a, b = (region.graph.value(r) for r in node.reads[-2:])  # mm(x, W^T) / addmm(bias, x, W^T)
+    m, k, n = int(a.shape[0]), int(a.shape[1]), int(b.shape[1])
+    return (
+        f"\nIts GEMM ({node.op}): M={m}, K={k}, N={n}, 2*M*N*K = {2 * m * n * k / 1e9:.3f} GFLOP per call; the rest "
+        "of the region\nis its epilogue (bias, activation, residual add) on the M x N output."
+    )
 
 
 # --------------------------------------------------------------------------- checking
