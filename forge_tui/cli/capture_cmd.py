@@ -70,6 +70,8 @@ def cmd_capture(args, store: Store) -> int:
         from forge_tui.cli.commands import fail
 
         return fail("--samples must be 1 or more")
+    if args.compiled:
+        return _capture_compiled(args)
     cap = cp.record(args.file, backend=args.backend)
     from forge_tui.model.capture import region_task as rt
 
@@ -126,4 +128,22 @@ def _capture_regions(args, store: Store, cap, rs, chosen_regions, made) -> int:
     for text in (cp.format_tasks(made) if made else "", rr.format_region_tasks(made_regions)):
         if text:
             print(text)
+    return 0
+
+
+def _capture_compiled(args) -> int:
+    """``capture --compiled``: the torch.compile'd forward's kernel table and budget
+    (:mod:`forge_tui.model.capture.compiled`), or ``--json``'s ``{"compiled": [...], budget fields}``."""
+    from forge_tui.cli.commands import fail
+
+    if args.select or args.regions:
+        return fail("--compiled lists the compiled forward's kernels: it takes no --select or --regions")
+    from forge_tui.model.capture.compiled import compiled_table
+    from forge_tui.model.capture.compiled_render import format_compiled
+
+    table = compiled_table(args.file, backend=args.backend, samples=0 if args.no_time else args.samples)
+    if args.json:
+        print(render.to_json(table.as_json()))
+        return 0
+    print(format_compiled(table, columns=terminal_columns()))
     return 0
