@@ -290,6 +290,13 @@ def _optimize_parser(sub) -> None:
         default="auto",
         help="auto (default): tune where a region has a seed kernel, else llm when an endpoint is configured",
     )
+    op.add_argument(
+        "--rank",
+        choices=("auto", "compiled", "eager"),
+        default="auto",
+        help="order regions by what is left inside torch.compile (compiled: profiles the compiled forward) or by "
+        "eager share; auto (default): compiled on cuda, eager on the host",
+    )
     op.add_argument("--seed", type=int, default=DEFAULTS.seed, help="random seed of the searches")
     op.add_argument(
         "-o",

@@ -30,6 +30,7 @@ Imports torch: only ``capture --compiled`` and ``optimize`` (which run the model
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -125,10 +126,12 @@ def profile_kernels(
             activities = [torch.profiler.ProfilerActivity.CPU]
             if on_gpu:
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
-            with torch.profiler.profile(activities=activities) as prof:
-                for _ in range(n):
-                    run()
-                backend.synchronize()
+            with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": one cycle here
+                warnings.simplefilter("ignore", UserWarning)
+                with torch.profiler.profile(activities=activities) as prof:
+                    for _ in range(n):
+                        run()
+                    backend.synchronize()
     events = list(prof.events())
     totals = _device_kernels(events) if on_gpu else _host_work(events)
     kernels = sorted(

@@ -38,3 +38,24 @@ def test_capture_compiled_json_gives_the_kernel_table_on_the_host(tmp_path):
 def test_compiled_takes_no_select_or_regions(capsys):
     rc, out, err = _main(capsys, "capture", str(BLOCK), "--compiled", "--regions")
     _one_line_error(rc, out, err, "--compiled", "--regions")
+
+
+@pytest.mark.slow  # torch.compile of the decoder on the host (g++): 10-30 s
+def test_optimize_plan_ranks_regions_inside_compile_on_request(tmp_path):
+    from forge_tui.campaign.plan import plan_regions
+    from store import Store
+
+    lines: list[str] = []
+    store = Store(tmp_path / "f.db")
+    kw = dict(backend="host", proposer="tune", top=2, iterations=4, budget_s=None, log=lines.append)
+    rows, facts, _ = plan_regions(store, str(BLOCK), tasks_dir=tmp_path / "t", rank="compiled", **kw)
+    assert facts["ranked_by"] == "compiled", lines
+    left = facts["compiled_left_us"]
+    assert left and all(v >= 0 for v in left.values())
+    figures = [left.get(r["region"], 0.0) for r in rows]
+    assert figures == sorted(figures, reverse=True)  # regions by what is left inside compile
+    assert any(line.startswith("compiled forward:") for line in lines)
+    eager_rows, eager_facts, _ = plan_regions(store, str(BLOCK), tasks_dir=tmp_path / "e", rank="auto", **kw)
+    assert eager_facts["ranked_by"] == "eager"  # auto on the host: eager share, no compile
+    shares = [r["share"] or 0.0 for r in eager_rows]
+    assert shares == sorted(shares, reverse=True)

@@ -9,7 +9,15 @@ import pytest
 
 from forge_tui.evaluate.kernel_profile import KernelProfile, KernelTime
 from forge_tui.evaluate.timers import Stats
-from forge_tui.model.capture.compiled import KernelKind, fused_ops_text, inductor_kernel_bytes, kernel_kind, table_of
+from forge_tui.model.capture.compiled import (
+    KernelKind,
+    fused_ops_text,
+    inductor_kernel_bytes,
+    kernel_kind,
+    region_left,
+    split_fused_ops,
+    table_of,
+)
 from forge_tui.model.capture.compiled_render import format_compiled
 
 G, A, F, C, OT = KernelKind.GEMM, KernelKind.ATTENTION, KernelKind.FUSED, KernelKind.COPY, KernelKind.OTHER
@@ -161,3 +169,59 @@ def test_inductor_kernel_bytes_reads_kernel_meta_and_drops_ambiguous_names():
         "triton_red_fused_mean_1": 1_000_000,
         "triton_poi_fused_clone_2": None,
     }
+
+
+def test_split_fused_ops_reads_op_names_with_underscores():
+    vocab = ["_to_copy", "_unsafe_view", "view", "add", "mean", "mul", "pow", "rsqrt", "silu"]
+    assert split_fused_ops("_to_copy_add_mean_mul_pow_rsqrt", vocab) == {
+        "_to_copy",
+        "add",
+        "mean",
+        "mul",
+        "pow",
+        "rsqrt",
+    }
+    assert split_fused_ops("_unsafe_view_mul_silu", vocab) == {"_unsafe_view", "mul", "silu"}
+    assert split_fused_ops("add_bitwise_and_mul", vocab) == {"add", "bitwise", "and", "mul"}  # unknown ops by _
+
+
+def _table(kernels, kernel_bytes, copy_gbs=1000.0):
+    return table_of(
+        _profile(kernels),
+        kernel_bytes=kernel_bytes,
+        copy_gbs=copy_gbs,
+        model="m",
+        device="cuda",
+        device_name="NVIDIA H200",
+        backend="cuda",
+    )
+
+
+def test_region_left_attributes_glue_kernels_and_ranks_regions_by_what_is_left():
+    from forge_tui.campaign.plan import ranked_by_left
+
+    rms = "triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_1"  # 20 us, floor 19 us: 1 us left
+    swiglu = "triton_poi_fused__unsafe_view_mul_silu_2"  # 15 us, floor 5 us: 10 us left
+    t = _table(
+        [("nvjet_tst", 300.0, 8), (rms, 20.0, 1), (swiglu, 15.0, 1), ("triton_poi_fused_clone_3", 4.0, 1)],
+        {rms: 19_000_000, swiglu: 5_000_000},  # bytes per launch at 1000 GB/s: 19 us, 5 us
+    )
+    region_ops = {
+        "R1": [
+            "aten._to_copy.default",
+            "aten.pow.Tensor_Scalar",
+            "aten.mean.dim",
+            "aten.add.Scalar",
+            "aten.rsqrt.default",
+            "aten.mul.Tensor",
+        ],
+        "R2": ["aten.silu.default", "aten.mul.Tensor"],
+        "R3": ["aten.gelu.default"],
+    }
+    left = region_left(t, region_ops)
+    assert left["R1"].kernels == (rms,) and left["R1"].left_us == pytest.approx(1.0)
+    assert left["R2"].kernels == (swiglu,) and left["R2"].left_us == pytest.approx(10.0)
+    assert "R3" not in left  # no kernel of its ops; the clone kernel shares no op name with any region
+    regions = [SimpleNamespace(id=rid) for rid in ("R1", "R3", "R2")]  # eager share order
+    order = ranked_by_left(regions, {rid: v.left_us for rid, v in left.items()})
+    assert [r.id for r in order] == ["R2", "R1", "R3"]

@@ -51,10 +51,13 @@ __all__ = [
     "CompiledKernel",
     "CompiledTable",
     "KernelKind",
+    "RegionLeft",
     "compiled_table",
     "fused_ops_text",
     "inductor_kernel_bytes",
     "kernel_kind",
+    "region_left",
+    "split_fused_ops",
     "table_of",
 ]
 
@@ -437,3 +440,78 @@ def compiled_table(
         peak_tflops=hardware.tflops_for(peak, dtype, precision) if peak else None,
         notes=notes,
     )
+
+
+def split_fused_ops(text: str, vocabulary: Iterable[str]) -> set[str]:
+    """The aten op names in an Inductor kernel's fused-ops text (:func:`fused_ops_text`).
+
+    Inductor joins the sorted op names with ``_`` and op names hold ``_`` themselves
+    (``_to_copy_add_mean``), so the text is read left to right taking the longest name of
+    ``vocabulary`` that ends at a ``_`` or the end; a stretch no name fits is taken up to the
+    next ``_`` as an unknown op."""
+    names = sorted(set(vocabulary), key=len, reverse=True)
+    out: set[str] = set()
+    i = 0
+    while i < len(text):
+        hit = next(
+            (v for v in names if text.startswith(v, i) and (i + len(v) == len(text) or text[i + len(v)] == "_")), None
+        )
+        if hit is None:
+            end = text.find("_", i + 1)
+            end = len(text) if end < 0 else end
+            hit = text[i:end]
+        if hit.strip("_"):
+            out.add(hit)
+        i += len(hit) + 1
+    return out
+
+
+@dataclass(frozen=True)
+class RegionLeft:
+    """What the compiled forward leaves in one fusion region: ``left_us`` the attributed glue
+    kernels' time above their copy-bandwidth floor (their whole time where the floor is not
+    known), ``compiled_us`` their time, ``kernels`` their names (us per forward)."""
+
+    left_us: float
+    compiled_us: float
+    kernels: tuple[str, ...]
+
+
+def region_left(table: CompiledTable, region_ops: dict[str, list[str]]) -> dict[str, RegionLeft]:
+    """Attribute the compiled forward's glue kernels to fusion regions, and what each leaves.
+
+    Args:
+        table: the compiled forward's kernels (:func:`compiled_table`).
+        region_ops: ``{region id: its ops}`` (``aten.mul.Tensor`` form, views included:
+            ``Region.ops`` of ``capture --regions``).
+
+    Each Inductor glue kernel (``fused``/``copy`` with a fused-ops name) goes to the one region
+    whose op names (``mul`` of ``aten.mul.Tensor``) are most like the ops in the kernel's name
+    (Jaccard index of the two sets; ties to the region listed first, so pass them by eager share);
+    a kernel sharing no op name with any region is not attributed. A region's ``left_us`` sums
+    ``max(0, us - floor_us)`` over its kernels: a region whose ops Inductor already fused into
+    kernels at their floor has little left. GEMM and attention kernels are not attributed (their
+    names carry no aten ops), so a region that crosses a GEMM counts its glue kernels only.
+    Regions with no kernel are absent from the result.
+    """
+    short = {rid: {op.split(".")[1] if op.count(".") >= 2 else op for op in ops} for rid, ops in region_ops.items()}
+    vocabulary = set(COPY_OPS).union(*short.values()) if short else set(COPY_OPS)
+    acc: dict[str, list] = {}
+    for k in table.kernels:
+        text = fused_ops_text(k.name)
+        if k.kind not in (KernelKind.FUSED, KernelKind.COPY) or not text:
+            continue
+        ops = split_fused_ops(text, vocabulary)
+        best, score = None, 0.0
+        for rid, names in short.items():
+            s = len(ops & names) / len(ops | names) if ops | names else 0.0
+            if s > score:
+                best, score = rid, s
+        if best is None:
+            continue
+        left = max(0.0, k.us - (k.floor_us or 0.0))
+        entry = acc.setdefault(best, [0.0, 0.0, []])
+        entry[0] += left
+        entry[1] += k.us
+        entry[2].append(k.name)
+    return {rid: RegionLeft(v[0], v[1], tuple(v[2])) for rid, v in acc.items()}
