@@ -19,8 +19,8 @@ from pathlib import Path
 
 from forge_tui.evaluate import compile as compiler
 from forge_tui.search.runner import resolve_backend
+from forge_tui.tasks.catalog import get_task
 from kernels.base import _C_TYPES
-from kernels.registry import get_task
 
 
 def wrapper(task, backend: str) -> tuple[str, str]:

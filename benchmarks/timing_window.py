@@ -29,7 +29,7 @@ import torch
 
 from forge_tui.evaluate import trials
 from forge_tui.evaluate.compile import compile_source
-from kernels.registry import get_task
+from forge_tui.tasks.catalog import get_task
 
 SHAPES_CUDA = [(1024, 128), (4096, 1024), (8192, 1024), (16384, 4096), (65536, 4096), (131072, 4096)]
 SHAPES_CPU = [(4, 256), (64, 1024)]

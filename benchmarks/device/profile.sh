@@ -25,7 +25,7 @@ from forge_tui.evaluate.profile import ROOFLINE_TITLE, profile_text, roofline_li
 from forge_tui.search.create import create_run
 from forge_tui.search.runner import Search
 from forge_tui.search.tasks import task_ref
-from kernels.registry import catalog
+from forge_tui.tasks.catalog import catalog
 from store import Store
 
 tasks = sys.argv[1:]

@@ -120,7 +120,7 @@ def _searchable(path: str, backend: str, proposer: str, llm_ok: bool):
     """``(task, chosen proposer, None)`` when a search of the task file can start, else
     ``(task or None, None, why)``."""
     from forge_tui.core.errors import user_message
-    from forge_tui.model.taskfile import load_task_file
+    from forge_tui.tasks.taskfile import load_task_file
 
     try:  # the load write_region_tasks just did (load_task_file caches it by text, path, origin, mode)
         task = load_task_file(path, origin="captured")

@@ -18,7 +18,8 @@ from forge_tui.cli.capture_cmd import cmd_capture
 from forge_tui.core.config import RunConfig, flag_problem
 from forge_tui.core.errors import ForgeError, user_message
 from forge_tui.core.status import NodeStatus, ProposerName, RunStatus
-from forge_tui.search.create import load_task, preflight
+from forge_tui.search.create import preflight
+from forge_tui.tasks.refs import load_task
 from store import Store
 from store.lease import effective_status
 
@@ -287,7 +288,8 @@ def cmd_show(args, store: Store) -> int:
 
 def cmd_eval(args, store: Optional[Store]) -> int:
     from forge_tui.evaluate.evaluator import Evaluator, WorkerError
-    from forge_tui.search.runner import backend_mismatch, resolve_backend, task_ref
+    from forge_tui.search.runner import backend_mismatch, resolve_backend
+    from forge_tui.tasks.refs import task_ref
 
     why = flag_problem(seed=args.seed)
     if why:
@@ -317,7 +319,7 @@ def cmd_eval(args, store: Optional[Store]) -> int:
 
 
 def cmd_tasks(args, store) -> int:
-    from kernels.registry import catalog
+    from forge_tui.tasks.catalog import catalog
 
     tasks = [load_task(args.task, args.mode)] if args.task else list(catalog().values())
     print(render.to_json([t.spec_dict() for t in tasks]) if args.json else render.tasks_text(tasks))

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import os
 import platform
 import re
@@ -43,39 +42,10 @@ from forge_tui.core.results import BaselineResult, ShapeBaseline, ShapeTiming
 from forge_tui.core.status import BackendName, NodeStatus
 from forge_tui.evaluate.backends import Backend, get_backend
 from forge_tui.evaluate.memwatch import proc_kb as _proc_kb
+from forge_tui.tasks.refs import load_task_ref
 
 if TYPE_CHECKING:
     from kernels.base import TaskSpec
-
-
-def load_task(ref: dict) -> TaskSpec:
-    """Rebuild a TaskSpec in this process from a ref of :func:`forge_tui.search.runner.task_ref`.
-
-    ``{"module", "name"}`` is a catalog task; ``{"file", "text", "name", "origin"}`` a task file
-    (the stored ``text`` wins over the file on disk); a ``shapes`` key replaces the timed
-    shapes (``export --shapes``). Raises TaskError (task files) or
-    ValueError (a catalog task that no longer exists).
-    """
-    if ref.get("shapes"):  # `forge-tui export --shapes`: the task timed on other shapes
-        import dataclasses
-
-        spec = load_task({k: v for k, v in ref.items() if k != "shapes"})
-        return dataclasses.replace(spec, shapes=ref["shapes"], host_shapes=ref["shapes"])
-    if ref.get("file") or ref.get("text"):
-        from forge_tui.model.taskfile import load_task_file
-
-        return load_task_file(
-            ref.get("file") or f"{ref.get('name', 'task')}.py",
-            origin=ref.get("origin", "file"),
-            text=ref.get("text"),
-            mode=ref.get("mode", "eval"),
-            isolate=False,  # this worker is the capped process
-        )
-    mod = importlib.import_module(ref["module"])
-    for spec in getattr(mod, "TASKS", []):
-        if spec.name == ref["name"]:
-            return spec
-    raise ValueError(f"task {ref['name']!r} not found in {ref['module']}")
 
 
 class Worker:
@@ -120,7 +90,7 @@ class Worker:
 
         from forge_tui.evaluate import trials
 
-        self.task = task = load_task(msg["task"])
+        self.task = task = load_task_ref(msg["task"], isolate=False)  # this worker is the capped process
         self.backend = get_backend(msg["backend"])
         facts: dict = {
             "torch": torch.__version__,

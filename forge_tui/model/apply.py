@@ -51,7 +51,7 @@ from forge_tui.model.apply_match import region_miss, replace_ops, replace_region
 from forge_tui.model.apply_report import check_outputs, format_report, kernel_entry, precision_check, timing_fields
 from forge_tui.model.capture.model_file import build, load_model_file, resolve_device, run_forward
 from forge_tui.model.errors import ApplyError
-from forge_tui.model.loader import one_line as _first_line
+from forge_tui.tasks.loader import one_line as _first_line
 
 __all__ = ["Kernel", "apply", "format_report", "load_kernel_dir"]
 

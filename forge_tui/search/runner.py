@@ -48,7 +48,8 @@ from forge_tui.search.pipeline import Pipeline, SerialStore, default_compile_wor
 from forge_tui.search.proposers.base import Proposer, ProposerError, ProposerUnavailable, SearchContext
 from forge_tui.search.proposers.tune import TuneProposer
 from forge_tui.search.steps import NodeSteps
-from forge_tui.search.tasks import load_task_ref, register_task, run_seed, task_ref
+from forge_tui.search.tasks import register_task, run_seed
+from forge_tui.tasks.refs import load_task_ref, task_ref
 from kernels.base import TaskSpec
 from store import Store, StoreError
 
@@ -61,12 +62,10 @@ __all__ = [
     "resume_target",
     "create_run",
     "has_gpu",
-    "load_task_ref",
     "make_proposer",
     "register_task",
     "resolve_backend",
     "run_seed",
-    "task_ref",
 ]
 
 

@@ -1,52 +1,13 @@
-"""How a run finds its task again: the task's stored reference, its row, the run's seed kernel."""
+"""A run's task in the store: its row (with the reference :mod:`forge_tui.tasks.refs` rebuilds it from) and the run's seed kernel."""
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
 from forge_tui.core.status import BackendName
+from forge_tui.tasks.refs import task_ref
 from kernels.base import TaskSpec
 from store import Store
-
-
-def task_ref(task: TaskSpec) -> dict:
-    """How a worker (or a resumed run) finds the task again; stored in the task row's spec.
-
-    Catalog: ``{"module", "name"}``. Task files (origin ``file`` or ``captured``):
-    ``{"file": path, "text": the file's text, "name", "origin", "mode"}``: the stored text wins over
-    the file on disk, so a run resumed after the file was edited, moved or deleted, or on
-    another machine, rebuilds exactly the task it started with.
-    """
-    if task.origin == "catalog":
-        return {"module": task.module, "name": task.name}
-    return {
-        "file": task.file,
-        "text": task.reference_source,
-        "name": task.name,
-        "origin": task.origin,
-        "mode": task.mode,
-    }
-
-
-def load_task_ref(ref: dict) -> TaskSpec:
-    """Inverse of :func:`task_ref`. Catalog tasks import no torch; a task file is derived in a
-    child process under the loading caps (:mod:`forge_tui.model.taskfile_sandbox`), as for ``run``.
-
-    Raises:
-        kernels.registry.TaskError: the task cannot be rebuilt (one line).
-    """
-    if ref.get("file") or ref.get("text"):
-        from forge_tui.model.taskfile import load_task_file
-
-        return load_task_file(
-            ref.get("file") or f"{ref.get('name', 'task')}.py",
-            origin=ref.get("origin", "file"),
-            text=ref.get("text"),
-            mode=ref.get("mode", "eval"),
-        )
-    from forge_tui.evaluate.worker import load_task
-
-    return load_task(ref)
 
 
 def register_task(store: Store, task: TaskSpec) -> Any:

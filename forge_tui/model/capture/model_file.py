@@ -1,4 +1,4 @@
-"""A model file for capture and apply: loaded through :mod:`forge_tui.model.loader`, built on a
+"""A model file for capture and apply: loaded through :mod:`forge_tui.tasks.loader`, built on a
 device and run in inference mode. Errors are :class:`CaptureError` with one line.
 
 The file runs in this process, so its limits are a time limit per step and no memory cap:
@@ -18,10 +18,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from forge_tui.core.config import AUTO
 from forge_tui.evaluate.backends import UnknownBackendError, available_backends, get_backend
-from forge_tui.model import loader
 from forge_tui.model.capture.deadline import expired_cause, step_limit
 from forge_tui.model.errors import CaptureError
-from forge_tui.model.loader import ModelFile, one_line
+from forge_tui.tasks import loader
+from forge_tui.tasks.loader import ModelFile, one_line
 
 LAYOUT_HINT = "a model file defines Model(nn.Module), get_inputs() and get_init_inputs()"
 

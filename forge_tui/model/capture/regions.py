@@ -218,7 +218,7 @@ def slot_names(params: list) -> dict:
     """``Ref -> attribute name`` of a region's parameters, buffers and constants in its task:
     the shortest unique dotted suffix of each name, as an identifier (``layers.0.norm.weight``
     -> ``weight``; two weights -> ``norm_weight``, ``mlp_weight``); constants ``const<k>``."""
-    from forge_tui.model.taskfile import RESERVED, sanitise
+    from forge_tui.tasks.taskfile import RESERVED, sanitise
 
     dotted = {r: (r[1] if r[0] == "p" else f"const{r[1]}") for r in params}
     out: dict = {}

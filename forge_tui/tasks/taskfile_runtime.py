@@ -1,7 +1,7 @@
 """A task file's task at evaluation time: its reference, its inputs, and the TaskSpec built from
-what loading it derived (rules: :mod:`forge_tui.model.taskfile`).
+what loading it derived (rules: :mod:`forge_tui.tasks.taskfile`).
 
-:class:`Runtime` is the half of :class:`forge_tui.model.taskfile_steps.FileTask` that the
+:class:`Runtime` is the half of :class:`forge_tui.tasks.taskfile_steps.FileTask` that the
 evaluation worker calls (the model per device, the reference, ``make_inputs``).
 :func:`spec_from_derived` turns the JSON-able dict that loading derives (in a child process
 or in this one) into the :class:`TaskSpec`; its callables use a :class:`Runtime` made only
@@ -65,7 +65,7 @@ class Runtime:
     def _reference(self, tensors: tuple):
         import torch
 
-        from forge_tui.model.taskfile import _dtype_name
+        from forge_tui.tasks.taskfile import _dtype_name
 
         n_in, n_params = self.n_in, len(self.params_cpu)
         if len(tensors) != n_in + n_params:
@@ -110,8 +110,8 @@ class Runtime:
         batch), moved to ``device``."""
         import torch
 
-        from forge_tui.model.taskfile import _dtype_name
-        from forge_tui.model.taskfile_probe import draw
+        from forge_tui.tasks.taskfile import _dtype_name
+        from forge_tui.tasks.taskfile_probe import draw
         from kernels.base import random_tensor
 
         shapes = [self.shape_of(dims, a.name) for a in self.in_args]

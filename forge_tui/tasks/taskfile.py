@@ -11,10 +11,10 @@ A task file defines, at module level::
 
 A task file is Python that runs with the user's rights. Loading one (``tasks``, ``run``,
 ``resume``, ``capture --select``) derives the task in a child process under a memory cap and a
-time limit (:mod:`forge_tui.model.taskfile_sandbox`: ``FORGE_LOAD_MEMORY_MB``, default 8192;
+time limit (:mod:`forge_tui.tasks.taskfile_sandbox`: ``FORGE_LOAD_MEMORY_MB``, default 8192;
 ``FORGE_LOAD_TIMEOUT_S``, default 120), which executes the file through
-:mod:`forge_tui.model.loader` (its directory on ``sys.path`` meanwhile, its prints sent to
-stderr) and derives the task on the CPU (:mod:`forge_tui.model.taskfile_steps`, step by step):
+:mod:`forge_tui.tasks.loader` (its directory on ``sys.path`` meanwhile, its prints sent to
+stderr) and derives the task on the CPU (:mod:`forge_tui.tasks.taskfile_steps`, step by step):
 the inputs' shapes from ``get_inputs()`` run on the meta device (no storage: a 6 GB input
 costs nothing), the output's shape and FLOPs from the forward on meta tensors (one real forward
 where meta tensors cannot do), and the value checks below at the file's shape or, for a large
@@ -49,7 +49,7 @@ Shapes: the timed shape is the one ``get_inputs()`` makes (``shapes`` and ``host
 both hold it). Where the inputs share a leading (batch) size B > 1 and the model follows a
 change of it, a check shape ``batch_<b>`` with ``b = B // 2 + 1`` (``B - 1`` for B = 2) is added
 (``get_inputs()`` run with its factory calls' leading size rewritten,
-:class:`forge_tui.model.taskfile_probe.BatchScale`). ``make_inputs`` draws fresh values per
+:class:`forge_tui.tasks.taskfile_probe.BatchScale`). ``make_inputs`` draws fresh values per
 generator: floating inputs from :func:`kernels.base.random_tensor` with the requested
 distribution, integer and bool inputs from ``get_inputs()`` itself run under a seed taken from
 the generator; the distribution ``file`` (always first) takes every input from ``get_inputs()``
@@ -57,7 +57,7 @@ that way. The others follow in the order ``large``, ``negative``, ``small``, ``n
 ``uniform`` (the correctness trials take them in turn per shape); one whose inputs make the
 reference non-finite where the file's own inputs do not (``log`` of negative numbers) is left out.
 
-Every file that does not fit raises :class:`kernels.registry.TaskError` with one line: a
+Every file that does not fit raises :class:`forge_tui.tasks.catalog.TaskError` with one line: a
 missing ``Model``/``get_inputs``, a syntax or import error, several or non-tensor outputs,
 an output shape that depends on the input values, a random output, dtypes the launch cannot
 take (see :data:`SUPPORTED_DTYPES`).
@@ -72,9 +72,9 @@ import threading
 from pathlib import Path
 from typing import Optional
 
-from forge_tui.model import loader
+from forge_tui.tasks import loader
+from forge_tui.tasks.catalog import TaskError
 from kernels.base import TaskSpec
-from kernels.registry import TaskError
 
 #: Seed of the torch RNG while the model is constructed (parameter values are reproducible).
 MODEL_SEED = 0
@@ -116,7 +116,7 @@ def load_task_file(
         mode: ``eval`` (default: dropout off, batch norm on running statistics) or ``train``
             (the module as constructed, as KernelBench's own harness runs it).
         isolate: derive the task in a child process under a memory cap and a time limit
-            (:mod:`forge_tui.model.taskfile_sandbox`; default). False derives it here: the
+            (:mod:`forge_tui.tasks.taskfile_sandbox`; default). False derives it here: the
             evaluation worker, already a capped process of its own, does so.
 
     Returns:
@@ -146,10 +146,10 @@ def load_task_file(
 def _derive(p: Path, text: str, origin: str, mode: str, isolate: bool) -> TaskSpec:
     import json
 
-    from forge_tui.model.taskfile_runtime import spec_from_derived
+    from forge_tui.tasks.taskfile_runtime import spec_from_derived
 
     if isolate:
-        from forge_tui.model.taskfile_sandbox import derive_isolated
+        from forge_tui.tasks.taskfile_sandbox import derive_isolated
 
         derived = derive_isolated(p, text, origin, mode)
         lazy: list = []
@@ -158,13 +158,13 @@ def _derive(p: Path, text: str, origin: str, mode: str, isolate: bool) -> TaskSp
         def runtime():
             with lazy_lock:
                 if not lazy:
-                    from forge_tui.model.taskfile_steps import FileTask
+                    from forge_tui.tasks.taskfile_steps import FileTask
 
                     lazy.append(_guard(p, lambda: FileTask(p, text, origin, mode).materialise()))
                 return lazy[0]
 
         return spec_from_derived(derived, path=p, text=text, runtime=runtime)
-    from forge_tui.model.taskfile_steps import FileTask
+    from forge_tui.tasks.taskfile_steps import FileTask
 
     ft = FileTask(p, text, origin, mode)
     derived = json.loads(json.dumps(_guard(p, ft.derive)))  # the same types as from the child
@@ -224,7 +224,7 @@ def sanitise(name: str) -> str:
 
 
 def _one_line(exc: BaseException) -> str:
-    """:func:`forge_tui.model.loader.one_line`, its message cut to 300 characters."""
+    """:func:`forge_tui.tasks.loader.one_line`, its message cut to 300 characters."""
     return loader.one_line(exc, 300)
 
 

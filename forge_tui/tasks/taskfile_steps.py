@@ -1,7 +1,7 @@
 """The steps that turn an executed task file into what its TaskSpec is made of (rules:
-:mod:`forge_tui.model.taskfile`).
+:mod:`forge_tui.tasks.taskfile`).
 
-:class:`FileTask` runs them in order: load (through :mod:`forge_tui.model.loader`), build the
+:class:`FileTask` runs them in order: load (through :mod:`forge_tui.tasks.loader`), build the
 model (eval or train mode), read the inputs' shapes (``get_inputs()`` on the meta device),
 read the parameters, find the output's shape and FLOPs (the forward on meta tensors; the real
 forward once where meta tensors cannot do), check values (the reference on each distribution,
@@ -19,9 +19,10 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from forge_tui.model import loader
-from forge_tui.model import taskfile_probe as probe
-from forge_tui.model.taskfile import (
+from forge_tui.tasks import loader
+from forge_tui.tasks import taskfile_probe as probe
+from forge_tui.tasks.catalog import TaskError
+from forge_tui.tasks.taskfile import (
     MODEL_SEED,
     RESERVED,
     SHAPE_NAME,
@@ -31,9 +32,8 @@ from forge_tui.model.taskfile import (
     sanitise,
     task_name,
 )
-from forge_tui.model.taskfile_runtime import Runtime, literal_constants
+from forge_tui.tasks.taskfile_runtime import Runtime, literal_constants
 from kernels.base import DTYPE_BYTES, Arg
-from kernels.registry import TaskError
 
 #: Value distributions tried beside ``file`` (kept where the reference stays finite), in the
 #: order the correctness trials take them: the ones that find overflow and sign bugs first.
