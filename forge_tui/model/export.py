@@ -49,17 +49,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from forge_tui.core.backends import all_backend_facts
 from forge_tui.core.errors import one_line
 from forge_tui.core.present import confirmation
 from forge_tui.core.status import NodeStatus
-from forge_tui.evaluate.backends import available_backends, get_backend
+from forge_tui.evaluate.backends import get_backend
 from forge_tui.model import coverage, template
 from forge_tui.model.errors import ExportError
 from forge_tui.model.export_readme import MODULE_FILE, readme
 from store import Store
 
 #: Files an export writes (and replaces) in its directory.
-KERNEL_FILES = {b.name: b.kernel_filename for b in available_backends()}
+KERNEL_FILES = {b.name: b.kernel_filename for b in all_backend_facts()}
 
 
 @dataclass(frozen=True)
