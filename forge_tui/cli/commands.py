@@ -15,8 +15,8 @@ from typing import Optional
 from forge_tui.app.spawn import delete_run, start_search
 from forge_tui.cli import render
 from forge_tui.cli.capture_cmd import cmd_capture
+from forge_tui.cli.render import fail, fail_with
 from forge_tui.core.config import RunConfig, flag_problem
-from forge_tui.core.errors import ForgeError, user_message
 from forge_tui.core.status import NodeStatus, ProposerName, RunStatus
 from forge_tui.search.create import preflight
 from forge_tui.tasks.refs import load_task
@@ -26,20 +26,6 @@ from store.lease import effective_status
 #: ``run --headless`` / ``resume --headless`` exit codes by the run's final status: 0 finished,
 #: 3 paused or interrupted (resumable: ``forge-tui resume``), 1 failed. 2 is a usage error.
 EXIT_BY_STATUS = {RunStatus.FINISHED: 0, RunStatus.PAUSED: 3, RunStatus.INTERRUPTED: 3}
-
-
-def fail(msg: str) -> int:
-    """Print ``forge-tui: MSG`` on stderr; the usage-error exit code (2)."""
-    print(f"forge-tui: {msg}", file=sys.stderr)
-    return 2
-
-
-def fail_with(exc: BaseException) -> int:
-    """A user-facing error as its one line (``ForgeError.line``); exit with its ``exit_code``:
-    1 the thing failed (a run whose seed failed), 3 interrupted and resumable (disk full), 2
-    refused and left as it was (another process drives the run, another environment)."""
-    fail(user_message(exc) or type(exc).__name__)
-    return exc.exit_code if isinstance(exc, ForgeError) else 1
 
 
 def _cli():
