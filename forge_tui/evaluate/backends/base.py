@@ -4,8 +4,8 @@ A backend owns its compiler (command, flags, source suffix), the shape of the la
 signature (whether a stream handle is appended), which timer measures it (CUDA events and a
 whole-device synchronise, or the host clock), its device facts, and its static check on a
 candidate's source. Code elsewhere asks the backend object instead of comparing its name to
-a string. The timing code itself stays in :mod:`forge_tui.evaluate.trials`; a backend only
-picks which timer class to build.
+a string. The timing code itself stays in :mod:`forge_tui.evaluate.timers`, which picks the timer
+class by the backend's name.
 
 Nothing here imports torch at module level: the CLI and the UI read these objects (start-up
 must stay fast); the methods that need torch import it when called, in the worker.
@@ -154,16 +154,12 @@ class Backend(abc.ABC):
         if lock_id is None:
             yield
             return
-        from forge_tui.evaluate.trials import gpu_lock
+        from forge_tui.evaluate.devlock import device_lock
 
-        with gpu_lock(lock_id):
+        with device_lock(lock_id):
             yield
 
     # ------------------------------------------------------------------ timing (worker side)
-    @abc.abstractmethod
-    def make_timer(self, device: str):
-        """The :class:`forge_tui.evaluate.trials.Timer` that measures this backend."""
-
     def synchronize(self) -> None:  # noqa: B027  (a no-op default; cuda overrides it)
         """Wait for all queued device work (a no-op where calls are synchronous)."""
 

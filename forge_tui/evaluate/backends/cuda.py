@@ -167,11 +167,6 @@ class CudaBackend(Backend):
     def device_lock_id(self, device: str) -> Optional[str]:
         return hardware.gpu_uuid(device)
 
-    def make_timer(self, device: str):
-        from forge_tui.evaluate.trials import CudaEventTimer
-
-        return CudaEventTimer(self, device)
-
     def synchronize(self) -> None:
         import torch
 

@@ -51,10 +51,5 @@ class HostBackend(Backend):
     def device_name(self, device: str) -> str:
         return hardware.cpu_name()
 
-    def make_timer(self, device: str):
-        from forge_tui.evaluate.trials import HostClockTimer
-
-        return HostClockTimer(self, device)
-
     def sol_ceiling(self, peak: "Optional[Peak]", copy_gbs: Optional[float]) -> tuple[float, float]:
         return (copy_gbs or 0) * HOST_SOL_FACTOR, 0.0
