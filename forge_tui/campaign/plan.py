@@ -65,8 +65,9 @@ def plan_regions(
         CaptureError: the model file does not load or its forward raises (one line).
     """
     from forge_tui.model import capture as cp
+    from forge_tui.model.capture.region_find import find_regions
     from forge_tui.model.capture.region_task import write_region_tasks
-    from forge_tui.model.capture.regions import find_regions, set_times
+    from forge_tui.model.capture.regions import set_times
 
     log(f"capturing {Path(model_file).name} on {backend} ...")
     cap = cp.record(model_file, backend=backend)

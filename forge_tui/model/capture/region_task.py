@@ -244,7 +244,7 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def refusal(region: Region) -> Optional[str]:
     """Why a region cannot become a task (None when it can): see the module docstring."""
-    from forge_tui.tasks.taskfile import SUPPORTED_DTYPES
+    from forge_tui.tasks.taskfile_rules import SUPPORTED_DTYPES
 
     inst, graph = region.first, region.graph
     if inst.output is None:
