@@ -376,7 +376,8 @@ def _reference_values(task) -> tuple[str, dict]:
             "MODULE": task.module,
             "N_USER": str(sum(1 for a in task.args if a.role == "in")),
         }
-    from forge_tui.tasks.taskfile import MODEL_SEED, layout_of
+    from forge_tui.tasks.taskfile import layout_of
+    from forge_tui.tasks.taskfile_rules import MODEL_SEED
 
     lay = layout_of(task)
     consts = lay["constants"]

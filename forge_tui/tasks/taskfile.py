@@ -36,7 +36,7 @@ The launch signature, in this order (every pointer row-major and contiguous):
    out_d1``); a 0-dim tensor contributes none.
 
 Names that would clash (with each other, ``stream``, C/C++/CUDA or Python keywords) get a
-trailing ``_``. The model is built once with ``torch.manual_seed(MODEL_SEED)``, so its
+trailing ``_``. The model is built once with ``torch.manual_seed(MODEL_SEED)`` (:mod:`forge_tui.tasks.taskfile_rules`), so its
 parameter values are the same in every process; it runs without autograd, in the task's
 ``mode`` (:data:`MODES`): ``eval`` by default (dropout off, batch norm on running statistics),
 or ``train``, the module left as constructed as KernelBench's harness runs it (batch norm on
@@ -66,37 +66,14 @@ take (see :data:`SUPPORTED_DTYPES`).
 from __future__ import annotations
 
 import hashlib
-import keyword
-import re
 import threading
 from pathlib import Path
 from typing import Optional
 
 from forge_tui.tasks import loader
 from forge_tui.tasks.catalog import TaskError
+from forge_tui.tasks.taskfile_rules import MODES, error_line
 from kernels.base import TaskSpec
-
-#: Seed of the torch RNG while the model is constructed (parameter values are reproducible).
-MODEL_SEED = 0
-#: Element types a launch argument may have.
-SUPPORTED_DTYPES = ("float32", "bfloat16", "float16", "int64", "int32", "bool")
-#: How the model runs: ``eval`` (``model.eval()``: dropout off, batch norm on running
-#: statistics; the default) or ``train`` (as constructed: what KernelBench's harness does).
-MODES = ("eval", "train")
-#: Name of the one shape of a task file.
-SHAPE_NAME = "get_inputs"
-#: Identifiers a launch argument may not be called (C/C++/CUDA keywords and builtins, ``stream``).
-RESERVED = frozenset(
-    """
-    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char16_t char32_t class compl
-    const const_cast constexpr continue decltype default delete do double dynamic_cast else enum explicit export
-    extern false float for friend goto if inline int long mutable namespace new noexcept not not_eq nullptr
-    operator or or_eq private protected public register reinterpret_cast return short signed sizeof static
-    static_assert static_cast struct switch template this thread_local throw true try typedef typeid typename
-    union unsigned using virtual void volatile wchar_t while xor xor_eq restrict main
-    threadIdx blockIdx blockDim gridDim warpSize stream self torch int64_t size_t
-""".split()
-) | frozenset(keyword.kwlist)
 
 _CACHE: dict[tuple, TaskSpec] = {}
 _LOCK = threading.Lock()
@@ -180,7 +157,7 @@ def _guard(p: Path, fn):
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - still one line for the user
-        raise TaskError(f"{p.name}: {_one_line(exc)}") from None
+        raise TaskError(f"{p.name}: {error_line(exc)}") from None
 
 
 def _read(path) -> str:
@@ -207,26 +184,3 @@ def layout_of(task: TaskSpec) -> dict:
     if lay is None:
         raise TaskError(f"task {task.name} is not a task file's task")
     return lay
-
-
-def task_name(path: Path) -> str:
-    """A task file's name: its stem with characters other than letters, digits, ``_``, ``-``, ``.``
-    replaced by ``_`` (``19_ReLU.py`` -> ``19_ReLU``)."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", path.stem).strip("_") or "task"
-
-
-def sanitise(name: str) -> str:
-    """A C identifier from a parameter's dotted name: ``layers.0.weight`` -> ``layers_0_weight``."""
-    out = re.sub(r"[^A-Za-z0-9_]", "_", name)
-    if not out or out[0].isdigit():
-        out = "p_" + out
-    return out
-
-
-def _one_line(exc: BaseException) -> str:
-    """:func:`forge_tui.tasks.loader.one_line`, its message cut to 300 characters."""
-    return loader.one_line(exc, 300)
-
-
-def _dtype_name(dtype) -> str:
-    return str(dtype).removeprefix("torch.")

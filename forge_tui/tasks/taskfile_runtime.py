@@ -65,14 +65,14 @@ class Runtime:
     def _reference(self, tensors: tuple):
         import torch
 
-        from forge_tui.tasks.taskfile import _dtype_name
+        from forge_tui.tasks.taskfile_rules import dtype_name
 
         n_in, n_params = self.n_in, len(self.params_cpu)
         if len(tensors) != n_in + n_params:
             raise TypeError(f"the reference takes {n_in + n_params} tensors, got {len(tensors)}")
         ins = list(tensors[:n_in])
         for k, (meta, t) in enumerate(zip(self.in_meta, ins)):  # the harness hands fp64 copies of everything
-            if not self.float_in[k] and _dtype_name(t.dtype) != meta[1]:
+            if not self.float_in[k] and dtype_name(t.dtype) != meta[1]:
                 ins[k] = t.to(getattr(torch, meta[1]))
         given = list(tensors[n_in:])
         device = ins[0].device
@@ -82,7 +82,7 @@ class Runtime:
             else:
                 fixed = []
                 for k, ((_shape, dt), t) in enumerate(zip(self.all_meta[n_in:], given)):
-                    if not dt.startswith(("float", "bfloat")) and _dtype_name(t.dtype) != dt:
+                    if not dt.startswith(("float", "bfloat")) and dtype_name(t.dtype) != dt:
                         t = t.to(getattr(torch, dt))
                     if self.mode == "train" and k >= self.n_param:
                         t = t.clone()  # train mode updates buffers (BatchNorm's running stats): never the inputs'
@@ -110,8 +110,8 @@ class Runtime:
         batch), moved to ``device``."""
         import torch
 
-        from forge_tui.tasks.taskfile import _dtype_name
         from forge_tui.tasks.taskfile_probe import draw
+        from forge_tui.tasks.taskfile_rules import dtype_name
         from kernels.base import random_tensor
 
         shapes = [self.shape_of(dims, a.name) for a in self.in_args]
@@ -128,7 +128,7 @@ class Runtime:
         for k, (shape, (_full, dt)) in enumerate(zip(shapes, self.in_meta)):
             if distribution == "file" or not self.float_in[k]:
                 t = drawn[k]
-                if tuple(t.shape) != shape or _dtype_name(t.dtype) != dt:
+                if tuple(t.shape) != shape or dtype_name(t.dtype) != dt:
                     raise RuntimeError(
                         f"get_inputs() changed input {self.in_args[k].name} to {tuple(t.shape)} {t.dtype}"
                     )

@@ -22,13 +22,13 @@ from typing import Any, Optional
 from forge_tui.tasks import loader
 from forge_tui.tasks import taskfile_probe as probe
 from forge_tui.tasks.catalog import TaskError
-from forge_tui.tasks.taskfile import (
+from forge_tui.tasks.taskfile_rules import (
     MODEL_SEED,
     RESERVED,
     SHAPE_NAME,
     SUPPORTED_DTYPES,
-    _dtype_name,
-    _one_line,
+    dtype_name,
+    error_line,
     sanitise,
     task_name,
 )
@@ -70,7 +70,7 @@ class FileTask(Runtime):
                 raise self.fail(
                     f"{what} needs more than {_memory_cap()} (FORGE_LOAD_MEMORY_MB raises the cap)"
                 ) from None
-            raise self.fail(f"{what} failed: {_one_line(exc)}") from None
+            raise self.fail(f"{what} failed: {error_line(exc)}") from None
 
     # ------------------------------------------------------------------ the steps
     def derive(self) -> dict:
@@ -181,8 +181,8 @@ class FileTask(Runtime):
             t = first[i]
             self._check_tensor(t, f"input {names[i]}")
             nm = _unique(sanitise(names[i]), self.used)
-            self.in_args.append(Arg(nm, "in", _dtype_name(t.dtype)))
-            self.in_meta.append((tuple(t.shape), _dtype_name(t.dtype)))
+            self.in_args.append(Arg(nm, "in", dtype_name(t.dtype)))
+            self.in_meta.append((tuple(t.shape), dtype_name(t.dtype)))
         self.constants = {i: v for i, v in enumerate(first) if i not in self.tensor_pos}
         self.float_in = [torch.is_floating_point(first[i]) for i in self.tensor_pos]
         again = self._draw_meta(2)
@@ -204,10 +204,10 @@ class FileTask(Runtime):
         self.param_args = []
         for n, t in state:
             self._check_tensor(t, f"parameter {n}")
-            self.param_args.append(Arg(_unique(sanitise(n), self.used), "in", _dtype_name(t.dtype)))
+            self.param_args.append(Arg(_unique(sanitise(n), self.used), "in", dtype_name(t.dtype)))
         self.params_cpu = [t.detach() for _, t in state]
         self.n_in = len(self.in_args)
-        self.all_meta = self.in_meta + [(tuple(t.shape), _dtype_name(t.dtype)) for t in self.params_cpu]
+        self.all_meta = self.in_meta + [(tuple(t.shape), dtype_name(t.dtype)) for t in self.params_cpu]
 
     def _out_of(self, out, where: str):
         """The one output tensor of a forward's result (a 1-tuple is unwrapped), checked."""
@@ -247,7 +247,7 @@ class FileTask(Runtime):
         else:
             out, self.flops = got
         out = self._out_of(out, "get_inputs()")
-        self.out_shape, self.out_dtype = tuple(out.shape), _dtype_name(out.dtype)
+        self.out_shape, self.out_dtype = tuple(out.shape), dtype_name(out.dtype)
         self._name_dims(self.out_name, len(self.out_shape))
 
     def in_meta_dims(self, batch: Optional[int]) -> dict:
@@ -418,7 +418,7 @@ class FileTask(Runtime):
 
         if t.layout != torch.strided:
             raise self.fail(f"{what} is a {t.layout} tensor; kernels here take dense (strided) tensors")
-        dt = _dtype_name(t.dtype)
+        dt = dtype_name(t.dtype)
         if dt not in SUPPORTED_DTYPES:
             raise self.fail(
                 f"{what} has dtype {dt}, which a launch cannot take (supported: {', '.join(SUPPORTED_DTYPES)})"
