@@ -100,7 +100,7 @@ def main() -> None:
         same = None  # no extension built: nothing to compare
         if a.ext:
             # same answer from both builds on one input
-            from forge_tui.evaluate.trials import Launcher, alloc_outputs
+            from forge_tui.evaluate.launch import Launcher, alloc_outputs
 
             dims = next(iter(task.shapes_for(backend).values()))
             device = "cuda" if backend == "cuda" else "cpu"

@@ -18,7 +18,7 @@ import statistics
 import torch
 
 from forge_tui.evaluate.evaluator import Evaluator
-from forge_tui.evaluate.trials import Launcher, alloc_outputs
+from forge_tui.evaluate.launch import Launcher, alloc_outputs
 from forge_tui.tasks.catalog import get_task
 from forge_tui.tasks.refs import task_ref
 

@@ -177,7 +177,7 @@ def test_cache_key_unchanged_by_the_move(monkeypatch):
 def test_host_launcher_has_no_stream_argument(softmax_task, host_seed, tmp_path):
     import ctypes
 
-    from forge_tui.evaluate.trials import Launcher
+    from forge_tui.evaluate.launch import Launcher
 
     res = compiler.compile_source(host_seed, HOST, root=tmp_path)
     assert res.ok, res.log
