@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from store import Store, StoreError
+from store import Store, StoreError, api, faults
 from store.testing import count_nodes, find_node_by_hash, integrity_check
 from tests.helpers import sqlite_exec
 
@@ -343,3 +343,18 @@ def test_many_processes_create_one_new_database_at_once(tmp_path):
     outs = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs), [o[1][-300:] for o in outs]
     assert all(o[0].strip() == "ok" for o in outs)
+
+
+def test_kill_point_names_the_store_method_across_the_helper_modules(tmp_path, monkeypatch):
+    died: list[str] = []
+    plan = faults.Faults("acquire_lease:1", "add_event:1", None)
+    monkeypatch.setattr(faults.Faults, "_die", staticmethod(died.append))
+    monkeypatch.setattr(api, "faults", lambda: plan)
+    s = api.Store(tmp_path / "forge.db")
+    t = s.add_task(name="t", origin="catalog", reference_source="", spec={}, signature="", content_hash="h")
+    run = s.create_run(task_id=t.id, task_name="t")
+    s.get_run(run.id)  # a read: not a write commit
+    s.acquire_lease(run.id)  # logic in store.lease, named by the facade method
+    s.add_event(run.id, "custom")
+    s.close()
+    assert died == ["after store commit 3 (Store.acquire_lease)", "before store commit 4 (Store.add_event)"]
