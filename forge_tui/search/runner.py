@@ -48,8 +48,8 @@ from forge_tui.search.pipeline import Pipeline, SerialStore, default_compile_wor
 from forge_tui.search.proposers.base import Proposer, ProposerError, ProposerUnavailable, SearchContext
 from forge_tui.search.proposers.tune import TuneProposer
 from forge_tui.search.steps import NodeSteps
-from forge_tui.search.tasks import register_task, run_seed
 from forge_tui.tasks.refs import load_task_ref, task_ref
+from forge_tui.tasks.register import register_task
 from kernels.base import TaskSpec
 from store import Store, StoreError
 
@@ -63,9 +63,7 @@ __all__ = [
     "create_run",
     "has_gpu",
     "make_proposer",
-    "register_task",
     "resolve_backend",
-    "run_seed",
 ]
 
 

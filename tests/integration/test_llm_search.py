@@ -32,7 +32,7 @@ BROKEN = variant(4).replace("return 0;\n}", "return 0\n}")  # missing semicolon:
 # ---------------------------------------------------------------------- proposer with a store
 @pytest.fixture
 def setup(tmp_path, fake_llm, softmax_task):
-    from forge_tui.search.runner import register_task
+    from forge_tui.tasks.register import register_task
 
     store = Store(tmp_path / "t.db")
     task_row = register_task(store, softmax_task)

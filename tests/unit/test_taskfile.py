@@ -127,8 +127,8 @@ def test_capture_files_are_captured(tmp_path):
 
 def test_stored_text_wins_after_the_file_changes(tmp_path):
     """A resumed run rebuilds the task from the text kept in the store, not the file on disk."""
-    from forge_tui.search.runner import register_task
     from forge_tui.tasks.refs import load_task_ref, task_ref
+    from forge_tui.tasks.register import register_task
     from store import Store
 
     path = write(tmp_path, "swish_bias.py", SWISH)

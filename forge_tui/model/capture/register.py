@@ -68,7 +68,7 @@ def write_and_register(store, path: Path, text: str, what: str, *, mode: str = "
         CaptureError: the file cannot be written, or does not load as a task.
     """
     from forge_tui.core.errors import user_message
-    from forge_tui.search.tasks import register_task
+    from forge_tui.tasks.register import register_task
     from forge_tui.tasks.taskfile import load_task_file
 
     try:
