@@ -209,3 +209,17 @@ def test_words_for_people():
     assert (CUDA.tensor_place, HOST.tensor_place) == ("CUDA tensors on one GPU", "CPU tensors")
     assert CUDA.supports_cuda_graphs and not HOST.supports_cuda_graphs
     assert "nvcc" in CUDA.display_name and "g++" in HOST.display_name
+
+
+def test_timing_lock_holds_the_device_lock_exclusively_where_the_backend_names_one(tmp_path, monkeypatch):
+    import fcntl
+
+    from forge_tui.evaluate.devlock import lock_path
+
+    monkeypatch.setenv("FORGE_DEVICE_LOCK_DIR", str(tmp_path))
+    monkeypatch.setattr(type(CUDA), "device_lock_id", lambda self, device: "test-gpu")
+    with CUDA.timing_lock("cuda"), open(lock_path("test-gpu")) as other:
+        with pytest.raises(BlockingIOError):  # a second holder, even a shared one, must wait
+            fcntl.flock(other, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    with open(lock_path("test-gpu")) as other:
+        fcntl.flock(other, fcntl.LOCK_SH | fcntl.LOCK_NB)  # released after the block

@@ -156,7 +156,7 @@ class Backend(abc.ABC):
             return
         from forge_tui.evaluate.devlock import device_lock
 
-        with device_lock(lock_id):
+        with device_lock(lock_id, exclusive=True):
             yield
 
     # ------------------------------------------------------------------ timing (worker side)
