@@ -55,7 +55,7 @@ TOLERANCES = {
 
 
 #: The seed files of a catalog operator: one per backend, for every dtype and variant.
-SEED_FILES = {BackendName.CUDA: "seed.cu", BackendName.HOST: "seed.cpp"}
+SEED_FILES: dict[str, str] = {BackendName.CUDA: "seed.cu", BackendName.HOST: "seed.cpp"}
 #: The macro that selects a dtype's branches in a seed file (float32 is the default: none).
 DTYPE_MACROS = {"float32": {}, "bfloat16": {"FORGE_DTYPE_BF16": 1}}
 
