@@ -137,7 +137,7 @@ def _derive(p: Path, text: str, origin: str, mode: str, isolate: bool) -> TaskSp
                 if not lazy:
                     from forge_tui.tasks.taskfile_steps import FileTask
 
-                    lazy.append(_guard(p, lambda: FileTask(p, text, origin, mode).materialise()))
+                    lazy.append(_guard(p, lambda: FileTask(p, text, origin, mode).materialise().runtime))
                 return lazy[0]
 
         return spec_from_derived(derived, path=p, text=text, runtime=runtime)
@@ -145,7 +145,7 @@ def _derive(p: Path, text: str, origin: str, mode: str, isolate: bool) -> TaskSp
 
     ft = FileTask(p, text, origin, mode)
     derived = json.loads(json.dumps(_guard(p, ft.derive)))  # the same types as from the child
-    return spec_from_derived(derived, path=p, text=text, runtime=lambda: ft)
+    return spec_from_derived(derived, path=p, text=text, runtime=lambda: ft.runtime)
 
 
 def _guard(p: Path, fn):

@@ -1,8 +1,9 @@
 """A task file's task at evaluation time: its reference, its inputs, and the TaskSpec built from
 what loading it derived (rules: :mod:`forge_tui.tasks.taskfile`).
 
-:class:`Runtime` is the half of :class:`forge_tui.tasks.taskfile_steps.FileTask` that the
-evaluation worker calls (the model per device, the reference, ``make_inputs``).
+:class:`Runtime` is what the evaluation worker calls (the model per device, the reference,
+``make_inputs``), built by :meth:`forge_tui.tasks.taskfile_steps.FileTask.materialise` from what
+the loading steps read.
 :func:`spec_from_derived` turns the JSON-able dict that loading derives (in a child process
 or in this one) into the :class:`TaskSpec`; its callables use a :class:`Runtime` made only
 when first called, so the process that merely lists or registers a task never executes the file.
@@ -13,28 +14,49 @@ from __future__ import annotations
 import ast
 import copy
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from kernels.base import DTYPE_BYTES, Arg, TaskSpec
 
 
+@dataclass
 class Runtime:
     """The model per device, the reference and the inputs of an executed task file.
 
-    Needs (set by the loading steps): ``model``, ``mode``, ``first`` (get_inputs()'s values,
-    meta or real), ``tensor_pos``, ``constants``, ``float_in``, ``in_meta`` ([(shape, dtype)]),
-    ``in_args``, ``n_in``, ``param_names``, ``n_param`` (how many of them are parameters, not buffers), ``params_cpu``, ``all_meta``, ``arg_dims``
-    ({pointer arg: [dim names]}), ``batch`` ((size, dim name of the first input's batch) or None).
+    Fields (read by the loading steps): ``model`` (built on the CPU), ``mode``, ``get_inputs``,
+    ``first`` (get_inputs()'s values, meta or real), ``constants`` ({position: non-tensor value}),
+    ``float_in`` (per tensor input), ``in_meta`` ([(shape, dtype)]), ``in_args``,
+    ``param_names``, ``n_param`` (how many of them are parameters, not buffers), ``params_cpu``,
+    ``all_meta``, ``arg_dims`` ({pointer arg: [dim names]}), ``batch`` ((size, dim name of the
+    first input's batch) or None).
     """
 
     model: Any
     mode: str
-    where: str
+    get_inputs: Callable[[], Any]
+    first: list
+    constants: dict[int, Any]
+    float_in: list[bool]
+    in_meta: list[tuple[tuple, str]]
+    in_args: list[Arg]
+    param_names: list[str]
+    n_param: int
+    params_cpu: list
+    all_meta: list[tuple[tuple, str]]
+    arg_dims: dict[str, list[str]]
+    batch: Optional[tuple[int, str]]
+    models: dict[str, Any] = field(init=False)
+    models_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
-    def _runtime_init(self) -> None:
-        self.models: dict[str, Any] = {"cpu": self.model}
-        self.models_lock = threading.Lock()
+    def __post_init__(self) -> None:
+        self.models = {"cpu": self.model}
+
+    @property
+    def n_in(self) -> int:
+        """How many tensor inputs the launch takes before the parameters."""
+        return len(self.in_args)
 
     def model_on(self, device) -> Any:
         key = str(device)

@@ -40,11 +40,14 @@ from kernels.base import DTYPE_BYTES, Arg
 _DISTRIBUTIONS = ("large", "negative", "small", "normal", "uniform")
 
 
-class FileTask(Runtime):
+class FileTask:
     """Executes a task file once and derives its task (everything runs on the CPU here).
 
-    :meth:`derive` runs every step; :meth:`materialise` only those the evaluation needs.
+    :meth:`derive` runs every step; :meth:`materialise` only those the evaluation needs, and
+    builds the :class:`~forge_tui.tasks.taskfile_runtime.Runtime` it calls (``runtime``).
     """
+
+    runtime: Runtime
 
     def __init__(self, path: Path, text: str, origin: str, mode: str = "eval"):
         self.path, self.text, self.origin, self.mode = path, text, origin, mode
@@ -89,12 +92,27 @@ class FileTask(Runtime):
         self._read_inputs()
         self._read_params()
         self.out_name = _unique("out", self.used)
-        self.arg_dims = {}
+        self.arg_dims: dict[str, list[str]] = {}
         for a_, (shape, _dt) in zip(self.in_args + self.param_args, self.all_meta):
             self._name_dims(a_.name, len(shape))
         b = probe.batch_of([self.first[i] for i in self.tensor_pos])
         self.batch = (b, self.arg_dims[self.in_args[0].name][0]) if b and self.in_meta[0][0] else None
-        self._runtime_init()
+        self.runtime = Runtime(
+            model=self.model,
+            mode=self.mode,
+            get_inputs=self.get_inputs,
+            first=self.first,
+            constants=self.constants,
+            float_in=self.float_in,
+            in_meta=self.in_meta,
+            in_args=self.in_args,
+            param_names=self.param_names,
+            n_param=self.n_param,
+            params_cpu=self.params_cpu,
+            all_meta=self.all_meta,
+            arg_dims=self.arg_dims,
+            batch=self.batch,
+        )
         return self
 
     def _load(self) -> None:
@@ -230,14 +248,14 @@ class FileTask(Runtime):
     def _meta_out(self, tensors: list) -> Optional[tuple]:
         """``(output, flops)`` of the forward on meta tensors, or None where it cannot run so."""
         try:
-            return probe.meta_forward(self.model, self.param_names, self.params_cpu, self.forward_args(tensors))
+            return probe.meta_forward(self.model, self.param_names, self.params_cpu, self.runtime.forward_args(tensors))
         except Exception:
             return None
 
     def _output(self) -> None:
         """The output's shape and dtype, and the FLOPs, at the file's shape: from the forward on
         meta tensors, or from one real forward where that cannot run."""
-        self.reference = self.make_reference()
+        self.reference = self.runtime.make_reference()
         ins = [self.first[i] for i in self.tensor_pos]
         got = self._meta_out(ins)
         self.meta_output = got is not None
@@ -265,14 +283,14 @@ class FileTask(Runtime):
         full = {**dims}
         for a_, t in zip(self.param_args, self.params_cpu):
             full.update(zip(self.arg_dims[a_.name], t.shape))
-        return self.call("get_inputs()", self.make_inputs, full, gen, "cpu", dist)
+        return self.call("get_inputs()", self.runtime.make_inputs, full, gen, "cpu", dist)
 
     def _counted(self, tensors: list) -> tuple:
         """``(output, flops)`` of one real forward (the reference) on ``tensors``."""
         from torch.utils.flop_counter import FlopCounterMode
 
         n_in = len(self.in_args)
-        own = self.params_on("cpu")  # the model's own tensors: the reference calls the model itself
+        own = self.runtime.params_on("cpu")  # the model's own tensors: the reference calls the model itself
         with FlopCounterMode(display=False) as fc:
             out = self.call("Model(*get_init_inputs())(*get_inputs())", self.reference, *tensors[:n_in], *own)
         return out, int(fc.get_total_flops())
@@ -344,7 +362,7 @@ class FileTask(Runtime):
         gen = torch.Generator().manual_seed(12345)
 
         def run(dist: str):
-            ins = self.call("get_inputs()", self.make_inputs, dims, gen, "cpu", dist)
+            ins = self.call("get_inputs()", self.runtime.make_inputs, dims, gen, "cpu", dist)
             out = self._out_of(self.call(f"the model on {dist} inputs", self.reference, *ins), dist)
             if tuple(out.shape) != want:
                 raise self.fail(
