@@ -223,3 +223,19 @@ def test_timing_lock_holds_the_device_lock_exclusively_where_the_backend_names_o
             fcntl.flock(other, fcntl.LOCK_SH | fcntl.LOCK_NB)
     with open(lock_path("test-gpu")) as other:
         fcntl.flock(other, fcntl.LOCK_SH | fcntl.LOCK_NB)  # released after the block
+
+
+def test_a_backend_class_takes_its_facts_from_core_and_cannot_restate_them():
+    from forge_tui.core.backends import backend_facts
+    from forge_tui.evaluate.backends import HostBackend
+
+    for be in (CUDA, HOST):
+        facts = backend_facts(be)
+        assert (be.name, be.flags, be.lexer, be.kernel_filename) == (
+            facts.name,
+            facts.flags,
+            facts.lexer,
+            facts.kernel_filename,
+        )
+    with pytest.raises(TypeError, match="backend fact"):
+        type("Restated", (HostBackend,), {"flags": ("-O0",)})

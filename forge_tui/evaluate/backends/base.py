@@ -82,6 +82,8 @@ class Backend(abc.ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         for f in dataclasses.fields(BackendFacts):  # one source for the facts the app and prompts read too
+            if f.name in vars(cls):
+                raise TypeError(f"{cls.__name__}.{f.name} is a backend fact: set it in forge_tui/core/backends.py")
             setattr(cls, f.name, getattr(cls.facts, f.name))
 
     @property
