@@ -43,7 +43,7 @@ from forge_tui.search.confirm import confirm_best
 from forge_tui.search.control import Control, Verdict
 from forge_tui.search.errors import SearchError
 from forge_tui.search.gate import TimingGate, endpoint_gate
-from forge_tui.search.lease import HEARTBEAT_S, Lease
+from forge_tui.search.lease import Lease
 from forge_tui.search.pipeline import Pipeline, SerialStore, default_compile_workers
 from forge_tui.search.proposers.base import Proposer, ProposerError, ProposerUnavailable, SearchContext
 from forge_tui.search.proposers.tune import TuneProposer
@@ -54,8 +54,6 @@ from kernels.base import TaskSpec
 from store import Store, StoreError
 
 __all__ = [
-    "HEARTBEAT_S",
-    "ProposerUnavailable",
     "Search",
     "SearchError",
     "backend_mismatch",

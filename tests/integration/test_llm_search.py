@@ -8,9 +8,8 @@ import pytest
 
 from forge_tui.llm.client import LLMClient
 from forge_tui.search import mcts
-from forge_tui.search.proposers.base import SearchContext
+from forge_tui.search.proposers.base import ProposerUnavailable, SearchContext
 from forge_tui.search.proposers.llm import MAX_STORED_REPLY, LLMProposer
-from forge_tui.search.runner import ProposerUnavailable
 from store import Store
 from tests.fakellm import API_KEY, MODEL, fast_config, reply, status
 from tests.helpers import ROOT  # noqa: E402
