@@ -23,7 +23,8 @@ def main(argv: list[str]) -> int:
     from forge_tui.campaign.plan import ranked_by_left
     from forge_tui.model import capture as cp
     from forge_tui.model.capture.compiled import compiled_table, region_left
-    from forge_tui.model.capture.regions import find_regions, set_times
+    from forge_tui.model.capture.region_find import find_regions
+    from forge_tui.model.capture.regions import set_times
 
     cap = cp.record(a.model, backend=a.backend)
     rs = find_regions(cap)

@@ -132,8 +132,6 @@ def _capture_regions(args, store: Store, cap, rs, chosen_regions, made) -> int:
 def _capture_compiled(args) -> int:
     """``capture --compiled``: the torch.compile'd forward's kernel table and budget
     (:mod:`forge_tui.model.capture.compiled`), or ``--json``'s ``{"compiled": [...], budget fields}``."""
-    from forge_tui.cli.commands import fail
-
     if args.select or args.regions:
         return fail("--compiled lists the compiled forward's kernels: it takes no --select or --regions")
     from forge_tui.model.capture.compiled import compiled_table

@@ -415,7 +415,7 @@ def compiled_table(
         except CaptureError:
             raise
         except Exception as exc:
-            from forge_tui.model.loader import one_line
+            from forge_tui.core.errors import one_line
 
             raise CaptureError(f"the compiled forward of Model in {mf.path.name} raised {one_line(exc)}") from exc
     name = device_name(device)
