@@ -15,7 +15,7 @@ from forge_tui.cli.render import fail, terminal_columns
 from store import Store
 
 #: The example seeds (``examples/seeds/<stem>.cu`` and ``.cpp``) and the captured task each
-#: was written for, by (model file stem, captured aten op): the README's pairing (the
+#: was written for, by (model file stem, captured aten op): the pairing docs/models.md names (the
 #: transformer block's attention softmax, ResNet-50's global average pool); each file's
 #: header names the op, its arguments and the launch signature it implements.
 EXAMPLE_SEEDS = {
