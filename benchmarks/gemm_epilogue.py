@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT))
 from forge_tui import hardware  # noqa: E402
 from forge_tui.evaluate.compile import compile_source  # noqa: E402
 from forge_tui.search.proposers.tune import apply_params  # noqa: E402
+from forge_tui.tasks.catalog import get_task  # noqa: E402
 from kernels.gemm_epilogue.task import ACT_CODES  # noqa: E402
-from kernels.registry import get_task  # noqa: E402
 
 #: (name, catalog task, act, m, k, n)
 CASES = [

@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, TypeGuard
 
 from forge_tui.campaign.scheduler import die_with_parent
 from forge_tui.core.errors import one_line
@@ -210,7 +210,7 @@ def summary_table(report: dict) -> str:
         if report["backend"] == "host" and _num(got) and got < 1.0:
             lines.append(
                 "  (host backend: the kernels are GPU designs built for one CPU core, each call costs "
-                "tens of us; a slower model is usual there, the README's run section says why)"
+                "tens of us; a slower model is usual there, docs/models.md says why)"
             )
     lines.append(f"report: {Path(report['out_dir']) / 'campaign.json'}")
     return "\n".join(lines)
@@ -225,7 +225,7 @@ _COLUMNS = (
 )
 
 
-def _num(v) -> bool:
+def _num(v) -> TypeGuard[float]:
     return isinstance(v, (int, float))
 
 

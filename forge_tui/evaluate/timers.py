@@ -1,11 +1,11 @@
-"""Timers, timing statistics, the per-GPU lock and NVML telemetry (moved from trials).
+"""Timers, timing statistics, the per-GPU lock and NVML telemetry.
 
 One :class:`Timer` subclass per backend's clock: CUDA events with a whole-device
 synchronise and a host-clock cross-check (check 12), or the host clock; an L2 / cache
 flush before every sample (15). A sample is a *window* of ``n`` launches, each on its own
 input/output set (:meth:`Timer.window`): on cuda the launches are replayed from one CUDA
 graph, so a 5 us kernel is not measured against the host's launch latency, and the
-per-launch time is the window's time over ``n`` (issue 14). ``cold`` mode evicts the cache
+per-launch time is the window's time over ``n``. ``cold`` mode evicts the cache
 before the window (every set is then touched for the first time inside it); ``warm`` mode
 reads the window's inputs into the cache first (as inside a forward, where the producer
 just wrote them). :class:`Telemetry` reads clocks, temperature and throttle
@@ -23,6 +23,7 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from forge_tui.core.results import TIMING_MODES, TimingStats
+from forge_tui.core.status import BackendName
 from forge_tui.evaluate.backends import get_backend
 from forge_tui.evaluate.devlock import device_lock
 from forge_tui.evaluate.launch import BackendLike, _sync
@@ -54,7 +55,7 @@ class Stats:
 
 
 #: A window should last at least this long (ms): CUDA event resolution is ~0.5 us and a
-#: graph's launch gaps are < 1 us, so at 100 us both are below 1% of the window (issue 14).
+#: graph's launch gaps are < 1 us, so at 100 us both are below 1% of the window.
 WINDOW_MS = 0.1
 #: Most launches in one window (graph size and the sets' memory stay small).
 MAX_LAUNCHES = 64
@@ -101,7 +102,7 @@ def gpu_lock(device_id: str, *, exclusive: bool = True, on_wait: Optional[Callab
 class Timer:
     """Times callables with a cache flush before every sample; one subclass per backend's clock.
 
-    Built by :func:`make_timer` (the backend picks the class). ``cfg`` is the backend's
+    Built by :func:`make_timer` (the backend's name picks the class). ``cfg`` is the backend's
     :attr:`~forge_tui.evaluate.backends.Backend.timing`. ``cache_bytes``: the last-level
     cache a warm window must fit in; ``budget_bytes``: the memory a cold window's sets may take.
     """
@@ -289,7 +290,12 @@ class HostClockTimer(Timer):
 
 def make_timer(backend: BackendLike, device: str) -> Timer:
     """The timer of ``backend`` on ``device`` (CUDA events on cuda, the host clock on host)."""
-    return get_backend(backend).make_timer(device)
+    be = get_backend(backend)
+    return _TIMERS[be.name](be, device)
+
+
+#: The timer class of each backend.
+_TIMERS: dict[BackendName, type[Timer]] = {BackendName.CUDA: CudaEventTimer, BackendName.HOST: HostClockTimer}
 
 
 # --------------------------------------------------------------------------- NVML

@@ -43,30 +43,25 @@ from forge_tui.search.confirm import confirm_best
 from forge_tui.search.control import Control, Verdict
 from forge_tui.search.errors import SearchError
 from forge_tui.search.gate import TimingGate, endpoint_gate
-from forge_tui.search.lease import HEARTBEAT_S, Lease
+from forge_tui.search.lease import Lease
 from forge_tui.search.pipeline import Pipeline, SerialStore, default_compile_workers
 from forge_tui.search.proposers.base import Proposer, ProposerError, ProposerUnavailable, SearchContext
 from forge_tui.search.proposers.tune import TuneProposer
 from forge_tui.search.steps import NodeSteps
-from forge_tui.search.tasks import load_task_ref, register_task, run_seed, task_ref
+from forge_tui.tasks.refs import load_task_ref, task_ref
+from forge_tui.tasks.register import register_task
 from kernels.base import TaskSpec
 from store import Store, StoreError
 
 __all__ = [
-    "HEARTBEAT_S",
-    "ProposerUnavailable",
     "Search",
     "SearchError",
     "backend_mismatch",
     "resume_target",
     "create_run",
     "has_gpu",
-    "load_task_ref",
     "make_proposer",
-    "register_task",
     "resolve_backend",
-    "run_seed",
-    "task_ref",
 ]
 
 
@@ -198,8 +193,8 @@ def make_proposer(name: str, run: Any, store: Any) -> Proposer:
 
 
 def resume_target(store: Any, run: Any, more: int) -> tuple[int, int]:
-    """``(target, in_flight)`` for ``resume --iterations MORE``: MORE evaluations from now (the
-    README's "that many more iterations from now"), so the target is the run's stored
+    """``(target, in_flight)`` for ``resume --iterations MORE``: MORE evaluations from now (docs/cli.md:
+    "that many more iterations from now"), so the target is the run's stored
     ``iterations_done`` plus MORE. The ``in_flight`` nodes a killed search left are evaluated
     again first and count among the MORE; the pipeline proposes only the rest, so the
     progress ``[done/target]`` never passes its target.

@@ -21,7 +21,7 @@ LLAMA = ROOT / "examples" / "llama_block.py"
 
 def _regions(path):
     from forge_tui.model import capture as cp
-    from forge_tui.model.capture.regions import find_regions
+    from forge_tui.model.capture.region_find import find_regions
 
     return find_regions(cp.record(path, "host"))
 

@@ -1,4 +1,4 @@
-"""``resume --iterations N`` means N more evaluations from now (README), the nodes a killed
+"""``resume --iterations N`` means N more evaluations from now (docs/cli.md), the nodes a killed
 search left in flight among them: the progress ``[done/target]`` never passes its target, and
 an N below the nodes in flight is refused with one line (forge_tui.search.runner.resume_target).
 
@@ -17,7 +17,7 @@ import forge_tui.cli as cli
 from forge_tui.core.results import EvalResult
 from forge_tui.core.status import NodeStatus, RunStatus
 from forge_tui.search.runner import Search, SearchError, create_run
-from kernels.registry import get_task
+from forge_tui.tasks.catalog import get_task
 from store import Store
 
 

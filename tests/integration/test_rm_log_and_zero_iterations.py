@@ -1,4 +1,4 @@
-"""Small CLI defects of the session-7 trial (trial_report.md sections 6 and 7): ``rm`` removes
+"""``rm`` removes
 the run's background-search log with the run, and a run with nothing to expand
 (``--iterations 0``) says so instead of describing a pipeline that starts nothing."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from forge_tui.app.spawn import log_path
 from forge_tui.search.runner import Search, create_run
-from kernels.registry import get_task
+from forge_tui.tasks.catalog import get_task
 from store import Store
 from tests.helpers import main_rc
 from tests.integration.test_resume_iterations import NoTimingEvaluator
