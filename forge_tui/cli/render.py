@@ -218,6 +218,7 @@ def eval_dict(res, base: dict) -> dict:
         "error": res.error,
         "shapes": res.shapes,
         "flags": res.flags,
+        "memory": getattr(res, "memory", None) or {},
         "device": base.get("gpu") or base.get("cpu"),
     }
 
@@ -238,6 +239,12 @@ def eval_text(res) -> str:
         lines.append(
             f"  {shape}: {v['median_ms'] * 1e3:.1f} us vs eager {v['baseline_ms'] * 1e3:.1f} us "
             f"({v['speedup']:.3f}x, {v['gbps']:.0f} GB/s, CV {100 * v['cv']:.1f}%)"
+        )
+    mem = getattr(res, "memory", None) or {}
+    if mem.get("peak_bytes") and mem.get("problem_bytes"):
+        lines.append(
+            f"  memory: worker peak {mem['peak_bytes'] / 1e9:.2f} GB on the device, {mem['multiple']:.2f}x the "
+            f"problem's {mem['problem_bytes'] / 1e9:.2f} GB (inputs + outputs)"
         )
     return "\n".join(lines)
 

@@ -193,8 +193,10 @@ def run_correctness(
             else:
                 inputs = [x.clone() for x in pristine]
                 outputs = alloc_outputs(task, dims, device)
+            progress("kernel", shape=shape_name, trial=t)  # the candidate runs: the kernel time limit applies
             rc = launcher(launcher.args(inputs, outputs, dims))
             _sync(backend)
+            progress("correctness", shape=shape_name, trial=t)
             row = {"shape": shape_name, "trial": t, "seed": trial_seed, "distribution": dist}
             if rc != 0:
                 rows.append({**row, "passed": False, "note": f"forge_launch returned {rc}"})
@@ -206,8 +208,10 @@ def run_correctness(
             if t == 0 and shape_name in timed and task.deterministic:
                 progress("determinism", shape=shape_name)
                 again = alloc_outputs(task, dims, device)
+                progress("kernel", shape=shape_name, trial=t)
                 rc2 = launcher(launcher.args(inputs, again, dims))
                 _sync(backend)
+                progress("determinism", shape=shape_name)
                 if rc2 != 0:
                     rows.append({**row, "passed": False, "note": f"forge_launch returned {rc2} on the second run"})
                     return False, rows, f"forge_launch returned error code {rc2} on {shape_name} (second run)"

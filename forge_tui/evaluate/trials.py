@@ -50,6 +50,7 @@ from forge_tui.evaluate.timers import (
     gpu_lock,
     launches_per_window,
     make_timer,
+    timing_sets,
 )
 from kernels.base import TaskSpec
 
@@ -78,6 +79,7 @@ __all__ = [
     "make_timer",
     "run_correctness",
     "time_shape",
+    "timing_sets",
 ]
 
 
@@ -105,7 +107,9 @@ def time_shape(
     and writes memory not in L2; ``warm``: the window's inputs are read into the cache first.
     Candidate and eager windows alternate (check 17) on the same sets.
 
-    Inputs: ``max(n, sets)`` fresh random input sets (a multiple of ``n``), rotated window by
+    Inputs: ``max(n, sets)`` fresh random input sets (a multiple of ``n``; ``sets`` is the
+    backend's, fewer when they would exceed the timer's memory budget:
+    :func:`~forge_tui.evaluate.timers.timing_sets`), rotated window by
     window (check 5), checked unchanged after the last round against a second draw from the
     same seed (check 3). Every candidate output is poisoned with NaN before its window and
     checked after it for NaNs beyond those of the reference on the same inputs (check 4); the eager outputs are poisoned after each eager
@@ -118,9 +122,13 @@ def time_shape(
     not timed). Raises RuntimeError when the candidate fails, skips work or changes its inputs.
     """
     cfg = timer.cfg
+    # the previous shape's graphs (the worker's timer lives across evaluations) and their
+    # pools go before this shape's sets are drawn
+    timer.release()
     gen = input_generator(seed, device)
-    sets = [task.make_inputs(dims, gen, device, "normal") for _ in range(cfg["sets"])]
-    outs = [alloc_outputs(task, dims, device) for _ in range(cfg["sets"])]
+    first_sets = timing_sets(int(task.bytes_moved(dims)), cfg["sets"], timer.budget_bytes)
+    sets = [task.make_inputs(dims, gen, device, "normal") for _ in range(first_sets)]
+    outs = [alloc_outputs(task, dims, device) for _ in range(first_sets)]
     rc_bad: list = []
     run_candidate = cast(Launcher, launcher)  # only called under `if launcher:`
     run_eager = cast(Callable, eager)  # only called under `if eager:`
@@ -163,7 +171,7 @@ def time_shape(
         est.append(d)
     set_bytes = _nbytes(sets[0]) + _nbytes(outs[0])
     n = launches_per_window(min(est), set_bytes, mode, timer.cache_bytes, timer.budget_bytes)
-    n_sets = max(n, cfg["sets"])
+    n_sets = max(n, first_sets)
     n_sets += (-n_sets) % n
     while len(sets) < n_sets:
         sets.append(task.make_inputs(dims, gen, device, "normal"))
@@ -184,7 +192,6 @@ def time_shape(
     def eager_window(ks: list):
         return lambda: [eag(k) for k in ks]
 
-    timer.release()  # the previous shape's graphs: the worker's timer lives across evaluations
     graphed: dict = {}
     cand_runs, eager_runs = [], []
     for ks in windows:

@@ -1,0 +1,80 @@
+"""The evaluation worker's peak device memory as a multiple of the problem's bytes (cuda).
+
+    python3 benchmarks/memory_peak.py TASK_FILE=SEED.cu [TASK_FILE=SEED.cu ...] [--no-compile] [--out F.json]
+
+For each task file: start an evaluation worker, time the baselines (eager and torch.compile
+unless ``--no-compile``), evaluate the seed kernel, and print the worker's peak device memory
+per stage (the caching allocator's ``max_memory_allocated``, CUDA-graph pools included) next
+to the problem's bytes (inputs + outputs of its largest shape). One JSON row per task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def one(task_file: str, seed_file: str, compile_baseline: bool) -> dict:
+    from forge_tui.evaluate.evaluator import Evaluator, WorkerError
+    from forge_tui.search.create import load_task
+    from forge_tui.search.runner import task_ref
+
+    t0 = time.perf_counter()
+    row: dict = {"task": Path(task_file).stem}
+    task = load_task(task_file, "eval")
+    ev = Evaluator(task, "cuda", task_ref=task_ref(task))
+    try:
+        facts = ev.start()
+        row["problem_gb"] = round(facts.get("problem_bytes", 0) / 1e9, 3)
+        row["start_s"] = round(time.perf_counter() - t0, 1)
+        base = ev.baseline_result(seed=1, compile_baseline=compile_baseline)
+        row["baseline_memory"] = dict(base.memory)
+        row["compile_error"] = base.compile_error
+        row["eager_ms"] = {k: v.eager.median_ms for k, v in base.shapes.items()}
+        row["compile_ms"] = {k: (v.compile.median_ms if v.compile else None) for k, v in base.shapes.items()}
+        row["kernel_limit_s"] = ev.limits.get("kernel")
+        res = ev.evaluate(Path(seed_file).read_text(), seed=3)
+        row.update(status=str(res.status), error=res.error, speedup=res.speedup, memory=res.memory)
+        row["shapes"] = {
+            k: {"median_ms": v.get("median_ms"), "baseline_ms": v.get("baseline_ms")} for k, v in res.shapes.items()
+        }
+        row["stages_s"] = {k: round(v, 2) for k, v in res.worker_stages_s.items()}
+    except WorkerError as exc:
+        row["error"] = exc.line
+    finally:
+        ev.close()
+    row["seconds"] = round(time.perf_counter() - t0, 1)
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("pairs", nargs="+", metavar="TASK_FILE=SEED.cu")
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    rows = []
+    for pair in args.pairs:
+        task_file, seed_file = pair.split("=", 1)
+        row = one(task_file, seed_file, not args.no_compile)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        m = row.get("memory") or {}
+        b = row.get("baseline_memory") or {}
+        if m:
+            print(
+                f"## {row['task']}: problem {row.get('problem_gb')} GB; baseline peak {b.get('peak_bytes', 0) / 1e9:.2f} GB "
+                f"({b.get('multiple')}x); evaluation peak {m['peak_bytes'] / 1e9:.2f} GB ({m['multiple']}x) "
+                f"by stage { ({k: round(v / 1e9, 2) for k, v in m['stages'].items()}) }; {row.get('status')}",
+                flush=True,
+            )
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
