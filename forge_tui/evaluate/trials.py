@@ -29,7 +29,7 @@ from typing import Callable, Mapping, Optional, cast
 import torch
 
 from forge_tui.evaluate.backends import available_backends
-from forge_tui.evaluate.correctness import _finite, compare, run_correctness
+from forge_tui.evaluate.correctness import _finite, compare, run_correctness, same_bits
 from forge_tui.evaluate.launch import (
     BackendLike,
     CandidateFault,
@@ -260,7 +260,7 @@ def time_shape(
         names = [a.name for a in task.args if a.role == "in"]
         for k in range(n_sets):
             pristine = task.make_inputs(dims, again, device, "normal")
-            changed = [nm for nm, x, p in zip(names, sets[k], pristine) if not torch.equal(_bits(x), _bits(p))]
+            changed = [nm for nm, x, p in zip(names, sets[k], pristine) if not same_bits(x, p)]
             if changed:
                 raise RuntimeError(f"the candidate modified its input(s) {', '.join(changed)} during timing")
     out: dict = {"rounds": rounds, "mode": mode, "launches": n, "graphed": graphed}
