@@ -154,9 +154,9 @@ def time_shape(
 
     for w in range(cfg["warmup"]):
         if launcher:
-            cand(w % cfg["sets"])
+            cand(w % first_sets)
         if eager:
-            poison(eag(w % cfg["sets"]))
+            poison(eag(w % first_sets))
     _sync(timer.backend)
     if rc_bad:
         raise RuntimeError(f"forge_launch returned {rc_bad[0]} during warm-up")

@@ -72,6 +72,11 @@ def load_task(ref: dict) -> TaskSpec:
         return dataclasses.replace(spec, shapes=ref["shapes"], host_shapes=ref["shapes"])
     if ref.get("file") or ref.get("text"):
         from forge_tui.model.taskfile import load_task_file
+        from forge_tui.model.taskfile_sandbox import memory_cap_mb
+
+        # the value checks refuse here what the loading child refuses (the same cap, stated in
+        # GB), before they allocate: the pre-flight runs only after the task is loaded
+        os.environ.setdefault("FORGE_LOAD_CAP_MB", str(memory_cap_mb()))
 
         return load_task_file(
             ref.get("file") or f"{ref.get('name', 'task')}.py",
@@ -162,6 +167,7 @@ class Worker:
         if self.backend.caps_worker_memory:
             facts.update(limit_memory(task, msg.get("memory_limit_mb")))
         self.facts = facts
+        self.free_device_memory()  # the vetting's and the reference timing's blocks go back to the device
         self.outside0 = outside_allocator_bytes(self.backend.name)
         self.peaks.mark("init")
         return facts

@@ -147,6 +147,8 @@ def derive_capped(path: Path, text: str, origin: str, mode: str, cap_mb: int) ->
     hard = resource.getrlimit(resource.RLIMIT_AS)[1]
     if hard != resource.RLIM_INFINITY and hard < cap:  # a lower limit set from outside (ulimit -v) is the cap
         cap = hard
+        os.environ["FORGE_LOAD_CAP_MB"] = str(hard >> 20)
+        os.environ["FORGE_LOAD_CAP_OUTSIDE"] = "1"
         limit = f"the {hard >> 20} MB address-space limit set outside forge-tui (ulimit -v; FORGE_LOAD_MEMORY_MB is {cap_mb})"
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     try:
