@@ -18,6 +18,7 @@ Only the worker imports this module's torch-using parts (lazily, inside the func
 from __future__ import annotations
 
 import math
+import re
 import resource
 from dataclasses import dataclass
 from typing import Mapping, Optional
@@ -213,10 +214,16 @@ def outside_allocator_bytes(backend: BackendName) -> int:
     return max(int(total - free) - int(torch.cuda.memory_reserved()), 0)
 
 
+#: What torch's allocators say when an allocation fails (CUDA caching allocator, the CPU allocator).
+_ALLOC_FAILED = re.compile(r"out of memory|can't allocate memory|cannot allocate memory|bad_alloc", re.IGNORECASE)
+
+
 def is_out_of_memory(exc: BaseException) -> bool:
-    """True for an allocation failure of torch or Python (``torch.OutOfMemoryError``, ``MemoryError``)."""
+    """True for an allocation failure of torch or Python (``torch.OutOfMemoryError``,
+    ``MemoryError``, the CPU allocator's ``can't allocate memory``); a sticky ``CUDA error``
+    (a kernel's fault, :class:`~forge_tui.evaluate.launch.CandidateFault`) is not one."""
     import torch
 
-    return isinstance(exc, (MemoryError, getattr(torch, "OutOfMemoryError", MemoryError))) or (
-        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower() and "CUDA error" not in str(exc)
-    )
+    if isinstance(exc, (MemoryError, getattr(torch, "OutOfMemoryError", MemoryError))):
+        return True
+    return isinstance(exc, RuntimeError) and bool(_ALLOC_FAILED.search(str(exc))) and "CUDA error" not in str(exc)

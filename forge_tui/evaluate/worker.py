@@ -337,8 +337,8 @@ class Worker:
                         mode=msg.get("mode") or task.timing_mode,
                     )
                 except RuntimeError as exc:
-                    if isinstance(exc, trials.CandidateFault):
-                        raise
+                    if isinstance(exc, trials.CandidateFault) or is_out_of_memory(exc):
+                        raise  # out of memory: the harness's fault or the candidate's, decided in serve()
                     return {"status": NodeStatus.INCORRECT, "error": f"{exc} on {shape_name}", "correctness": rows}
             after = self.telemetry.read()
             self.timer.release()  # the eager window's graph pool holds an output set: gone before verifying

@@ -309,3 +309,20 @@ def test_ctrl_c_during_eval_kills_the_worker_and_returns(softmax_task, tmp_path,
             return True
 
     _wait(gone, "the worker killed")
+
+
+@pytest.mark.slow
+def test_out_of_memory_in_the_baselines_is_the_harnesss_and_retried_once(softmax_task):
+    """The harness's own buffers cannot be allocated (a 1 MB budget over the worker's start-up
+    size): the baseline is tried on a second worker, then the caller gets the line; no verdict."""
+    from forge_tui.evaluate.evaluator import HarnessOutOfMemory
+
+    ev = Evaluator(softmax_task, "host", memory_limit_mb=1)
+    try:
+        ev.start()
+        with pytest.raises(HarnessOutOfMemory) as err:
+            ev.baseline_result(seed=1, compile_baseline=False)
+    finally:
+        ev.close()
+    assert err.value.line.startswith("out of memory in the harness during baseline: ")
+    assert ev.restarts == 2  # the first worker and the one that retried
