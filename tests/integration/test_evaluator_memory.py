@@ -326,3 +326,29 @@ def test_out_of_memory_in_the_baselines_is_the_harnesss_and_retried_once(softmax
         ev.close()
     assert err.value.line.startswith("out of memory in the harness during baseline: ")
     assert ev.restarts == 2  # the first worker and the one that retried
+
+
+# --------------------------------------------------------------------------- compare by slices
+@pytest.mark.parametrize("chunk", [1, 7, 64])
+def test_compare_by_slices_gives_the_whole_tensors_verdict(monkeypatch, chunk):
+    import torch
+
+    from forge_tui.evaluate import correctness
+
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(10, 13, generator=g, dtype=torch.float64)
+    ok_out = (ref * (1 + 1e-6)).float()
+    eager = ref.float()
+    bad = ok_out.clone()
+    bad.view(-1)[100] += 1.0  # past the first slices
+    nan = ok_out.clone()
+    nan.view(-1)[77] = float("nan")
+    whole = {k: correctness.compare(o, ref, "float32", eager) for k, o in (("ok", ok_out), ("bad", bad), ("nan", nan))}
+    monkeypatch.setattr(correctness, "COMPARE_CHUNK", chunk)
+    sliced = {k: correctness.compare(o, ref, "float32", eager) for k, o in (("ok", ok_out), ("bad", bad), ("nan", nan))}
+    assert whole["ok"][0] and not whole["bad"][0] and not whole["nan"][0]
+    for k in whole:
+        assert sliced[k][0] == whole[k][0] and sliced[k][4] == whole[k][4]
+        assert sliced[k][1] == pytest.approx(whole[k][1]) and sliced[k][2] == pytest.approx(whole[k][2])
+    assert "first at flat index 100" in sliced["bad"][4] and "first at flat index 77" in sliced["nan"][4]
+    assert correctness.same_bits(ok_out, ok_out.clone()) and not correctness.same_bits(ok_out, bad)
