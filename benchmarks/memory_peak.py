@@ -22,8 +22,7 @@ from pathlib import Path
 
 def one(task_file: str, seed_file: str, compile_baseline: bool) -> dict:
     from forge_tui.evaluate.evaluator import Evaluator, WorkerError
-    from forge_tui.search.create import load_task
-    from forge_tui.search.runner import task_ref
+    from forge_tui.tasks.refs import load_task, task_ref
 
     t0 = time.perf_counter()
     row: dict = {"task": Path(task_file).stem}

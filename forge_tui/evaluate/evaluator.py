@@ -30,24 +30,12 @@ from forge_tui.core.results import BaselineResult, EvalResult
 from forge_tui.core.status import BackendName, NodeStatus
 from forge_tui.evaluate import compile as compiler
 from forge_tui.evaluate import memwatch
-from forge_tui.evaluate.backends import HOST_SOL_FACTOR, Backend, get_backend
+from forge_tui.evaluate.backends import Backend, get_backend
 from forge_tui.evaluate.devlock import device_lock
-from forge_tui.evaluate.drain import OUTPUT_CAP
-from forge_tui.evaluate.drain import Drain as _Drain  # also importable from here, where it lived
+from forge_tui.evaluate.drain import Drain as _Drain
 from forge_tui.evaluate.harness import DiskFull, HarnessFault, MemoryPressure, is_disk_full
 from forge_tui.evaluate.static import check_source
-from forge_tui.evaluate.verdict import (
-    _NODE_STAGE,
-    SOL_MARGIN,
-    _clog,
-    _compile_verdict,
-    _correctness_row,
-    flags_of,
-    shape_verdict,
-)
-from forge_tui.evaluate.verdict import (
-    _first_error_line as _first_error_line,  # re-exported: it lived here before the move
-)
+from forge_tui.evaluate.verdict import _NODE_STAGE, _clog, _compile_verdict, _correctness_row, flags_of, shape_verdict
 from kernels.base import TaskSpec
 
 #: Seconds each worker stage may take before the worker's process group is killed.
@@ -72,20 +60,7 @@ KERNEL_TIMEOUT_FLOOR_S = 2.0
 KERNEL_TIMEOUT_FACTOR = 50.0
 #: A reply that is the harness's own fault (``_request``'s status), never a node's verdict.
 HARNESS = "harness"
-# HOST_SOL_FACTOR (host gate: copy bandwidth x this) and EvalResult now live in
-# forge_tui.evaluate.backends and forge_tui.core.results; importable from here as before.
-__all__ = [
-    "EvalResult",
-    "Evaluator",
-    "HOST_SOL_FACTOR",
-    "HarnessOutOfMemory",
-    "OUTPUT_CAP",
-    "ProblemTooLarge",
-    "SOL_MARGIN",
-    "STAGE_LIMITS",
-    "WorkerError",
-    "WorkerKilled",
-]
+__all__ = ["Evaluator", "HarnessOutOfMemory", "ProblemTooLarge", "STAGE_LIMITS", "WorkerError", "WorkerKilled"]
 
 
 class WorkerError(ForgeError, RuntimeError):

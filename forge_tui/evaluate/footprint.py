@@ -18,6 +18,7 @@ Only the worker imports this module's torch-using parts (lazily, inside the func
 from __future__ import annotations
 
 import math
+import os
 import re
 import resource
 from dataclasses import dataclass
@@ -202,16 +203,36 @@ class PeakTracker:
 CANDIDATE_SLACK_BYTES = 1 << 30
 
 
-def outside_allocator_bytes(backend: BackendName) -> int:
-    """Device memory in use that torch's caching allocator does not hold (bytes): the CUDA
-    context, libraries, a candidate's own allocations, and other processes on the device.
-    0 on the host."""
+def own_device_bytes() -> Optional[int]:
+    """Device memory this process uses (bytes), from NVML's list of the GPU's compute processes;
+    None where NVML cannot say (no NVML, or a container whose pids NVML does not see)."""
+    try:
+        import pynvml
+        import torch
+
+        pynvml.nvmlInit()
+        uuid = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", None)
+        handle = pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}")
+        for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+            if proc.pid == os.getpid() and proc.usedGpuMemory is not None:
+                return int(proc.usedGpuMemory)
+    except Exception:
+        return None
+    return None
+
+
+def outside_allocator_bytes(backend: BackendName) -> Optional[int]:
+    """Device memory this process uses that torch's caching allocator does not hold (bytes):
+    the CUDA context, libraries, a candidate's own ``cudaMalloc``. 0 on the host; None when
+    this process's own use cannot be told from other processes' (:func:`own_device_bytes`)."""
     if backend != BackendName.CUDA:
         return 0
     import torch
 
-    free, total = torch.cuda.mem_get_info()
-    return max(int(total - free) - int(torch.cuda.memory_reserved()), 0)
+    own = own_device_bytes()
+    if own is None:
+        return None
+    return max(own - int(torch.cuda.memory_reserved()), 0)
 
 
 #: What torch's allocators say when an allocation fails (CUDA caching allocator, the CPU allocator).

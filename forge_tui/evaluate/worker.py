@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import os
 import platform
 import re
@@ -52,44 +51,10 @@ from forge_tui.evaluate.footprint import (
     preflight,
 )
 from forge_tui.evaluate.memwatch import proc_kb as _proc_kb
+from forge_tui.tasks.refs import load_task_ref
 
 if TYPE_CHECKING:
     from kernels.base import TaskSpec
-
-
-def load_task(ref: dict) -> TaskSpec:
-    """Rebuild a TaskSpec in this process from a ref of :func:`forge_tui.search.runner.task_ref`.
-
-    ``{"module", "name"}`` is a catalog task; ``{"file", "text", "name", "origin"}`` a task file
-    (the stored ``text`` wins over the file on disk); a ``shapes`` key replaces the timed
-    shapes (``export --shapes``). Raises TaskError (task files) or
-    ValueError (a catalog task that no longer exists).
-    """
-    if ref.get("shapes"):  # `forge-tui export --shapes`: the task timed on other shapes
-        import dataclasses
-
-        spec = load_task({k: v for k, v in ref.items() if k != "shapes"})
-        return dataclasses.replace(spec, shapes=ref["shapes"], host_shapes=ref["shapes"])
-    if ref.get("file") or ref.get("text"):
-        from forge_tui.model.taskfile import load_task_file
-        from forge_tui.model.taskfile_sandbox import memory_cap_mb
-
-        # the value checks refuse here what the loading child refuses (the same cap, stated in
-        # GB), before they allocate: the pre-flight runs only after the task is loaded
-        os.environ.setdefault("FORGE_LOAD_CAP_MB", str(memory_cap_mb()))
-
-        return load_task_file(
-            ref.get("file") or f"{ref.get('name', 'task')}.py",
-            origin=ref.get("origin", "file"),
-            text=ref.get("text"),
-            mode=ref.get("mode", "eval"),
-            isolate=False,  # this worker is the capped process
-        )
-    mod = importlib.import_module(ref["module"])
-    for spec in getattr(mod, "TASKS", []):
-        if spec.name == ref["name"]:
-            return spec
-    raise ValueError(f"task {ref['name']!r} not found in {ref['module']}")
 
 
 class Worker:
@@ -115,7 +80,7 @@ class Worker:
         """Hold the device's lock across processes (:mod:`forge_tui.evaluate.devlock`): exclusive
         for a timing block, shared for other device work. While it waits, the parent hears
         ``device_wait`` (no stage limit runs out meanwhile), then ``stage`` again."""
-        from forge_tui.evaluate.trials import gpu_lock
+        from forge_tui.evaluate.timers import gpu_lock
 
         waited = []
 
@@ -132,9 +97,13 @@ class Worker:
     def init(self, msg: dict) -> dict:
         import torch
 
-        from forge_tui.evaluate import trials
+        from forge_tui.evaluate import timers
+        from forge_tui.tasks.taskfile_sandbox import memory_cap_mb
 
-        self.task = task = load_task(msg["task"])
+        # a task file's value checks refuse here what the loading child refuses (the same cap,
+        # the sizes in GB) before they allocate: the pre-flight runs only once the task is loaded
+        os.environ.setdefault("FORGE_LOAD_CAP_MB", str(memory_cap_mb()))
+        self.task = task = load_task_ref(msg["task"], isolate=False)  # this worker is the capped process
         self.backend = get_backend(msg["backend"])
         facts: dict = {
             "torch": torch.__version__,
@@ -145,11 +114,11 @@ class Worker:
         self.backend.prepare_worker()  # cuda: a visible device, initialised; host: one torch thread
         self.device = self.backend.torch_device
         facts.update(self.backend.device_facts())
-        self.telemetry = trials.Telemetry(self.backend)
+        self.telemetry = timers.Telemetry(self.backend)
         driver = self.telemetry.driver_version()
         if driver:
             facts["driver"] = driver
-        self.timer = trials.make_timer(self.backend, self.device)
+        self.timer = timers.make_timer(self.backend, self.device)
         # before any input is drawn (the copy bandwidth, the vetting, the baselines): a task
         # that cannot fit is refused in one line, never an out-of-memory error half-way
         fp = preflight(
@@ -175,7 +144,7 @@ class Worker:
     def _reference_ms(self, task: TaskSpec) -> float:
         """One call of the reference on the largest timed shape, after one warm-up call (ms):
         what the parent derives the kernel time limit from before any baseline is timed."""
-        from forge_tui.evaluate.trials import input_generator
+        from forge_tui.evaluate.launch import input_generator
 
         shapes = task.shapes_for(self.backend.name)
         if not shapes:
@@ -302,18 +271,18 @@ class Worker:
             torch.cuda.empty_cache()
 
     def evaluate(self, msg: dict) -> dict:
-        from forge_tui.evaluate import trials
+        from forge_tui.evaluate import correctness, launch, trials
 
         task = self.spec()
         self.free_device_memory()
         self.peaks.mark("idle")
         self.progress("load")
         try:
-            launcher = trials.Launcher(msg["library"], task, self.backend)
+            launcher = launch.Launcher(msg["library"], task, self.backend)
         except (OSError, RuntimeError) as exc:
             return {"status": NodeStatus.CRASHED, "error": f"cannot load the library: {exc}"}
         with self.device_work("load", exclusive=False):  # never inside another search's timing window
-            passed, rows, error = trials.run_correctness(
+            passed, rows, error = correctness.run_correctness(
                 launcher, task, self.backend, self.device, msg["seed"], msg.get("trials", 3), self.progress
             )
         self.peaks.mark("correctness")
@@ -337,7 +306,7 @@ class Worker:
                         mode=msg.get("mode") or task.timing_mode,
                     )
                 except RuntimeError as exc:
-                    if isinstance(exc, trials.CandidateFault) or is_out_of_memory(exc):
+                    if isinstance(exc, launch.CandidateFault) or is_out_of_memory(exc):
                         raise  # out of memory: the harness's fault or the candidate's, decided in serve()
                     return {"status": NodeStatus.INCORRECT, "error": f"{exc} on {shape_name}", "correctness": rows}
             after = self.telemetry.read()
@@ -355,10 +324,10 @@ class Worker:
 
             for w_in, w_out in r.get("window_sets") or [(r["last_inputs"], r["last_outputs"])]:
                 # every launch of the last timed window (check 5)
-                refs = trials._as_tuple(task.reference(*reference_inputs(w_in)))
-                eagers = trials._as_tuple(task.reference(*w_in))
+                refs = launch._as_tuple(task.reference(*reference_inputs(w_in)))
+                eagers = launch._as_tuple(task.reference(*w_in))
                 for i, (o, ref) in enumerate(zip(w_out, refs)):
-                    ok, max_abs, max_rel, tol, note = trials.compare(
+                    ok, max_abs, max_rel, tol, note = correctness.compare(
                         o, ref, task.outputs(dims)[i][1], eagers[i] if i < len(eagers) else None
                     )
                     if not ok:
@@ -388,7 +357,7 @@ class Worker:
 
     # ------------------------------------------------------------------ loop
     def serve(self) -> int:
-        from forge_tui.evaluate.trials import CandidateFault
+        from forge_tui.evaluate.launch import CandidateFault
 
         while True:
             try:
@@ -438,17 +407,21 @@ class Worker:
     def harness_oom(self, exc: BaseException, op: Optional[str]) -> bool:
         """True when ``exc`` is an allocation failure of the harness, not of a candidate: any
         out-of-memory error outside an evaluation (init, baselines), and on cuda one inside an
-        evaluation while the device memory outside torch's allocator (a candidate's own
-        cudaMalloc) grew by less than ``CANDIDATE_SLACK_BYTES`` since start-up. On the host a
-        MemoryError inside an evaluation stays the candidate's (it may have leaked up to the cap)."""
+        evaluation while this process's device memory outside torch's allocator (a candidate's
+        own cudaMalloc, read per process from NVML, so other processes on the GPU do not count)
+        grew by less than ``CANDIDATE_SLACK_BYTES`` since start-up, or cannot be read. On the
+        host a MemoryError inside an evaluation stays the candidate's (it may have leaked up to
+        the cap)."""
         if not is_out_of_memory(exc):
             return False
         if op != "evaluate":
             return True
         if self.backend.name != BackendName.CUDA:
             return False
-        grew = outside_allocator_bytes(self.backend.name) - getattr(self, "outside0", 0)
-        return grew < CANDIDATE_SLACK_BYTES
+        now, start = outside_allocator_bytes(self.backend.name), getattr(self, "outside0", None)
+        if now is None or start is None:  # NVML cannot tell ours from other processes': not the candidate's
+            return True
+        return now - start < CANDIDATE_SLACK_BYTES
 
     def device_memory_note(self) -> str:
         """``; peak 30.1 GB = 2.3x the problem's 12.9 GB, 1.2 GB free on NVIDIA H200`` (cuda), else ""."""

@@ -106,8 +106,7 @@ def test_a_run_whose_task_cannot_fit_ends_failed_with_the_reason(softmax_task, t
 def test_a_task_file_with_16_gb_of_inputs_is_refused_naming_its_size(tmp_path):
     """The file's inputs are never built: shapes come from the meta device (the loader) and the
     pre-flight computes the bytes; the free figure is injected."""
-    from forge_tui.search.create import load_task
-    from forge_tui.search.runner import task_ref
+    from forge_tui.tasks.refs import load_task, task_ref
 
     f = tmp_path / "big_scale.py"
     f.write_text(
@@ -238,7 +237,7 @@ def test_the_worker_keeps_a_lower_hard_address_space_limit(softmax_task):
     limit = 3 << 30
     r = _capped(
         "import json, resource\n"
-        "from kernels.registry import get_task\n"
+        "from forge_tui.tasks.catalog import get_task\n"
         "from forge_tui.evaluate.worker import limit_memory\n"
         "facts = limit_memory(get_task('softmax'), 8192)\n"
         "print(json.dumps([facts, resource.getrlimit(resource.RLIMIT_AS)]))\n",
@@ -260,7 +259,7 @@ def test_a_load_under_a_lower_limit_says_which_limit_it_hit(tmp_path):
     )
     r = _capped(
         "import json\nfrom pathlib import Path\n"
-        "from forge_tui.model.taskfile_sandbox import derive_capped\n"
+        "from forge_tui.tasks.taskfile_sandbox import derive_capped\n"
         f"p = Path({str(f)!r})\n"
         "print(json.dumps(derive_capped(p, p.read_text(), 'file', 'eval', 8192)))\n",
         3 << 30,

@@ -53,13 +53,13 @@ def test_speedup_interval_and_straddling():
 
 
 def _time(task, source, mode, eager=True):
-    from forge_tui.evaluate import trials
+    from forge_tui.evaluate import launch, timers, trials
 
     lib = compile_source(source, "host")
     assert lib.ok, lib.log
-    timer = trials.make_timer("host", "cpu")
+    timer = timers.make_timer("host", "cpu")
     dims = {"rows": 4, "cols": 256}  # ~2 us a call: many calls per window
-    launcher = trials.Launcher(str(lib.library), task, "host")
+    launcher = launch.Launcher(str(lib.library), task, "host")
     return trials.time_shape(
         timer, launcher, task, dims, "cpu", seed=3, eager=task.reference if eager else None, mode=mode
     )
@@ -146,14 +146,14 @@ def test_the_speed_of_light_gate_is_the_memory_floor_not_the_references_flops(ca
 def test_a_set_larger_than_the_budget_is_timed_alone(softmax_task, host_seed):
     """A set over the timer's memory budget: one set, one launch per window (memory in
     proportion to the problem, issue 26), still verified and still timed against eager."""
-    from forge_tui.evaluate import trials
+    from forge_tui.evaluate import launch, timers, trials
     from forge_tui.evaluate.timers import timing_sets
 
     assert timing_sets(10 << 30, 3, 1 << 30) == 1 and timing_sets(1 << 20, 3, 1 << 30) == 3
     lib = compile_source(host_seed, "host")
-    timer = trials.make_timer("host", "cpu")
+    timer = timers.make_timer("host", "cpu")
     timer.budget_bytes = 1  # every set is over it
-    launcher = trials.Launcher(str(lib.library), softmax_task, "host")
+    launcher = launch.Launcher(str(lib.library), softmax_task, "host")
     dims = {"rows": 4, "cols": 256}
     r = trials.time_shape(timer, launcher, softmax_task, dims, "cpu", seed=3, eager=softmax_task.reference)
     assert r["launches"] == 1 and len(r["window_sets"]) == 1
@@ -163,11 +163,11 @@ def test_a_set_larger_than_the_budget_is_timed_alone(softmax_task, host_seed):
 
 
 def test_a_pointer_cache_is_caught_with_one_set(softmax_task):
-    from forge_tui.evaluate import trials
+    from forge_tui.evaluate import launch, timers, trials
 
     lib = compile_source(POINTER_CACHE, "host")
-    timer = trials.make_timer("host", "cpu")
+    timer = timers.make_timer("host", "cpu")
     timer.budget_bytes = 1
-    launcher = trials.Launcher(str(lib.library), softmax_task, "host")
+    launcher = launch.Launcher(str(lib.library), softmax_task, "host")
     with pytest.raises(RuntimeError, match="skipped work"):
         trials.time_shape(timer, launcher, softmax_task, {"rows": 4, "cols": 256}, "cpu", seed=3)
