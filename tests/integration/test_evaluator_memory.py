@@ -351,3 +351,14 @@ def test_compare_by_slices_gives_the_whole_tensors_verdict(monkeypatch, chunk):
         assert sliced[k][1] == pytest.approx(whole[k][1]) and sliced[k][2] == pytest.approx(whole[k][2])
     assert "first at flat index 100" in sliced["bad"][4] and "first at flat index 77" in sliced["nan"][4]
     assert correctness.same_bits(ok_out, ok_out.clone()) and not correctness.same_bits(ok_out, bad)
+
+
+def test_eval_prints_the_workers_peak_as_a_multiple_of_the_problem():
+    from forge_tui.cli.render import eval_dict, eval_text
+    from forge_tui.core.results import EvalResult
+
+    mem = {"peak_bytes": 71_135_395_840, "problem_bytes": 12_884_901_888, "multiple": 5.52, "stages": {}}
+    res = EvalResult("ok", memory=mem)
+    assert "memory: worker peak 71.14 GB on the device, 5.52x the problem's 12.88 GB" in eval_text(res)
+    assert eval_dict(res, {})["memory"] == mem
+    assert "memory:" not in eval_text(EvalResult("ok"))  # the host backend reports none
