@@ -255,6 +255,9 @@ class Search(NodeSteps):
         writer: Any = self.proposer  # an LLM proposer stores its exchanges: not part of the Proposer protocol
         if getattr(writer, "store", None) is store:
             writer.store = self.store  # a proposer writing from its thread goes through the lock too
+        client = getattr(writer, "client", None)
+        if client is not None and getattr(client, "on_status", "") is None:
+            client.on_status = self.log  # "waiting for the first token from URL, 90 s" on the run's output
         self.gate = TimingGate()
         # host backend: the CPU is the device being timed, so no compile runs during an evaluation
         self.cpu_gate = TimingGate(

@@ -79,3 +79,22 @@ def test_a_400_every_request_gets_pauses_the_run_exit_3(tmp_path, fake_llm, monk
     assert data["run"]["status"] == "paused"
     assert "too many roles" in data["run"]["status_reason"] and "\n" not in data["run"]["status_reason"]
     assert len(fake_llm.chat_requests()) <= 3  # not one per iteration
+
+
+@pytest.mark.slow
+def test_a_server_that_never_answers_says_so_on_headless_output_then_pauses(tmp_path, fake_llm, monkeypatch, capsys):
+    from tests.fakellm import hang
+
+    fake_llm.fallback = lambda b: hang()
+    env = _env(tmp_path, fake_llm)
+    cfg = tmp_path / "xdg" / "forge-tui" / "config.toml"
+    cfg.write_text(cfg.read_text().replace("retry_budget_s = 10", "retry_budget_s = 2\nwait_notice_s = 0.3"))
+    try:
+        db, rc, out, err = _run(tmp_path, env, monkeypatch, capsys, iterations="2")
+    finally:
+        fake_llm.release.set()
+    assert rc == 3, out + err  # paused: the endpoint did not answer within retry_budget_s
+    waits = [ln for ln in (out + err).splitlines() if "waiting for the first token from" in ln]
+    assert waits and all(fake_llm.base_url in ln and ln.rstrip().endswith(" s") for ln in waits)
+    data = _show(capsys, db)
+    assert data["run"]["status"] == "paused" and "retry_budget_s" in data["run"]["status_reason"]
