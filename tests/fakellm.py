@@ -195,6 +195,8 @@ class FakeLLM:
         self.models_404 = False
         #: Extra fields of the model's entry in GET /v1/models (a server's context length).
         self.model_info: dict = {}
+        #: llama.cpp's GET /props (at the root, beside /v1); {}: 404 as other servers.
+        self.props: dict = {}
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -246,6 +248,9 @@ class FakeLLM:
                 fake.requests.append(
                     {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": None}
                 )
+                if self.path.rstrip("/") == "/props" and fake.props:
+                    self._send(200, fake.props)
+                    return
                 if self.path.rstrip("/").endswith("/models") and not fake.models_404:
                     self._send(
                         200,

@@ -92,10 +92,18 @@ def build_parser() -> argparse.ArgumentParser:
     _optimize_parser(sub)
     lm = sub.add_parser("llm", help="LLM endpoint tools")
     lm_sub = lm.add_subparsers(dest="llm_cmd", required=True)
-    lc = lm_sub.add_parser("check", help="send one small request to the configured endpoint")
+    lc = lm_sub.add_parser(
+        "check", help="send one small request to the configured endpoint and check its advertised context"
+    )
     lc.add_argument("--base-url", default=None)
     lc.add_argument("--model", default=None)
     lc.add_argument("--timeout", type=float, default=30.0, help="seconds until the server answers (default 30)")
+    lc.add_argument(
+        "--full",
+        action="store_true",
+        help="send a request of the search's full size (its longest prompt and max_tokens) instead of a small "
+        "one: checks the context exactly, at the cost of ~22k prompt tokens on a hosted API",
+    )
     return p
 
 

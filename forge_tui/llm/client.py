@@ -382,6 +382,30 @@ class LLMClient:
         self._model = models[0]
         return self._model
 
+    def model_entry(self, model: str) -> dict:
+        """``model``'s entry in the endpoint's ``GET /models`` list as the server sent it (with its
+        own fields: vLLM ``max_model_len``, LM Studio ``max_context_length``, llama.cpp ``meta``);
+        {} when the list cannot be read or does not hold it. Never raises."""
+        try:
+            for entry in self._client.models.list():
+                data = dump(entry)
+                if data.get("id") == model:
+                    return data
+        except Exception:  # noqa: BLE001 - the list is optional: many servers answer 404
+            return {}
+        return {}
+
+    def server_props(self) -> dict:
+        """llama.cpp's ``GET /props`` (at the server's root, beside ``/v1``): its
+        ``default_generation_settings.n_ctx`` is a request's context (the server's ``-c`` over its
+        slots); {} from any other server or on any failure. Never raises."""
+        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+        try:
+            resp = self._client.get(root + "/props", cast_to=object, options={"timeout": 10.0})
+        except Exception:  # noqa: BLE001 - only llama.cpp has it
+            return {}
+        return resp if isinstance(resp, dict) else {}
+
     def _once(
         self, model: str, messages: list[dict], max_tokens: Optional[int], on_token, t0: float, say
     ) -> tuple[Reply, dict]:
