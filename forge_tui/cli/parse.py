@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     rm.add_argument("-y", "--yes", action="store_true", help="do not ask (never asked without a terminal)")
     _db_arg(rm)
     ca = sub.add_parser("cache", help="the compile cache")
-    ca_sub = ca.add_subparsers(dest="cache_cmd", required=True)
+    ca_sub = ca.add_subparsers(dest="cache_cmd", required=True, metavar="{prune}")
     cp_ = ca_sub.add_parser("prune", help="remove compiled builds, least recently used first")
     cp_.add_argument(
         "--max-size",
@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     _model_parsers(sub)
     _optimize_parser(sub)
     lm = sub.add_parser("llm", help="LLM endpoint tools")
-    lm_sub = lm.add_subparsers(dest="llm_cmd", required=True)
+    lm_sub = lm.add_subparsers(dest="llm_cmd", required=True, metavar="{check}")
     lc = lm_sub.add_parser(
         "check", help="send one small request to the configured endpoint and check its advertised context"
     )
