@@ -43,3 +43,21 @@ def test_waiting_for_device_is_said_once_per_holder(tmp_path):
     assert lines == ["waiting for device (pid 11)", "waiting for device (pid 12)", "waiting for device (pid 11)"]
     events = [e for e in store.events(run.id) if e.kind == "device_wait"]
     assert len(events) == 3
+
+
+def test_eval_json_top_level_times_agree_with_the_speedup():
+    import math
+    from types import SimpleNamespace
+
+    from forge_tui.cli.render import eval_dict
+
+    shapes = {
+        "a": {"median_ms": 0.5, "baseline_ms": 1.0, "speedup": 2.0},
+        "b": {"median_ms": 8.0, "baseline_ms": 4.0, "speedup": 0.5},
+        "c": {"median_ms": 1.0, "baseline_ms": 3.0, "speedup": 3.0},
+    }
+    speedup = math.exp(sum(math.log(v["speedup"]) for v in shapes.values()) / 3)  # as shape_verdict
+    res = SimpleNamespace(status="ok", speedup=speedup, median_ms=9.5, error="", shapes=shapes, flags={})
+    out = eval_dict(res, {"cpu": "x86_64"})
+    assert out["baseline_ms"] / out["median_ms"] == pytest.approx(out["speedup"])
+    assert out["median_ms"] == pytest.approx((0.5 * 8.0 * 1.0) ** (1 / 3)) and out["over_shapes"] == "geometric mean"
