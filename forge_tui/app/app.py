@@ -25,7 +25,7 @@ from forge_tui.app.screens.runs import RunsScreen
 from forge_tui.app.spawn import child_exit, log_path, spawn_search, start_search, watched
 from forge_tui.app.watch import SearchExit, settle_exit
 from forge_tui.core.errors import one_line
-from store import Store, StoreError, StoreNotFound, default_db_path
+from store import Store, StoreError, StoreNotFound, default_db_path, path_writable
 
 #: How often the app looks whether a search it started has ended (seconds); shorter than
 #: the screens' polls, so a search that fails at once shows within one poll.
@@ -67,7 +67,9 @@ class ForgeApp(App):
             ascii_mode.apply()
         super().__init__()
         self.db_path = Path(db_path)
-        self.store = Store(self.db_path)
+        # a database on a read-only mount (or file) is browsed: SQLite cannot make its -shm there
+        writable = path_writable(self.db_path) or not self.db_path.exists()
+        self.store = Store(self.db_path) if writable else Store(self.db_path, readonly=True)
         self.initial_run_id = run_id
         self.note = note
         self.clock = clock or time.time
