@@ -82,6 +82,14 @@ def cmd_capture(args, store: Store) -> int:
 
         rs = find_regions(cap)
         chosen_regions = rt.select_regions(rs, [s for s in sels if rt.is_region_selector(s)])
+    if chosen or chosen_regions:  # an edited task file is refused before the timing and any write
+        from forge_tui.model.capture.register import refuse_edited, task_dir
+        from forge_tui.model.capture.render import task_filename
+
+        out = task_dir(args.output, cap.model_file.stem)
+        paths = [out / task_filename(g) for g in chosen]
+        paths += [out / rt.region_filename(rs, r) for r in chosen_regions] if rs is not None else []
+        refuse_edited(paths, args.force)
     if not args.no_time:
         tty = sys.stderr.isatty()
 
@@ -90,7 +98,7 @@ def cmd_capture(args, store: Store) -> int:
                 print(f"\rtiming {i + 1}/{n} ...", end="" if i + 1 < n else "\r\033[K", file=sys.stderr, flush=True)
 
         cp.measure(cap, samples=args.samples, progress=progress)
-    made = cp.write_tasks(store, cap, chosen, args.output, mode=args.mode) if chosen else []
+    made = cp.write_tasks(store, cap, chosen, args.output, mode=args.mode, force=args.force) if chosen else []
     if made and not llm_configured():
         made = [dict(t, run_command=runnable_command(t, cap.model_file.stem, cap.backend)) for t in made]
     if rs is not None:
@@ -115,7 +123,9 @@ def _capture_regions(args, store: Store, cap, rs, chosen_regions, made) -> int:
     from forge_tui.model.capture.regions import set_times
 
     set_times(rs)
-    made_regions = write_region_tasks(store, rs, chosen_regions, args.output) if chosen_regions else []
+    made_regions = (
+        write_region_tasks(store, rs, chosen_regions, args.output, force=args.force) if chosen_regions else []
+    )
     if args.json:
         print(render.to_json({"regions": rr.region_rows(rs, made_regions), "ops": cp.rows(cap, made)}))
         return 0

@@ -203,6 +203,11 @@ def _model_parsers(sub) -> None:
     _backend_arg(cp, help="run the model on the GPU (cuda) or the CPU (host); auto: GPU when torch sees one")
     cp.add_argument("--samples", type=int, default=None, help="timing samples per operator (default 50 cuda, 15 host)")
     cp.add_argument("--no-time", action="store_true", help="record only; skip timing the operators")
+    cp.add_argument(
+        "--force",
+        action="store_true",
+        help="with --select: overwrite task files edited since capture wrote them (default: refuse, write nothing)",
+    )
     cp.add_argument("--json", action="store_true")
     _mode_arg(cp, what="the task files it writes")
     _db_arg(cp)

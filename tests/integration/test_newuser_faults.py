@@ -61,3 +61,27 @@ def test_eval_json_top_level_times_agree_with_the_speedup():
     out = eval_dict(res, {"cpu": "x86_64"})
     assert out["baseline_ms"] / out["median_ms"] == pytest.approx(out["speedup"])
     assert out["median_ms"] == pytest.approx((0.5 * 8.0 * 1.0) ** (1 / 3)) and out["over_shapes"] == "geometric mean"
+
+
+def test_capture_select_keeps_an_edited_task_file_unless_force(tmp_path, capsys, monkeypatch):
+    from pathlib import Path
+
+    from tests.helpers import main_rc, one_line_error
+
+    block = Path(__file__).resolve().parents[2] / "examples" / "transformer_block.py"
+    db = tmp_path / "forge.db"
+    monkeypatch.chdir(tmp_path)
+    argv = ["--db", db, "capture", block, "--backend", "host", "--no-time", "--select", "aten._softmax.default"]
+    rc, out, err = main_rc(capsys, *argv)
+    assert rc == 0, err
+    (task_file,) = (tmp_path / "forge-tasks" / "transformer_block").glob("*.py")
+    rc, out, err = main_rc(capsys, *argv)  # not edited: written again
+    assert rc == 0, err
+    edited = task_file.read_text().replace("import torch", "import torch  # my tweak", 1)
+    task_file.write_text(edited)
+    line = one_line_error(*main_rc(capsys, *argv), str(task_file.name), "edited", "--force")
+    assert "nothing written" in line
+    assert task_file.read_text() == edited  # kept
+    rc, out, err = main_rc(capsys, *argv, "--force")
+    assert rc == 0, err
+    assert task_file.read_text() != edited and "my tweak" not in task_file.read_text()
