@@ -63,6 +63,25 @@ def test_eval_json_top_level_times_agree_with_the_speedup():
     assert out["median_ms"] == pytest.approx((0.5 * 8.0 * 1.0) ** (1 / 3)) and out["over_shapes"] == "geometric mean"
 
 
+def test_a_stamped_task_file_is_told_from_an_edited_one(tmp_path):
+    from forge_tui.model.capture.register import edited, refuse_edited, stamp
+    from forge_tui.model.errors import CaptureError
+
+    f = tmp_path / "t.py"
+    assert not edited(f)  # none yet
+    f.write_text(stamp("import torch\n"))
+    assert not edited(f)
+    refuse_edited([f], force=False)
+    f.write_text(f.read_text() + "# mine\n")
+    assert edited(f)
+    with pytest.raises(CaptureError, match="--force"):
+        refuse_edited([f], force=False)
+    refuse_edited([f], force=True)
+    (tmp_path / "u.py").write_text("import torch\n")  # a file without a stamp: not capture's
+    assert edited(tmp_path / "u.py")
+
+
+@pytest.mark.slow  # four captures of the example model (~11 s)
 def test_capture_select_keeps_an_edited_task_file_unless_force(tmp_path, capsys, monkeypatch):
     from pathlib import Path
 
