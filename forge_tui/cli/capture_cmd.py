@@ -62,6 +62,15 @@ def runnable_command(task: dict, model_stem: str, backend: str) -> str:
     )
 
 
+def _unseeded_region_command(task: dict) -> str:
+    """The ``search it`` text for a region task with no pattern seed when no LLM endpoint is
+    configured: the tuner needs a seed, so the user writes one (or configures an endpoint)."""
+    return (
+        f"forge-tui run {task['path']} --seed-kernel YOUR_KERNEL (no LLM endpoint is configured and no "
+        "pattern seed fits this region: write a seed kernel, or set OPENAI_BASE_URL and use --proposer llm)"
+    )
+
+
 def cmd_capture(args, store: Store) -> int:
     """``forge-tui capture FILE``: the aten operators a model's forward runs; --select makes tasks."""
     from forge_tui.model import capture as cp
@@ -126,6 +135,8 @@ def _capture_regions(args, store: Store, cap, rs, chosen_regions, made) -> int:
     made_regions = (
         write_region_tasks(store, rs, chosen_regions, args.output, force=args.force) if chosen_regions else []
     )
+    if made_regions and not llm_configured():
+        made_regions = [t if t.get("seed") else dict(t, run_command=_unseeded_region_command(t)) for t in made_regions]
     if args.json:
         print(render.to_json({"regions": rr.region_rows(rs, made_regions), "ops": cp.rows(cap, made)}))
         return 0

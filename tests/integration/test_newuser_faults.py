@@ -104,3 +104,51 @@ def test_capture_select_keeps_an_edited_task_file_unless_force(tmp_path, capsys,
     rc, out, err = main_rc(capsys, *argv, "--force")
     assert rc == 0, err
     assert task_file.read_text() != edited and "my tweak" not in task_file.read_text()
+
+
+SWIGLU_FP32 = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Model(nn.Module):
+    def forward(self, gate, up):
+        return F.silu(gate) * up
+
+
+def get_inputs():
+    return [torch.randn(8, 64), torch.randn(8, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.slow  # two captures and a task load (~5-20 s on a shared machine)
+def test_region_hints_without_an_endpoint_and_the_seed_dtype(tmp_path, capsys, monkeypatch):
+    """An fp32 SwiGLU region: the catalog's swiglu seed is bf16 only. Without an endpoint the
+    hint never says ``--proposer llm`` as the way to run it; optimize's reason names the dtype."""
+    from forge_tui.campaign.plan import seed_problem
+    from forge_tui.model.taskfile import load_task_file
+    from tests.helpers import main_rc
+
+    for var in ("OPENAI_BASE_URL", "FORGE_LLM_MODEL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))  # no config file
+    model = tmp_path / "swiglu_fp32.py"
+    model.write_text(SWIGLU_FP32)
+    argv = ["--db", tmp_path / "f.db", "capture", model, "--backend", "host", "--regions", "--no-time"]
+    rc, out, err = main_rc(capsys, *argv, "--select", "R1", "-o", tmp_path / "t")
+    assert rc == 0, err
+    (search,) = [ln for ln in out.splitlines() if ln.strip().startswith("search it:")]
+    assert "--proposer llm" not in search.split(" (")[0] and "no LLM endpoint is configured" in search
+    assert "an LLM writes it" not in out
+    task = load_task_file(str(tmp_path / "t" / "region_R1_swiglu.py"), origin="captured")
+    why = seed_problem(task, "host")
+    assert "(swiglu) in float32" in why and "bfloat16" in why
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # an endpoint: the LLM hint is right
+    rc, out, err = main_rc(capsys, *argv, "--select", "R1", "-o", tmp_path / "t2")
+    assert rc == 0, err
+    assert "--proposer llm" in out and "an LLM writes it" in out
