@@ -300,6 +300,7 @@ class FakeLLM:
                         fake.in_flight -= 1
                         fake.flight.notify_all()
                 if entry["kind"] == "hang":
+                    self.close_connection = True  # released: the connection closes unanswered
                     return
                 if entry["kind"] == "html":
                     data = entry["page"].encode()

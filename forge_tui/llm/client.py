@@ -245,7 +245,7 @@ class LLMClient:
         if isinstance(exc, openai.APITimeoutError) or named(exc, "TimeoutException"):
             if timeout_s is not None and timeout_s < self.config.timeout_s:
                 return LLMTimeout(
-                    f"no reply from {url} within {timeout_s:g} s (what was left of retry_budget_s "
+                    f"no reply from {url} within {timeout_s:.1f} s (what was left of retry_budget_s "
                     f"{self.config.retry_budget_s:g} s)"
                 )
             return LLMTimeout(f"no reply from {url} within {self.config.timeout_s:g} s (timeout_s)")

@@ -158,3 +158,31 @@ def test_no_waiting_line_once_tokens_flow(fake_llm):
     c = LLMClient(fast_config(fake_llm.base_url), key=API_KEY, on_status=lines.append)
     assert c.chat(HI).text == "quick"
     assert lines == []
+
+
+def test_the_waiting_line_is_in_the_live_row_the_app_shows(proposer, fake_llm):
+    """The transcript pane shows a streaming exchange's status line (``live_markdown``)."""
+    import time
+    from dataclasses import replace
+
+    from forge_tui.app.widgets.transcript import live_markdown
+
+    store, ctx, prop, root = proposer
+    prop.client.config = replace(prop.client.config, wait_notice_s=0.1, retry_budget_s=30.0, timeout_s=30.0)
+    fake_llm.script = [hang(), reply(answer(variant(16), "ACC 16"))]
+    done: list = []
+    worker = threading.Thread(target=lambda: done.append(prop.propose(ctx, root)))
+    worker.start()
+    try:
+        shown = ""
+        for _ in range(200):  # wait on the state, not a time: the row's status line
+            live = store.live_llm_exchanges(ctx.run.id)
+            if live and live[0].error.startswith("waiting for the first token from"):
+                shown = live_markdown(live)
+                break
+            time.sleep(0.05)
+        assert "waiting for the first token from " + fake_llm.base_url in shown
+    finally:
+        fake_llm.release.set()
+        worker.join(60)
+    assert done and done[0].failure is None  # the hung attempt timed out... or was answered on release
