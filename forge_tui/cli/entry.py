@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from forge_tui.cli.commands import COMMANDS, fail
+from forge_tui.cli.commands import COMMANDS, fail, preflight
 from forge_tui.cli.parse import build_parser
 from forge_tui.core.errors import user_message
 from store import Store, StoreNeedsWrite, default_db_path, path_writable
@@ -62,7 +62,9 @@ def _dispatch(args) -> int:
         store = _read_only_store(path)  # the runs browser browses it (its title says read-only)
     else:
         if args.cmd in EXISTING_RUN and not path.exists():
-            return fail(f"no database at {path}: pass --db PATH (the one the run is in)")
+            if args.cmd == "resume":
+                preflight()  # a broken config file is said first, as with a database
+            return fail(f"no run with id {args.run_id}: no database at {path} (pass --db PATH, the one the run is in)")
         store = Store(path)
         if args.cmd is not None:  # a command that writes learns now, before its work (the app browses)
             store.check_writable()
