@@ -452,9 +452,9 @@ class LLMClient:
             err.sent = sent
             raise
         except Exception as exc:  # noqa: BLE001 - every failure becomes an LLMError
-            err = self._translate(exc, timeout_s=timeout)
-            err.sent = sent
-            raise err from None
+            translated = self._translate(exc, timeout_s=timeout)
+            translated.sent = sent
+            raise translated from None
         finally:
             watch.stop()
         return reply, sent

@@ -22,11 +22,14 @@ class LLMError(ForgeError, RuntimeError):
     """The endpoint could not answer; the message is one line for a person.
 
     retry_after_s: the wait the server asked for (``Retry-After``), in seconds, if it did.
+    sent: the parameters of the request that failed (``max_tokens`` or ``max_completion_tokens``,
+        ``temperature``, ``stream``, ``stream_options``), set by the client.
     """
 
     transient = False
     kind = "error"
     retry_after_s: Optional[float] = None
+    sent: Optional[dict] = None
 
 
 class Unreachable(LLMError):
