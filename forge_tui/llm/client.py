@@ -2,11 +2,17 @@
 
 Replies stream (SSE, ``stream: true`` with ``stream_options.include_usage``) with two limits
 instead of one total timeout: ``timeout_s`` for the server to start answering (queue, model
-load) and ``idle_timeout_s`` for a silence inside the reply; the text and any reasoning
-(``reasoning_content`` / ``reasoning`` deltas) go live to an ``on_token`` callback. A server
-that refuses ``stream`` (or ``stream_options``) is asked again without it, and so is one that
-refuses ``max_tokens`` (then ``max_completion_tokens``) or a non-default ``temperature``
-(then none): what was learned holds for the client's life (the run).
+load; cut to what is left of ``retry_budget_s``, so a server that never answers costs the
+budget, not ``timeout_s`` per attempt) and ``idle_timeout_s`` for a silence inside the reply;
+the text and any reasoning (``reasoning_content`` / ``reasoning`` deltas) go live to an
+``on_token`` callback, and while the first token is awaited a status line every
+``wait_notice_s`` says so. A stream that ends without a finish reason (no ``[DONE]`` either:
+a dropped connection) is :class:`StreamCut`, retried. A server that refuses ``stream`` (or
+``stream_options``; OpenAI's "must be verified to stream" 400 names ``param: stream``) is
+asked again without it, and so is one that refuses ``max_tokens`` (then
+``max_completion_tokens``) or a non-default ``temperature`` (then none): what was learned
+holds for the client's life (the run), and a request refused for a setting another request
+learned meanwhile is sent again as learned.
 
 Retries go through tenacity (exponential backoff with full jitter) on rate limits (429),
 timeouts, connection errors and 5xx, bounded by an attempt count and a total time; a 503
@@ -15,7 +21,7 @@ attempt count, with a status line. No retry on 400/401/403/404. A ``Retry-After`
 ``retry-after-ms``) header on a 429 or 503 replaces the backoff with the wait the server asked
 for, within the retry budget. The openai client's own retries are off. Every failure becomes a
 one-line :class:`LLMError` subclass (see :mod:`forge_tui.llm.errors`) naming the endpoint and
-what to do; the API key is scrubbed from every message; lone surrogates in a reply are replaced.
+what to do (a proxy's HTML error page becomes its status line, ``502 Bad Gateway``); the API key is scrubbed from every message; lone surrogates in a reply are replaced.
 """
 
 from __future__ import annotations
