@@ -197,6 +197,8 @@ class FakeLLM:
         self.model_info: dict = {}
         #: llama.cpp's GET /props (at the root, beside /v1); {}: 404 as other servers.
         self.props: dict = {}
+        #: LM Studio's GET /api/v0/models/<model> fields ({}: 404 as other servers).
+        self.lmstudio: dict = {}
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -250,6 +252,9 @@ class FakeLLM:
                 )
                 if self.path.rstrip("/") == "/props" and fake.props:
                     self._send(200, fake.props)
+                    return
+                if self.path.rstrip("/") == f"/api/v0/models/{MODEL}" and fake.lmstudio:
+                    self._send(200, {"id": MODEL, "object": "model", **fake.lmstudio})
                     return
                 if self.path.rstrip("/").endswith("/models") and not fake.models_404:
                     self._send(

@@ -4,9 +4,9 @@ The search's prompts grow to :data:`forge_tui.llm.prompts.MAX_PROMPT_CHARS` char
 tree deepens, and every request asks for ``max_tokens`` of reply; a server whose context cannot
 hold both refuses them mid-run. By default the check sends one small request (the configured
 temperature and streaming, ``max_tokens`` at most :data:`PING_MAX_TOKENS`) and compares the
-context the server advertises (:func:`advertised_context`: vLLM ``max_model_len``, LM Studio
-``loaded_context_length`` / ``max_context_length``, llama.cpp ``/props`` ``n_ctx`` or its
-model's ``n_ctx_train``) with an estimate of the search's largest request. ``full=True``
+context the server advertises (:func:`advertised_context`: vLLM ``max_model_len`` in
+``/v1/models``, LM Studio ``loaded_context_length`` / ``max_context_length`` in
+``/api/v0/models/<model>``, llama.cpp ``/props`` ``n_ctx`` or its model's ``n_ctx_train``) with an estimate of the search's largest request. ``full=True``
 (``llm check --full``) sends the search's system prompt and a user message of that full size
 (kernel source as filler) with the configured ``max_tokens`` instead: exact, but on a hosted
 API each check costs ~22k prompt tokens. What the client had to learn (e.g.
@@ -19,6 +19,7 @@ import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Optional
+from urllib.parse import quote
 
 from forge_tui.llm import prompts
 from forge_tui.llm.client import LLMClient, LLMError
@@ -100,8 +101,10 @@ def check(args=None, *, full: Optional[bool] = None) -> tuple[bool, str]:
         model = client.resolve_model()
         if not full:
             entry = client.model_entry(model)
-            props = client.server_props() if entry.get("owned_by") == "llamacpp" or "meta" in entry else {}
+            props = client.server_json("/props") if entry.get("owned_by") == "llamacpp" or "meta" in entry else {}
             found = advertised_context(entry, props)
+            if found is None:  # LM Studio lists its context in its own REST API only
+                found = advertised_context(client.server_json(f"/api/v0/models/{quote(model, safe='')}"))
             need = search_request_tokens(cfg.max_tokens)
             if found is None:
                 context = (

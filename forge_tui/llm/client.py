@@ -401,14 +401,16 @@ class LLMClient:
             return {}
         return {}
 
-    def server_props(self) -> dict:
-        """llama.cpp's ``GET /props`` (at the server's root, beside ``/v1``): its
-        ``default_generation_settings.n_ctx`` is a request's context (the server's ``-c`` over its
-        slots); {} from any other server or on any failure. Never raises."""
+    def server_json(self, path: str) -> dict:
+        """``GET`` of ``path`` at the server's root (beside ``/v1``) as a JSON object: llama.cpp's
+        ``/props`` (its ``default_generation_settings.n_ctx`` is a request's context: the
+        server's ``-c`` over its slots), LM Studio's ``/api/v0/models/<model>`` (its
+        ``loaded_context_length`` / ``max_context_length``). {} from a server without it, or on
+        any failure. Never raises."""
         root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
         try:
-            resp = self._client.get(root + "/props", cast_to=object, options={"timeout": 10.0})
-        except Exception:  # noqa: BLE001 - only llama.cpp has it
+            resp = self._client.get(root + path, cast_to=object, options={"timeout": 10.0})
+        except Exception:  # noqa: BLE001 - only some servers have it
             return {}
         return resp if isinstance(resp, dict) else {}
 

@@ -166,7 +166,7 @@ def test_llm_check_sends_a_small_request_by_default(llm_env):
     "info,where",
     [
         ({"max_model_len": 32768}, "max_model_len"),  # vLLM
-        ({"max_context_length": 32768}, "max_context_length"),  # LM Studio
+        ({"max_context_length": 32768}, "max_context_length"),  # LM Studio's /api/v0 fields, if listed
         ({"owned_by": "llamacpp", "meta": {"n_ctx_train": 32768, "n_vocab": 152064}}, "meta.n_ctx_train"),  # llama.cpp
     ],
 )
@@ -206,3 +206,12 @@ def test_llm_check_reads_llamacpp_props_n_ctx_before_the_training_context(llm_en
     llm_env.props = {"default_generation_settings": {"n_ctx": 8192}, "total_slots": 4}
     ok, line = check()
     assert not ok and "8,192 tokens (/props n_ctx)" in line
+
+
+def test_llm_check_reads_lm_studio_rest_api_context(llm_env):
+    from forge_tui.llm.check import check
+
+    llm_env.fallback = lambda b: reply("ready")
+    llm_env.lmstudio = {"type": "llm", "state": "loaded", "max_context_length": 131072, "loaded_context_length": 8192}
+    ok, line = check()
+    assert not ok and "8,192 tokens (loaded_context_length)" in line
