@@ -55,7 +55,7 @@ TOLERANCES = {
 
 
 #: The seed files of a catalog operator: one per backend, for every dtype and variant.
-SEED_FILES = {BackendName.CUDA: "seed.cu", BackendName.HOST: "seed.cpp"}
+SEED_FILES: dict[str, str] = {BackendName.CUDA: "seed.cu", BackendName.HOST: "seed.cpp"}
 #: The macro that selects a dtype's branches in a seed file (float32 is the default: none).
 DTYPE_MACROS = {"float32": {}, "bfloat16": {"FORGE_DTYPE_BF16": 1}}
 
@@ -143,7 +143,7 @@ class TaskSpec:
         deterministic: the op's output is a pure function of its input (check 9).
         module: dotted module path the worker imports to rebuild this spec.
         origin: ``catalog``, ``file`` (a KernelBench-layout task file, see
-            :mod:`forge_tui.model.taskfile`) or ``captured`` (a file written by ``forge-tui capture``).
+            :mod:`forge_tui.tasks.taskfile`) or ``captured`` (a file written by ``forge-tui capture``).
         reference_source: the reference's source text when it is not a function of a
             catalog module (a task file's whole text).
         sizes_of: ``(*inputs) -> tuple[int, ...]``: the int64 ``size`` args for input tensors of
@@ -152,7 +152,7 @@ class TaskSpec:
             ``sizes(dims)``. It must be a self-contained module-level function (its body may
             use only its arguments and builtins): ``forge-tui export`` copies its source into
             the exported module. Catalog tasks set it; task files do not need it (their
-            sizes are the dims of every tensor argument, see :mod:`forge_tui.model.taskfile`).
+            sizes are the dims of every tensor argument, see :mod:`forge_tui.tasks.taskfile`).
         file: absolute path of the task file a ``file``/``captured`` task came from.
         capture: the file's ``FORGE_CAPTURE`` dict (the recorded aten op and where it came
             from) for a ``captured`` task, else None.

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from forge_tui.cli.commands import COMMANDS, fail, preflight
+from forge_tui.cli.commands import COMMANDS, preflight
 from forge_tui.cli.parse import build_parser
+from forge_tui.cli.render import fail
 from forge_tui.core.errors import user_message
 from store import Store, StoreNeedsWrite, default_db_path, path_writable
 from store.errors import read_only

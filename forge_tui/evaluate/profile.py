@@ -22,16 +22,7 @@ from typing import Callable, Mapping, Optional, Union
 from forge_tui.core.present import duration_text
 from forge_tui.evaluate.ncu import ProfileStatus, _kill, capture_profile, failure
 
-__all__ = [
-    "ENV",
-    "ROOFLINE_TITLE",
-    "STALL_MEANINGS",
-    "ProfileStatus",
-    "Profiler",
-    "profile_text",
-    "profiling_enabled",
-    "roofline_lines",
-]
+__all__ = ["ENV", "STALL_MEANINGS", "ProfileStatus", "Profiler", "profile_text", "profiling_enabled", "roofline_lines"]
 
 #: What the most common warp stall reasons mean (Nsight Compute Kernel Profiling Guide,
 #: "Warp Stall Reasons"); shown beside the top stalls.
@@ -53,8 +44,6 @@ STALL_MEANINGS = {
     "imc_miss": "constant cache miss",
     "sleeping": "sleeping (nanosleep)",
 }
-#: A heading for :func:`roofline_lines` in a prompt.
-ROOFLINE_TITLE = "Roofline per timed shape (bytes read + written once; floor = bytes / copy bandwidth):"
 
 
 #: Environment variable that turns profiling off for every run (``off``), whatever the run says.
@@ -160,8 +149,8 @@ def roofline_lines(
 
     The floor is the roofline's ``max(bytes / copy_gbs, flops / tflops)``
     (:func:`forge_tui.hardware.roofline_floor_ms`, Williams et al. 2009); each baseline's
-    GB/s is ``bytes / time`` as in :func:`forge_tui.hardware.achieved_gbs`. Title:
-    :data:`ROOFLINE_TITLE`.
+    GB/s is ``bytes / time`` as in :func:`forge_tui.hardware.achieved_gbs`. A prompt heads them with
+    :data:`forge_tui.llm.prompts.ROOFLINE_TITLE`.
     """
     out = []
     for name, spec in shapes.items():

@@ -40,7 +40,7 @@ def _reference(task: TaskSpec, inputs: list) -> tuple:
 
 def vet_task(task: TaskSpec, backend: str, device: str, seed: int = 20_011) -> Optional[str]:
     """None when ``task`` is a fair target on ``backend``, else a one-line reason."""
-    from forge_tui.evaluate.trials import input_generator
+    from forge_tui.evaluate.launch import input_generator
 
     shapes = task.shapes_for(backend)
     if not shapes:

@@ -7,7 +7,7 @@ import pytest
 
 import forge_tui.cli as cli
 from forge_tui.search.runner import Search, create_run
-from kernels.registry import get_task
+from forge_tui.tasks.catalog import get_task
 from store import Store
 
 
@@ -131,7 +131,7 @@ def test_region_hints_without_an_endpoint_and_the_seed_dtype(tmp_path, capsys, m
     """An fp32 SwiGLU region: the catalog's swiglu seed is bf16 only. Without an endpoint the
     hint never says ``--proposer llm`` as the way to run it; optimize's reason names the dtype."""
     from forge_tui.campaign.plan import seed_problem
-    from forge_tui.model.taskfile import load_task_file
+    from forge_tui.tasks.taskfile import load_task_file
     from tests.helpers import main_rc
 
     for var in ("OPENAI_BASE_URL", "FORGE_LLM_MODEL", "OPENAI_API_KEY"):

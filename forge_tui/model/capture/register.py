@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 from forge_tui.model.capture.recorder import Capture, OpGroup
 from forge_tui.model.capture.render import render_task, task_filename
 from forge_tui.model.errors import CaptureError
-from forge_tui.model.loader import one_line as _first_line
+from forge_tui.tasks.loader import one_line as _first_line
 
 #: The first line of every task file capture writes: the sha256 (first 16 hex digits) of the
 #: text below it, so that a later capture can tell a file the user edited from its own.
@@ -127,8 +127,8 @@ def write_and_register(store, path: Path, text: str, what: str, *, mode: str = "
         CaptureError: the file cannot be written, or does not load as a task.
     """
     from forge_tui.core.errors import user_message
-    from forge_tui.model.taskfile import load_task_file
-    from forge_tui.search.tasks import register_task
+    from forge_tui.tasks.register import register_task
+    from forge_tui.tasks.taskfile import load_task_file
 
     try:
         path.write_text(stamp(text))
