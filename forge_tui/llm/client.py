@@ -171,7 +171,12 @@ class _FirstTokenWatch:
                 return
 
     def stop(self) -> None:
+        """End the lines; returns once a line being said has been said (so none lands after the
+        reply's final record)."""
         self._done.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread() and thread.is_alive():
+            thread.join(5.0)
 
 
 class _StopAfterAttempts(stop_base):
