@@ -15,7 +15,7 @@ from forge_tui.cli.render import fail, terminal_columns
 from store import Store
 
 #: The example seeds (``examples/seeds/<stem>.cu`` and ``.cpp``) and the captured task each
-#: was written for, by (model file stem, captured aten op): the README's pairing (the
+#: was written for, by (model file stem, captured aten op): the pairing docs/models.md names (the
 #: transformer block's attention softmax, ResNet-50's global average pool); each file's
 #: header names the op, its arguments and the launch signature it implements.
 EXAMPLE_SEEDS = {
@@ -77,6 +77,8 @@ def cmd_capture(args, store: Store) -> int:
 
     if args.samples is not None and args.samples < 1:
         return fail("--samples must be 1 or more")
+    if args.compiled:
+        return _capture_compiled(args)
     cap = cp.record(args.file, backend=args.backend)
     from forge_tui.model.capture import region_task as rt
 
@@ -145,4 +147,20 @@ def _capture_regions(args, store: Store, cap, rs, chosen_regions, made) -> int:
     for text in (cp.format_tasks(made) if made else "", rr.format_region_tasks(made_regions)):
         if text:
             print(text)
+    return 0
+
+
+def _capture_compiled(args) -> int:
+    """``capture --compiled``: the torch.compile'd forward's kernel table and budget
+    (:mod:`forge_tui.model.capture.compiled`), or ``--json``'s ``{"compiled": [...], budget fields}``."""
+    if args.select or args.regions:
+        return fail("--compiled lists the compiled forward's kernels: it takes no --select or --regions")
+    from forge_tui.model.capture.compiled import compiled_table
+    from forge_tui.model.capture.compiled_render import format_compiled
+
+    table = compiled_table(args.file, backend=args.backend, samples=0 if args.no_time else args.samples)
+    if args.json:
+        print(render.to_json(table.as_json()))
+        return 0
+    print(format_compiled(table, columns=terminal_columns()))
     return 0

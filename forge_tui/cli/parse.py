@@ -200,6 +200,12 @@ def _model_parsers(sub) -> None:
     cp.add_argument(
         "-o", "--output", default=None, metavar="DIR", help="where task files go (default forge-tasks/<model>/)"
     )
+    cp.add_argument(
+        "--compiled",
+        action="store_true",
+        help="profile the torch.compile'd forward instead (CUDA graph replay on cuda): its kernels by kind "
+        "(gemm, attention, fused, copy, other), the glue budget and the GEMMs' roofline share",
+    )
     _backend_arg(cp, help="run the model on the GPU (cuda) or the CPU (host); auto: GPU when torch sees one")
     cp.add_argument("--samples", type=int, default=None, help="timing samples per operator (default 50 cuda, 15 host)")
     cp.add_argument("--no-time", action="store_true", help="record only; skip timing the operators")
@@ -296,6 +302,13 @@ def _optimize_parser(sub) -> None:
         choices=("auto", *PROPOSER_CHOICES),
         default="auto",
         help="auto (default): tune where a region has a seed kernel, else llm when an endpoint is configured",
+    )
+    op.add_argument(
+        "--rank",
+        choices=("auto", "compiled", "eager"),
+        default="auto",
+        help="order regions by what is left inside torch.compile (compiled: profiles the compiled forward) or by "
+        "eager share; auto (default): compiled on cuda, eager on the host",
     )
     op.add_argument("--seed", type=int, default=DEFAULTS.seed, help="random seed of the searches")
     op.add_argument(

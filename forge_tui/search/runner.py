@@ -193,8 +193,8 @@ def make_proposer(name: str, run: Any, store: Any) -> Proposer:
 
 
 def resume_target(store: Any, run: Any, more: int) -> tuple[int, int]:
-    """``(target, in_flight)`` for ``resume --iterations MORE``: MORE evaluations from now (the
-    README's "that many more iterations from now"), so the target is the run's stored
+    """``(target, in_flight)`` for ``resume --iterations MORE``: MORE evaluations from now (docs/cli.md:
+    "that many more iterations from now"), so the target is the run's stored
     ``iterations_done`` plus MORE. The ``in_flight`` nodes a killed search left are evaluated
     again first and count among the MORE; the pipeline proposes only the rest, so the
     progress ``[done/target]`` never passes its target.
