@@ -1,4 +1,4 @@
-"""Faults a new user met following the README (issue 27's trial): each a real command, a real
+"""CLI messages and refusals a new user meets following the README: checked with a real command, a real
 store, a real file."""
 
 from __future__ import annotations
