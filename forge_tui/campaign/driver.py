@@ -48,6 +48,7 @@ class Options:
     json: bool = False
     new: bool = False
     seed: int = 0
+    rank: str = "auto"  # auto | compiled | eager: how regions are ranked (forge_tui.campaign.plan)
 
 
 def file_hash(path: Path) -> str:
@@ -320,6 +321,7 @@ class Campaigner:
             budget_s=o.budget_s,
             tasks_dir=out_dir / "tasks",
             log=self.log,
+            rank=o.rank,
         )
         config = {
             "top": top,

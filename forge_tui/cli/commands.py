@@ -417,6 +417,7 @@ def cmd_optimize(args, store: Store) -> int:
         json=args.json,
         new=args.new,
         seed=args.seed,
+        rank=args.rank,
     )
     from forge_tui.campaign.driver import check_options
 
