@@ -93,6 +93,15 @@ def dir_writable(directory: Path) -> bool:
     return os.access(directory, os.W_OK)
 
 
+def path_writable(path: Path) -> bool:
+    """False when the database file ``path`` (existing) or its directory cannot be written: a
+    read-only mount, or permissions (SQLite needs the directory too, for its -wal/-shm and journal)."""
+    path = Path(path)
+    if not dir_writable(path.parent):
+        return False
+    return not path.exists() or os.access(path, os.W_OK)
+
+
 def make_engine(
     path: Path, *, readonly: bool, busy_timeout_s: float, faults: Optional[Faults], immutable: Optional[bool] = None
 ) -> Engine:

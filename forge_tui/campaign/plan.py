@@ -216,7 +216,7 @@ def seed_problem(task, backend: str) -> Optional[str]:
     seed = task.seed_source(backend)
     if not seed:
         pattern = (task.capture or {}).get("pattern")
-        return "no seed kernel for its pattern" + (f" ({pattern})" if pattern else "")
+        return "no seed kernel for its pattern" + (f" ({pattern})" if pattern else "") + _other_dtypes(task, pattern)
     from forge_tui.search.proposers.base import ProposerError
     from forge_tui.search.proposers.tune import TuneProposer
 
@@ -225,6 +225,22 @@ def seed_problem(task, backend: str) -> Optional[str]:
     except ProposerError as exc:
         return f"its seed kernel cannot be tuned ({exc})"
     return None
+
+
+def _other_dtypes(task, pattern: Optional[str]) -> str:
+    """``" in float32: its catalog seeds are for bfloat16"`` when the catalog seeds ``pattern``
+    but only for other dtypes than ``task``'s, else ''."""
+    if not pattern:
+        return ""
+    from forge_tui.tasks.catalog import catalog
+
+    dtypes = sorted(
+        {str(t.dtype) for t in catalog().values() if t.pattern is not None and t.pattern.name == pattern and t.seeds}
+    )
+    mine = str(getattr(task, "dtype", "") or "")
+    if not dtypes or not mine or mine in dtypes:
+        return ""
+    return f" in {mine}: its catalog seed{'s are' if len(dtypes) > 1 else ' is'} for {', '.join(dtypes)} only"
 
 
 def llm_problem() -> Optional[str]:

@@ -298,6 +298,9 @@ def cmd_eval(args, store: Optional[Store]) -> int:
         res = ev.evaluate(source, seed=args.seed)
     except WorkerError as exc:
         return fail(exc.line)
+    except KeyboardInterrupt:  # Ctrl-C: the worker (its own session, so it got no SIGINT) is killed, not asked
+        ev.kill(wait_s=0.5)
+        raise
     finally:
         ev.close()
     print(render.to_json(render.eval_dict(res, base)) if args.json else render.eval_text(res))

@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     rm.add_argument("-y", "--yes", action="store_true", help="do not ask (never asked without a terminal)")
     _db_arg(rm)
     ca = sub.add_parser("cache", help="the compile cache")
-    ca_sub = ca.add_subparsers(dest="cache_cmd", required=True)
+    ca_sub = ca.add_subparsers(dest="cache_cmd", required=True, metavar="{prune}")
     cp_ = ca_sub.add_parser("prune", help="remove compiled builds, least recently used first")
     cp_.add_argument(
         "--max-size",
@@ -91,11 +91,19 @@ def build_parser() -> argparse.ArgumentParser:
     _model_parsers(sub)
     _optimize_parser(sub)
     lm = sub.add_parser("llm", help="LLM endpoint tools")
-    lm_sub = lm.add_subparsers(dest="llm_cmd", required=True)
-    lc = lm_sub.add_parser("check", help="send one small request to the configured endpoint")
+    lm_sub = lm.add_subparsers(dest="llm_cmd", required=True, metavar="{check}")
+    lc = lm_sub.add_parser(
+        "check", help="send one small request to the configured endpoint and check its advertised context"
+    )
     lc.add_argument("--base-url", default=None)
     lc.add_argument("--model", default=None)
     lc.add_argument("--timeout", type=float, default=30.0, help="seconds until the server answers (default 30)")
+    lc.add_argument(
+        "--full",
+        action="store_true",
+        help="send a request of the search's full size (its longest prompt and max_tokens) instead of a small "
+        "one: checks the context exactly, at the cost of ~22k prompt tokens on a hosted API",
+    )
     return p
 
 
@@ -201,6 +209,11 @@ def _model_parsers(sub) -> None:
     _backend_arg(cp, help="run the model on the GPU (cuda) or the CPU (host); auto: GPU when torch sees one")
     cp.add_argument("--samples", type=int, default=None, help="timing samples per operator (default 50 cuda, 15 host)")
     cp.add_argument("--no-time", action="store_true", help="record only; skip timing the operators")
+    cp.add_argument(
+        "--force",
+        action="store_true",
+        help="with --select: overwrite task files edited since capture wrote them (default: refuse, write nothing)",
+    )
     cp.add_argument("--json", action="store_true")
     _mode_arg(cp, what="the task files it writes")
     _db_arg(cp)

@@ -151,19 +151,26 @@ class BaselineResult:
     """What the baseline request measured: ``{"shapes": {shape: ShapeBaseline}, "compile_error": str}``.
 
     compile_error: why torch.compile could not be timed ("" when it was, or was not asked for).
+    memory: the worker's peak device memory while timing the baselines (cuda): ``{"peak_bytes",
+        "problem_bytes", "multiple", "stages"}``; empty on the host (absent from the JSON then).
     """
 
     shapes: Mapping[str, ShapeBaseline]
     compile_error: str = ""
+    memory: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"shapes": {k: v.to_dict() for k, v in self.shapes.items()}, "compile_error": self.compile_error}
+        d: dict = {"shapes": {k: v.to_dict() for k, v in self.shapes.items()}, "compile_error": self.compile_error}
+        if self.memory:
+            d["memory"] = dict(self.memory)
+        return d
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "BaselineResult":
         return BaselineResult(
             {k: ShapeBaseline.from_dict(v) for k, v in (d.get("shapes") or {}).items()},
             str(d.get("compile_error") or ""),
+            dict(d.get("memory") or {}),
         )
 
     def to_json(self) -> str:
@@ -337,6 +344,9 @@ class EvalResult:
     worker_stages_s: wall seconds per worker stage (load, correctness, determinism, timing).
     flags: verdict flags beside the status, stored in ``node.flags_json`` (e.g.
         ``{"nondeterministic": {"max_abs_diff": 1.8e-7, "tolerance_frac": 0.002}}``).
+    memory: the worker's peak device memory during this evaluation (cuda): ``{"peak_bytes",
+        "problem_bytes" (inputs + outputs of the largest shape), "multiple", "stages":
+        {stage: bytes}}``; empty on the host.
     """
 
     status: NodeStatus
@@ -350,6 +360,7 @@ class EvalResult:
     output_tail: str = ""
     worker_stages_s: dict = field(default_factory=dict)
     flags: dict = field(default_factory=dict)
+    memory: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.status = NodeStatus(self.status)  # a bare string from an older caller becomes the member

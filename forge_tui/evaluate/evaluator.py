@@ -33,7 +33,7 @@ from forge_tui.evaluate import memwatch
 from forge_tui.evaluate.backends import Backend, get_backend
 from forge_tui.evaluate.devlock import device_lock
 from forge_tui.evaluate.drain import Drain as _Drain
-from forge_tui.evaluate.harness import DiskFull, MemoryPressure, is_disk_full
+from forge_tui.evaluate.harness import DiskFull, HarnessFault, MemoryPressure, is_disk_full
 from forge_tui.evaluate.static import check_source
 from forge_tui.evaluate.verdict import _NODE_STAGE, _clog, _compile_verdict, _correctness_row, flags_of, shape_verdict
 from kernels.base import TaskSpec
@@ -49,12 +49,52 @@ STAGE_LIMITS = {
     "timing": 180.0,
     # waiting for another process's timing on this device (devlock): its timing blocks, not ours
     "device_wait": 3600.0,
+    # one launch of the candidate (and its synchronise): derived from the task, see Evaluator.derive_kernel_limit
+    "kernel": 60.0,
 }
-__all__ = ["Evaluator", "STAGE_LIMITS", "WorkerError"]
+#: Stages in which no candidate code runs: a worker killed by a signal there is retried (a harness fault).
+NO_KERNEL_STAGES = frozenset({"init", "baseline", "compile_baseline", "device_wait"})
+#: The shortest kernel time limit (s), and the multiple of eager's median that sets it (issue 26:
+#: an infinite-loop kernel cost 60 s per node whatever the task).
+KERNEL_TIMEOUT_FLOOR_S = 2.0
+KERNEL_TIMEOUT_FACTOR = 50.0
+#: A reply that is the harness's own fault (``_request``'s status), never a node's verdict.
+HARNESS = "harness"
+__all__ = ["Evaluator", "HarnessOutOfMemory", "ProblemTooLarge", "STAGE_LIMITS", "WorkerError", "WorkerKilled"]
 
 
 class WorkerError(ForgeError, RuntimeError):
     """The worker could not be started or answered with an error outside any candidate."""
+
+
+class ProblemTooLarge(WorkerError):
+    """The pre-flight refused the task: its evaluation cannot fit in the memory that is free
+    (one line naming both in GB). A run ends ``failed`` with it."""
+
+
+class HarnessOutOfMemory(WorkerError):
+    """The harness itself (baselines, its buffers, graph capture) ran out of memory twice; a run
+    ends ``failed`` with the line, no node is blamed."""
+
+
+class WorkerKilled(HarnessFault):
+    """The worker was killed from outside twice while no candidate code ran: the run is
+    interrupted (resumable)."""
+
+
+def kernel_timeout_env() -> Optional[float]:
+    """``FORGE_KERNEL_TIMEOUT_S`` in seconds, None when unset. Raises WorkerError when it is
+    not a positive number."""
+    raw = os.environ.get("FORGE_KERNEL_TIMEOUT_S")
+    if raw is None or not raw.strip():
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise WorkerError(f"FORGE_KERNEL_TIMEOUT_S={raw!r} is not a positive number of seconds")
+    return value
 
 
 class Evaluator:
@@ -69,6 +109,8 @@ class Evaluator:
         compile_timeout_s: compiler time limit.
         memory_limit_mb: host backend: what a candidate may allocate in the worker beyond the
             worker's start-up size (default :func:`forge_tui.evaluate.worker.memory_budget`).
+        free_bytes: the memory the pre-flight takes as free (bytes) instead of reading it
+            (:func:`forge_tui.evaluate.footprint.free_memory`); for tests.
 
     Raises:
         compiler.ToolchainError: the backend's compiler is missing (at construction).
@@ -84,6 +126,7 @@ class Evaluator:
         stage_limits: Optional[dict] = None,
         compile_timeout_s: float = compiler.COMPILE_TIMEOUT_S,
         memory_limit_mb: Optional[int] = None,
+        free_bytes: Optional[int] = None,
     ):
         self.be: Backend = get_backend(backend)
         self.backend: BackendName = self.be.name
@@ -91,7 +134,9 @@ class Evaluator:
         self.memory_limit_mb = memory_limit_mb
         self.worker_rss_mb: Optional[float] = None
         self.task_ref = task_ref or {"module": task.module, "name": task.name}
-        self.limits = {**STAGE_LIMITS, **(stage_limits or {})}
+        self.stage_overrides = dict(stage_limits or {})
+        self.limits = {**STAGE_LIMITS, **self.stage_overrides}
+        self.free_bytes = free_bytes
         self.compile_timeout_s = compile_timeout_s
         self.be.find_compiler()  # fail early with a clear message
         self.proc: Optional[subprocess.Popen] = None
@@ -106,6 +151,8 @@ class Evaluator:
         self.memory_floor_mb = memwatch.floor_mb()
         self._kill_lock = threading.Lock()  # the search may close while its GPU thread kills a hung worker
         self.pressure = ""  # the floor's line when it killed a worker that grew little (memwatch)
+        self.killed_outside = False  # the last request's worker died by a signal while no candidate ran
+        self.harness_kind = ""  # the last harness reply's kind: "oom" or "too_large"
         #: Called with ``waiting for device (pid N)`` when device work waits for another process's timing.
         self.on_device_wait: Optional[Callable[[str], None]] = None
 
@@ -118,7 +165,13 @@ class Evaluator:
             self.pressure = ""
             try:
                 return self._start_once()
+            except HarnessOutOfMemory:
+                if attempt == 2:
+                    raise
+                continue
             except WorkerError as exc:
+                if isinstance(exc, ProblemTooLarge):
+                    raise
                 cause = self.pressure or ("killed (SIGKILL)" if "signal SIGKILL" in str(exc) else "")
                 if not cause:
                     raise
@@ -159,9 +212,13 @@ class Evaluator:
                 "task": self.task_ref,
                 "backend": self.backend.value,
                 "memory_limit_mb": self.memory_limit_mb,
+                "free_bytes": self.free_bytes,
             },
             "init",
         )
+        if status == HARNESS:  # refused by the pre-flight, or out of memory while starting
+            self.kill()
+            raise (ProblemTooLarge if self.harness_kind == "too_large" else HarnessOutOfMemory)(str(reply))
         if status != NodeStatus.OK:
             out = self.drain.take() if self.drain else ""
             self.kill()
@@ -178,10 +235,13 @@ class Evaluator:
         fp["arch"] = self.arch or ""
         self.fingerprint = hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:16]
         self.facts = {**reply, "arch": self.arch, "compiler": fp["compiler"], "fingerprint": self.fingerprint}
+        self.derive_kernel_limit()
         return self.facts
 
-    def kill(self) -> None:
-        """Kill the worker's whole process group and forget it (safe from two threads at once)."""
+    def kill(self, wait_s: float = 10.0) -> None:
+        """Kill the worker's whole process group and forget it (safe from two threads at once);
+        wait at most ``wait_s`` for it to be reaped (Ctrl-C passes a short wait: a process
+        tearing down a CUDA context may take longer, and is gone on its own)."""
         with self._kill_lock:
             proc, conn, tmpdir = self.proc, self.conn, self.tmpdir
             self.proc = self.conn = None
@@ -192,7 +252,7 @@ class Evaluator:
             except (ProcessLookupError, PermissionError):
                 pass
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=wait_s)
             except subprocess.TimeoutExpired:
                 pass
         if conn is not None:
@@ -232,6 +292,8 @@ class Evaluator:
             self.kill()
             return NodeStatus.CRASHED, f"worker gone before the request: {exc}"
         stage, detail = first_stage, ""
+        self.killed_outside = False
+        self.harness_kind = ""
         deadline = time.monotonic() + self.limits.get(stage, 60.0)
         since = time.perf_counter()
 
@@ -262,6 +324,12 @@ class Evaluator:
                 book(time.perf_counter())
                 self.kill()
                 limit = self.limits.get(stage, 60.0)
+                if stage == "kernel":  # a candidate's launch: the task's own limit, said as such
+                    return NodeStatus.TIMEOUT, (
+                        f"timed out in correctness (a launch of the kernel){detail} after {limit:.3g} s, "
+                        f"the kernel time limit (max({KERNEL_TIMEOUT_FLOOR_S:g} s, {KERNEL_TIMEOUT_FACTOR:g}x eager); "
+                        f"FORGE_KERNEL_TIMEOUT_S); worker killed"
+                    )
                 return NodeStatus.TIMEOUT, f"timed out in {stage}{detail} after {limit:.0f} s; worker killed"
             try:
                 reply = self.conn.recv()
@@ -269,6 +337,9 @@ class Evaluator:
                 book(time.perf_counter())
                 code, peak_rss = self._reap()
                 how = f"signal {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
+                # killed by a signal while no candidate code ran (waiting for the device, the
+                # baselines): a fault of the machine or of whoever sent it, retried by the caller
+                self.killed_outside = bool(code and code < 0 and stage in NO_KERNEL_STAGES and not self.pressure)
                 memory = self._memory_note(peak_rss)
                 self.kill()
                 return NodeStatus.CRASHED, f"worker died during {stage}{detail} ({how}){memory}"
@@ -287,6 +358,9 @@ class Evaluator:
                 continue
             if reply.get("fatal"):
                 self.kill()
+            if "harness" in reply:  # the harness's own fault (out of memory, the pre-flight): never a verdict
+                self.harness_kind = str(reply["harness"])
+                return HARNESS, reply["error"]
             if "error" in reply:
                 return "error", reply["error"]
             return NodeStatus.OK, reply["result"]
@@ -338,15 +412,44 @@ class Evaluator:
 
     def baseline_result(self, seed: int = 0, *, compile_baseline: bool = True) -> BaselineResult:
         """:meth:`baseline` as a typed :class:`BaselineResult`. Raises WorkerError."""
-        self.start()
-        status, reply = self._request({"op": "baseline", "seed": seed, "compile": compile_baseline}, "baseline")
-        if status != NodeStatus.OK:
-            raise (
-                MemoryPressure(self.pressure)
-                if self.pressure
-                else WorkerError(f"baseline timing failed ({status}): {reply}")
-            )
-        return BaselineResult.from_dict(reply)
+        for attempt in (1, 2):  # a harness fault (out of memory, a kill from outside) is retried once
+            self.start()
+            status, reply = self._request({"op": "baseline", "seed": seed, "compile": compile_baseline}, "baseline")
+            if status == NodeStatus.OK:
+                break
+            if self.pressure:
+                raise MemoryPressure(self.pressure)
+            if status == HARNESS or self.killed_outside:
+                self.kill()
+                self.restarts += 1
+                if attempt == 1:
+                    continue
+                raise HarnessOutOfMemory(str(reply)) if status == HARNESS else WorkerKilled(str(reply))
+            raise WorkerError(f"baseline timing failed ({status}): {reply}")
+        result = BaselineResult.from_dict(reply)
+        self.derive_kernel_limit(result)
+        return result
+
+    def derive_kernel_limit(self, baseline: Optional[BaselineResult] = None) -> float:
+        """Set the time limit of a candidate's launches (the ``kernel`` stage) from the task.
+
+        ``FORGE_KERNEL_TIMEOUT_S`` when set, else ``max(KERNEL_TIMEOUT_FLOOR_S, 50 x eager)``
+        with eager the slowest eager median of the baseline (or, before one, of the
+        reference timed once at worker start-up, ``reference_ms``). A ``kernel`` entry of
+        the constructor's ``stage_limits`` wins over both. Returns the limit in seconds.
+        """
+        if "kernel" in self.stage_overrides:
+            return self.limits["kernel"]
+        env = kernel_timeout_env()
+        if env is not None:
+            self.limits["kernel"] = env
+            return env
+        eager_ms = [float(self.facts.get("reference_ms") or 0.0)]
+        if baseline is not None:
+            eager_ms += [b.eager.median_ms for b in baseline.shapes.values()]
+        limit = max(KERNEL_TIMEOUT_FLOOR_S, KERNEL_TIMEOUT_FACTOR * max(eager_ms) / 1e3)
+        self.limits["kernel"] = limit
+        return limit
 
     def compile(self, source: str) -> compiler.CompileResult:
         """Compile (cached) for this evaluator's backend and arch; thread-safe."""
@@ -426,15 +529,21 @@ class Evaluator:
 
         stage_s: dict[str, float] = {}
         msg = {"op": "evaluate", "library": compiled.library, "seed": seed, "trials": self.trials}
-        for attempt in (1, 2):  # once more when another process took the memory (memwatch)
+        for attempt in (1, 2):  # once more after a harness fault: memory taken, out of memory, a kill from outside
             self.pressure = ""
             status, reply = self._request(msg, "load", stage_cb, stage_s)
-            if not self.pressure:
+            if not (self.pressure or status == HARNESS or self.killed_outside):
                 break
             self.restarts += 1
             if attempt == 2:
+                if status == HARNESS:
+                    raise HarnessOutOfMemory(f"{reply} (twice; the candidate is not to blame)")
+                if self.killed_outside:
+                    raise WorkerKilled(f"evaluating twice, the worker was killed from outside: {reply}")
                 raise MemoryPressure(f"evaluating twice, the worker was stopped by the memory floor: {self.pressure}")
-            time.sleep(memwatch.RETRY_PAUSE_S)
+            self.kill()
+            if self.pressure:
+                time.sleep(memwatch.RETRY_PAUSE_S)
             self.start()
         tail = self.drain.take() if self.drain else ""
         if status == "error":
@@ -452,6 +561,7 @@ class Evaluator:
             output_tail=tail,
             worker_stages_s=stage_s,
             flags=flags_of(reply.get("correctness", [])),
+            memory=dict(reply.get("memory") or {}),
         )
         if reply.get("fatal") or (self.proc is None):
             self.restarts += 1

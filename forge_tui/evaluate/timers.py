@@ -92,6 +92,14 @@ def launches_per_window(
     return int(max(1, min(n, cap, by_memory)))
 
 
+def timing_sets(set_bytes: int, sets: int, budget_bytes: int) -> int:
+    """Input/output sets a shape's timing draws before it knows ``n``: the backend's ``sets``
+    (rotated window by window, check 5), fewer when they would take more than
+    ``budget_bytes``, at least 1. A set larger than the budget is timed alone (one set, one
+    launch per window), so a 13 GB problem holds 13 GB of sets, not 39 GB."""
+    return int(max(1, min(sets, budget_bytes // max(set_bytes, 1))))
+
+
 # --------------------------------------------------------------------------- timing
 def gpu_lock(device_id: str, *, exclusive: bool = True, on_wait: Optional[Callable[[str], None]] = None):
     """The per-device lock (check 20), exclusive for a timing block, shared (``exclusive=False``)

@@ -28,8 +28,9 @@ from typing import Callable, Mapping, Optional, cast
 import torch
 
 from forge_tui.evaluate.backends import available_backends
-from forge_tui.evaluate.launch import Launcher, _as_tuple, _bits, _sync, alloc_outputs, input_generator, poison_
-from forge_tui.evaluate.timers import Stats, Timer, launches_per_window
+from forge_tui.evaluate.correctness import same_bits
+from forge_tui.evaluate.launch import Launcher, _as_tuple, _sync, alloc_outputs, input_generator, poison_
+from forge_tui.evaluate.timers import Stats, Timer, launches_per_window, timing_sets
 from kernels.base import TaskSpec
 
 #: Timing settings per backend name (each backend's ``timing``). cuda: CUDA events; host: perf_counter.
@@ -62,7 +63,9 @@ def time_shape(
     and writes memory not in L2; ``warm``: the window's inputs are read into the cache first.
     Candidate and eager windows alternate (check 17) on the same sets.
 
-    Inputs: ``max(n, sets)`` fresh random input sets (a multiple of ``n``), rotated window by
+    Inputs: ``max(n, sets)`` fresh random input sets (a multiple of ``n``; ``sets`` is the
+    backend's, fewer when they would exceed the timer's memory budget:
+    :func:`~forge_tui.evaluate.timers.timing_sets`), rotated window by
     window (check 5), checked unchanged after the last round against a second draw from the
     same seed (check 3). Every candidate output is poisoned with NaN before its window and
     checked after it for NaNs beyond those of the reference on the same inputs (check 4); the eager outputs are poisoned after each eager
@@ -75,9 +78,13 @@ def time_shape(
     not timed). Raises RuntimeError when the candidate fails, skips work or changes its inputs.
     """
     cfg = timer.cfg
+    # the previous shape's graphs (the worker's timer lives across evaluations) and their
+    # pools go before this shape's sets are drawn
+    timer.release()
     gen = input_generator(seed, device)
-    sets = [task.make_inputs(dims, gen, device, "normal") for _ in range(cfg["sets"])]
-    outs = [alloc_outputs(task, dims, device) for _ in range(cfg["sets"])]
+    first_sets = timing_sets(int(task.bytes_moved(dims)), cfg["sets"], timer.budget_bytes)
+    sets = [task.make_inputs(dims, gen, device, "normal") for _ in range(first_sets)]
+    outs = [alloc_outputs(task, dims, device) for _ in range(first_sets)]
     rc_bad: list = []
     run_candidate = cast(Launcher, launcher)  # only called under `if launcher:`
     run_eager = cast(Callable, eager)  # only called under `if eager:`
@@ -103,9 +110,9 @@ def time_shape(
 
     for w in range(cfg["warmup"]):
         if launcher:
-            cand(w % cfg["sets"])
+            cand(w % first_sets)
         if eager:
-            poison(eag(w % cfg["sets"]))
+            poison(eag(w % first_sets))
     _sync(timer.backend)
     if rc_bad:
         raise RuntimeError(f"forge_launch returned {rc_bad[0]} during warm-up")
@@ -118,9 +125,10 @@ def time_shape(
         d, _h, ret = timer.sample(lambda: eag(0))
         poison(ret)
         est.append(d)
+        del ret  # an eager output held to the end of the timing is one more output set
     set_bytes = _nbytes(sets[0]) + _nbytes(outs[0])
     n = launches_per_window(min(est), set_bytes, mode, timer.cache_bytes, timer.budget_bytes)
-    n_sets = max(n, cfg["sets"])
+    n_sets = max(n, first_sets)
     n_sets += (-n_sets) % n
     while len(sets) < n_sets:
         sets.append(task.make_inputs(dims, gen, device, "normal"))
@@ -141,7 +149,6 @@ def time_shape(
     def eager_window(ks: list):
         return lambda: [eag(k) for k in ks]
 
-    timer.release()  # the previous shape's graphs: the worker's timer lives across evaluations
     graphed: dict = {}
     cand_runs, eager_runs = [], []
     for ks in windows:
@@ -210,7 +217,7 @@ def time_shape(
         names = [a.name for a in task.args if a.role == "in"]
         for k in range(n_sets):
             pristine = task.make_inputs(dims, again, device, "normal")
-            changed = [nm for nm, x, p in zip(names, sets[k], pristine) if not torch.equal(_bits(x), _bits(p))]
+            changed = [nm for nm, x, p in zip(names, sets[k], pristine) if not same_bits(x, p)]
             if changed:
                 raise RuntimeError(f"the candidate modified its input(s) {', '.join(changed)} during timing")
     out: dict = {"rounds": rounds, "mode": mode, "launches": n, "graphed": graphed}

@@ -41,6 +41,15 @@ from typing import TYPE_CHECKING, Iterator, Optional
 from forge_tui.core.results import BaselineResult, ShapeBaseline, ShapeTiming
 from forge_tui.core.status import BackendName, NodeStatus
 from forge_tui.evaluate.backends import Backend, get_backend
+from forge_tui.evaluate.footprint import (
+    CANDIDATE_SLACK_BYTES,
+    DoesNotFit,
+    PeakTracker,
+    free_memory,
+    is_out_of_memory,
+    outside_allocator_bytes,
+    preflight,
+)
 from forge_tui.evaluate.memwatch import proc_kb as _proc_kb
 from forge_tui.tasks.refs import load_task_ref
 
@@ -89,7 +98,11 @@ class Worker:
         import torch
 
         from forge_tui.evaluate import timers
+        from forge_tui.tasks.taskfile_sandbox import memory_cap_mb
 
+        # a task file's value checks refuse here what the loading child refuses (the same cap,
+        # the sizes in GB) before they allocate: the pre-flight runs only once the task is loaded
+        os.environ.setdefault("FORGE_LOAD_CAP_MB", str(memory_cap_mb()))
         self.task = task = load_task_ref(msg["task"], isolate=False)  # this worker is the capped process
         self.backend = get_backend(msg["backend"])
         facts: dict = {
@@ -106,16 +119,44 @@ class Worker:
         if driver:
             facts["driver"] = driver
         self.timer = timers.make_timer(self.backend, self.device)
+        # before any input is drawn (the copy bandwidth, the vetting, the baselines): a task
+        # that cannot fit is refused in one line, never an out-of-memory error half-way
+        fp = preflight(
+            task, self.backend.name, self.backend.timing["sets"], self.timer.budget_bytes, msg.get("free_bytes")
+        )
+        self.peaks = PeakTracker(self.backend.name, fp.problem)
+        facts["problem_bytes"] = fp.problem
         facts["copy_gbs"] = self._cached_copy_bandwidth(facts)
         from forge_tui.evaluate.vet import TaskVetError, vet_task
 
         reason = vet_task(task, self.backend.name, self.device)  # check 7, before any candidate
         if reason:
             raise TaskVetError(f"task {task.name} cannot judge kernels: {reason}")
+        facts["reference_ms"] = self._reference_ms(task)
         if self.backend.caps_worker_memory:
             facts.update(limit_memory(task, msg.get("memory_limit_mb")))
         self.facts = facts
+        self.free_device_memory()  # the vetting's and the reference timing's blocks go back to the device
+        self.outside0 = outside_allocator_bytes(self.backend.name)
+        self.peaks.mark("init")
         return facts
+
+    def _reference_ms(self, task: TaskSpec) -> float:
+        """One call of the reference on the largest timed shape, after one warm-up call (ms):
+        what the parent derives the kernel time limit from before any baseline is timed."""
+        from forge_tui.evaluate.launch import input_generator
+
+        shapes = task.shapes_for(self.backend.name)
+        if not shapes:
+            return 0.0
+        dims = max(shapes.values(), key=lambda d: int(task.bytes_moved(d)))
+        x = task.make_inputs(dims, input_generator(7, self.device), self.device, "normal")
+        task.reference(*x)
+        self.backend.synchronize()
+        t0 = time.perf_counter()
+        task.reference(*x)
+        self.backend.synchronize()
+        return (time.perf_counter() - t0) * 1e3
 
     def _cached_copy_bandwidth(self, facts: dict) -> float:
         """The copy bandwidth (GB/s) of this device, measured once per device fingerprint.
@@ -205,12 +246,36 @@ class Worker:
                 r["launches"],
                 r["graphed"],
             )
-        return BaselineResult(out, compile_error).to_dict()
+        # eager's and torch.compile's graphs, pools and compiled code go before any candidate
+        del compiled, time_baseline, r
+        self.free_device_memory(dynamo=bool(msg.get("compile") and be.has_compile_baseline))
+        self.peaks.mark("baseline")
+        return BaselineResult(out, compile_error, self.peaks.report(("init", "baseline"))).to_dict()
+
+    def free_device_memory(self, dynamo: bool = False) -> None:
+        """Drop the timer's CUDA graphs (their private pools), torch.compile's compiled code
+        (``dynamo``) and the allocator's cached blocks, so the next stage starts from the task's
+        own buffers (and another process on the device sees the memory free)."""
+        import gc
+
+        self.timer.release()
+        if dynamo:
+            with contextlib.suppress(Exception):
+                import torch._dynamo
+
+                torch._dynamo.reset()
+        gc.collect()
+        if self.backend.name == BackendName.CUDA:
+            import torch
+
+            torch.cuda.empty_cache()
 
     def evaluate(self, msg: dict) -> dict:
         from forge_tui.evaluate import correctness, launch, trials
 
         task = self.spec()
+        self.free_device_memory()
+        self.peaks.mark("idle")
         self.progress("load")
         try:
             launcher = launch.Launcher(msg["library"], task, self.backend)
@@ -220,8 +285,9 @@ class Worker:
             passed, rows, error = correctness.run_correctness(
                 launcher, task, self.backend, self.device, msg["seed"], msg.get("trials", 3), self.progress
             )
+        self.peaks.mark("correctness")
         if not passed:
-            return {"status": NodeStatus.INCORRECT, "error": error, "correctness": rows}
+            return {"status": NodeStatus.INCORRECT, "error": error, "correctness": rows, "memory": self.memory()}
         shapes: dict = {}
         for shape_name, dims in task.shapes_for(self.backend.name).items():
             self.progress("timing", shape=shape_name)
@@ -240,10 +306,12 @@ class Worker:
                         mode=msg.get("mode") or task.timing_mode,
                     )
                 except RuntimeError as exc:
-                    if isinstance(exc, launch.CandidateFault):
-                        raise
+                    if isinstance(exc, launch.CandidateFault) or is_out_of_memory(exc):
+                        raise  # out of memory: the harness's fault or the candidate's, decided in serve()
                     return {"status": NodeStatus.INCORRECT, "error": f"{exc} on {shape_name}", "correctness": rows}
             after = self.telemetry.read()
+            self.timer.release()  # the eager window's graph pool holds an output set: gone before verifying
+            self.peaks.mark("timing")
             escaped = launcher.stream_violation()  # a cuBLAS call moved to another stream while timed
             if escaped:
                 return {
@@ -268,6 +336,7 @@ class Worker:
                             "correctness": rows,
                             "error": f"output of a timed launch on {shape_name} is wrong: {note}",
                         }
+            self.peaks.mark("verify")
             shapes[shape_name] = ShapeTiming(
                 r["candidate"].timing_stats(),
                 r["candidate_host"].timing_stats(),
@@ -279,7 +348,12 @@ class Worker:
                 r["launches"],
                 r["graphed"],
             ).to_dict()
-        return {"status": NodeStatus.OK, "correctness": rows, "shapes": shapes}
+            del r
+        return {"status": NodeStatus.OK, "correctness": rows, "shapes": shapes, "memory": self.memory()}
+
+    def memory(self) -> dict:
+        """This evaluation's peak device memory (bytes, per stage, and as a multiple of the problem)."""
+        return self.peaks.report(("correctness", "timing", "verify"))
 
     # ------------------------------------------------------------------ loop
     def serve(self) -> int:
@@ -299,7 +373,20 @@ class Worker:
             except CandidateFault as exc:
                 self.conn.send({"result": {"status": NodeStatus.CRASHED, "error": str(exc)}, "fatal": True})
                 return 3
+            except DoesNotFit as exc:  # the pre-flight: the run fails with this line
+                self.conn.send({"error": str(exc), "harness": "too_large", "fatal": True})
+                return 3
             except Exception as exc:
+                if self.harness_oom(exc, op):  # never the candidate's verdict: the parent retries, then ends the run
+                    self.conn.send(
+                        {
+                            "error": f"out of memory in the harness during {op}: "
+                            f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}{self.device_memory_note()}",
+                            "harness": "oom",
+                            "fatal": True,
+                        }
+                    )
+                    return 3
                 # out of memory (a candidate leaked up to the cap): this worker is spent, replace it
                 fatal = (
                     "CUDA error" in str(exc)
@@ -316,6 +403,38 @@ class Worker:
                 )
                 if fatal:
                     return 3
+
+    def harness_oom(self, exc: BaseException, op: Optional[str]) -> bool:
+        """True when ``exc`` is an allocation failure of the harness, not of a candidate: any
+        out-of-memory error outside an evaluation (init, baselines), and on cuda one inside an
+        evaluation while this process's device memory outside torch's allocator (a candidate's
+        own cudaMalloc, read per process from NVML, so other processes on the GPU do not count)
+        grew by less than ``CANDIDATE_SLACK_BYTES`` since start-up, or cannot be read. On the
+        host a MemoryError inside an evaluation stays the candidate's (it may have leaked up to
+        the cap)."""
+        if not is_out_of_memory(exc):
+            return False
+        if op != "evaluate":
+            return True
+        if self.backend.name != BackendName.CUDA:
+            return False
+        now, start = outside_allocator_bytes(self.backend.name), getattr(self, "outside0", None)
+        if now is None or start is None:  # NVML cannot tell ours from other processes': not the candidate's
+            return True
+        return now - start < CANDIDATE_SLACK_BYTES
+
+    def device_memory_note(self) -> str:
+        """``; peak 30.1 GB = 2.3x the problem's 12.9 GB, 1.2 GB free on NVIDIA H200`` (cuda), else ""."""
+        if self.backend.name != BackendName.CUDA:
+            return ""
+        import torch
+
+        peaks = getattr(self, "peaks", None)
+        peak = max([int(torch.cuda.max_memory_allocated())] + ([peaks.peak] if peaks else []))
+        problem = peaks.problem if peaks else 0
+        free, where = free_memory(self.backend.name)
+        multiple = f" = {peak / problem:.1f}x the problem's {problem / 1e9:.1f} GB" if problem else ""
+        return f"; peak {peak / 1e9:.1f} GB{multiple}, {free / 1e9:.1f} GB {where}"
 
 
 #: Text that says an allocation failed (glibc, libstdc++, torch, Python).
@@ -345,7 +464,9 @@ def memory_budget(task, override_mb=None) -> int:
 def limit_memory(task, override_mb=None) -> dict:
     """Cap this process's address space at its size now plus :func:`memory_budget`.
 
-    Soft and hard limit both, so the candidate cannot lift it. The peak-RSS counter is reset
+    Soft and hard limit both, so the candidate cannot lift it; a lower hard limit set from
+    outside (``ulimit -v``, a batch scheduler) is kept, and the budget reported is what is
+    left under it. The peak-RSS counter is reset
     (``/proc/self/clear_refs``) so the parent can tell from the worker's peak RSS at death
     whether a crash came from the candidate's allocations. Returns the facts to report:
     ``memory_limit_mb`` (the budget) and ``worker_rss_mb`` (resident size after start-up).
@@ -356,9 +477,13 @@ def limit_memory(task, override_mb=None) -> dict:
     size = _proc_kb("VmSize") * 1024
     if size:
         limit = size + budget
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+        if hard != resource.RLIM_INFINITY and hard < limit:  # a lower limit set from outside (ulimit -v) wins
+            limit = hard
+            budget = max(hard - size, 0)
         try:
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        except (ValueError, OSError):  # a lower hard limit is already set: keep it
+        except (ValueError, OSError):
             pass
     try:
         with open("/proc/self/clear_refs", "w") as f:

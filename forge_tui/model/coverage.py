@@ -43,6 +43,9 @@ def parse_shapes(text: str, task: Any, backend: str) -> dict[str, dict[str, int]
         if not _SHAPE.match(raw):
             raise ExportError(f"--shapes: {raw!r} is not a shape like 8192x1024 (integers joined by x)")
         vals = [int(v) for v in raw.split("x")]
+        if len(vals) == len(names) and any(v <= 0 for v in vals):
+            bad = ", ".join(f"{name} = {v}" for name, v in zip(names, vals) if v <= 0)
+            raise ExportError(f"--shapes: {raw} has {bad}: every dim must be 1 or more")
         if len(vals) != len(names) or any(v <= 0 for v in vals):
             raise ExportError(
                 f"--shapes: {raw} has {len(vals)} dims; task {task.name}'s shapes have {len(names)} "

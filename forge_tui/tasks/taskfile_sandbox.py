@@ -90,6 +90,7 @@ def derive_isolated(path: Path, text: str, origin: str, mode: str) -> dict:
                 _kill(proc)
                 raise
         _echo(log)
+        said = _last_line(log)
         try:
             answer = json.loads(res.read_text())
         except (OSError, ValueError):
@@ -102,7 +103,18 @@ def derive_isolated(path: Path, text: str, origin: str, mode: str) -> dict:
         sig = signal.Signals(-rc).name if -rc in signal.valid_signals() else str(-rc)
         why = f" (killed by {sig}: out of memory?)" if -rc == signal.SIGKILL else f" (killed by {sig})"
         raise TaskError(f"{path.name}: loading it crashed{why}")
+    if said:
+        raise TaskError(f"{path.name}: loading it failed (exit code {rc}): {said}")
     raise TaskError(f"{path.name}: loading it failed (exit code {rc}) without a reason; see the output above")
+
+
+def _last_line(log: Path) -> str:
+    """The last non-empty line the child printed (a traceback's exception), at most 300 characters."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -131,6 +143,13 @@ def derive_capped(path: Path, text: str, origin: str, mode: str, cap_mb: int) ->
 
     os.environ["FORGE_LOAD_CAP_MB"] = str(cap_mb)
     cap = cap_mb * 2**20
+    limit = f"the {cap_mb} MB memory cap (FORGE_LOAD_MEMORY_MB)"
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    if hard != resource.RLIM_INFINITY and hard < cap:  # a lower limit set from outside (ulimit -v) is the cap
+        cap = hard
+        os.environ["FORGE_LOAD_CAP_MB"] = str(hard >> 20)
+        os.environ["FORGE_LOAD_CAP_OUTSIDE"] = "1"
+        limit = f"the {hard >> 20} MB address-space limit set outside forge-tui (ulimit -v; FORGE_LOAD_MEMORY_MB is {cap_mb})"
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     try:
         from forge_tui.tasks.taskfile_steps import FileTask
@@ -139,7 +158,7 @@ def derive_capped(path: Path, text: str, origin: str, mode: str, cap_mb: int) ->
     except TaskError as exc:
         return {"error": str(exc)}
     except MemoryError:
-        return {"error": f"{path.name}: loading it needs more than the {cap_mb} MB memory cap (FORGE_LOAD_MEMORY_MB)"}
+        return {"error": f"{path.name}: loading it needs more than {limit}"}
     except BaseException as exc:  # noqa: BLE001 - SystemExit, RecursionError: still one line
         from forge_tui.tasks.loader import one_line
 

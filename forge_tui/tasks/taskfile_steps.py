@@ -70,9 +70,7 @@ class FileTask:
             raise
         except BaseException as exc:
             if _out_of_memory(exc):
-                raise self.fail(
-                    f"{what} needs more than {_memory_cap()} (FORGE_LOAD_MEMORY_MB raises the cap)"
-                ) from None
+                raise self.fail(f"{what} needs more than {_memory_cap()}") from None
             raise self.fail(f"{what} failed: {error_line(exc)}") from None
 
     # ------------------------------------------------------------------ the steps
@@ -147,7 +145,7 @@ class FileTask:
         if exc.stage == "import" and isinstance(exc.cause, TaskError):
             return exc.cause
         if exc.stage == "import" and exc.cause is not None and _out_of_memory(exc.cause):
-            return self.fail(f"importing it needs more than {_memory_cap()} (FORGE_LOAD_MEMORY_MB raises the cap)")
+            return self.fail(f"importing it needs more than {_memory_cap()}")
         return self.fail(str(exc))
 
     def _build_model(self) -> None:
@@ -356,6 +354,16 @@ class FileTask:
             small = self._dims_at(b) if b < big else None
             if small is not None:
                 dims, where, flops, size = small, f"get_inputs() at batch {b}", flops * b // big, size * b // big
+        # refused before anything is allocated when the checks cannot fit under the loading
+        # child's cap (the inputs, the output twice): the line names the sizes, not an allocation failure
+        cap_mb = int(os.environ.get("FORGE_LOAD_CAP_MB") or 0)
+        if cap_mb and 2 * size > cap_mb << 20:
+            file_size = probe.nbytes(self.in_meta + [(self.out_shape, self.out_dtype)], DTYPE_BYTES)
+            raise self.fail(
+                f"its inputs and output take {file_size / 1e9:.1f} GB at the file's shape and {size / 1e9:.1f} GB "
+                f"on {where}; checking its values there needs about {2 * size / 1e9:.1f} GB, more than "
+                f"{_memory_cap()}"
+            )
         # the reference on every distribution, where that stays cheap (pooling counts no FLOPs)
         screen = flops <= probe.CHECK_FLOPS and size <= 4 * probe.CHECK_BYTES
         want = tuple(dims[n] for n in self.arg_dims[self.out_name])
@@ -449,8 +457,16 @@ def _out_of_memory(exc: BaseException) -> bool:
 
 
 def _memory_cap() -> str:
-    cap = os.environ.get("FORGE_LOAD_CAP_MB")  # set in the loading child
-    return f"the {cap} MB memory cap for loading task files" if cap else "the memory there is"
+    """The limit a load ran out of memory under, with what raises it (set in the loading child:
+    ``FORGE_LOAD_CAP_MB``, and ``FORGE_LOAD_CAP_OUTSIDE`` when a lower limit set outside was kept)."""
+    cap = os.environ.get("FORGE_LOAD_CAP_MB")
+    if not cap:
+        return "the memory there is"
+    if os.environ.get("FORGE_LOAD_CAP_OUTSIDE"):
+        return (
+            f"the {cap} MB address-space limit set outside forge-tui (ulimit -v; FORGE_LOAD_MEMORY_MB cannot raise it)"
+        )
+    return f"the {cap} MB memory cap for loading task files (FORGE_LOAD_MEMORY_MB raises the cap)"
 
 
 def _unique(name: str, used: set) -> str:

@@ -141,3 +141,33 @@ def test_the_speed_of_light_gate_is_the_memory_floor_not_the_references_flops(ca
     shapes = {"s": ShapeTiming(c, c, e, e, 1, {}, "cold", 4, {}).to_dict()}
     res = shape_verdict(EvalResult("ok"), shapes, get_backend("cuda"), _GemmSumTask(), {"gpu": "NVIDIA H200"})
     assert (res.status == "suspect") is suspect, res.error
+
+
+def test_a_set_larger_than_the_budget_is_timed_alone(softmax_task, host_seed):
+    """A set over the timer's memory budget: one set, one launch per window (memory in
+    proportion to the problem, issue 26), still verified and still timed against eager."""
+    from forge_tui.evaluate import launch, timers, trials
+    from forge_tui.evaluate.timers import timing_sets
+
+    assert timing_sets(10 << 30, 3, 1 << 30) == 1 and timing_sets(1 << 20, 3, 1 << 30) == 3
+    lib = compile_source(host_seed, "host")
+    timer = timers.make_timer("host", "cpu")
+    timer.budget_bytes = 1  # every set is over it
+    launcher = launch.Launcher(str(lib.library), softmax_task, "host")
+    dims = {"rows": 4, "cols": 256}
+    r = trials.time_shape(timer, launcher, softmax_task, dims, "cpu", seed=3, eager=softmax_task.reference)
+    assert r["launches"] == 1 and len(r["window_sets"]) == 1
+    ((ins, outs),) = r["window_sets"]
+    assert torch.allclose(outs[0].double(), torch.softmax(ins[0].double(), dim=-1), atol=1e-5)
+    assert r["candidate"].n >= 31 and r["eager"].n >= 31
+
+
+def test_a_pointer_cache_is_caught_with_one_set(softmax_task):
+    from forge_tui.evaluate import launch, timers, trials
+
+    lib = compile_source(POINTER_CACHE, "host")
+    timer = timers.make_timer("host", "cpu")
+    timer.budget_bytes = 1
+    launcher = launch.Launcher(str(lib.library), softmax_task, "host")
+    with pytest.raises(RuntimeError, match="skipped work"):
+        trials.time_shape(timer, launcher, softmax_task, {"rows": 4, "cols": 256}, "cpu", seed=3)
