@@ -64,13 +64,18 @@ def test_mlp_block_has_two_gemm_regions_and_no_other():
 def test_llama_block_keeps_its_regions_and_adds_the_projections():
     rs = _regions(LLAMA)
     assert [r.pattern_name for r in rs.regions] == ["rms_norm", "rotary_rotate_half", "swiglu", "add_rms_norm"]
-    got = [(r.id, r.pattern["act"], r.pattern["residual"], r.module) for r in rs.gemm]
-    # o_proj + residual, the gate projection + SiLU (its product with up stays the swiglu region), down_proj + residual
+    got = [(r.id, r.pattern_name, r.pattern["act"], r.module, r.anchors) for r in rs.gemm]
+    # o_proj + residual; the gated MLP (gate and up projections of one input, SiLU, the product); down_proj + residual
+    mm = "aten.mm.default"
     assert got == [
-        ("R5", "none", True, "layers.*"),
-        ("R6", "silu", False, "layers.*.mlp"),
-        ("R7", "none", True, "layers.*"),
+        ("R5", "gemm_epilogue", "none", "layers.*", [mm]),
+        ("R6", "gemm_glu", "silu", "layers.*.mlp", [mm, mm]),
+        ("R7", "gemm_epilogue", "none", "layers.*", [mm]),
     ]
+    glu = rs.gemm[1]
+    assert glu.pattern["roles"] == {"x": "x0", "weight": "gate_proj_weight", "up_weight": "up_proj_weight"}
+    assert glu.kernels == 4 and glu.refusal is None
+    assert [r[1] for r in glu.first.params] == ["layers.0.mlp.gate_proj.weight", "layers.0.mlp.up_proj.weight"]
 
 
 @pytest.mark.parametrize(
@@ -152,14 +157,15 @@ def test_host_chain_capture_select_tune_export_apply(tmp_path, capsys, monkeypat
 
 
 @pytest.mark.slow  # three task files loaded in child processes: ~10 s
-def test_every_gemm_region_of_the_llama_block_gets_its_catalog_seed(tmp_path, capsys):
+def test_the_llama_block_projections_get_their_catalog_seeds(tmp_path, capsys):
     argv = ("--db", tmp_path / "f.db", "capture", LLAMA, "--regions", "--json", "--no-time", "-o", tmp_path / "t")
     rc, out, err = _main(capsys, *argv, "--select", "R5,R6,R7")
     assert rc == 0, err
-    seeds = {r["id"]: r["task"]["seed"] for r in json.loads(out)["gemm_regions"]}
-    assert seeds == {"R5": "gemm_residual_bf16", "R6": "gemm_silu_bf16", "R7": "gemm_residual_bf16"}
-    text = (tmp_path / "t" / "region_R6_gemm_epilogue.seed.cu").read_text()
-    assert "#define ACT 4" in text and "cublasLtMatmul(" in text
+    tasks = {r["id"]: r["task"] for r in json.loads(out)["gemm_regions"]}
+    assert tasks["R5"]["seed"] == tasks["R7"]["seed"] == "gemm_residual_bf16"
+    assert tasks["R6"]["seed"] == "" and "no catalog seed for pattern gemm_glu" in tasks["R6"]["seed_reason"]
+    text = (tmp_path / "t" / "region_R5_gemm_epilogue.seed.cu").read_text()
+    assert "#define ACT 0" in text and "cublasLtMatmul(" in text
 
 
 def test_in_place_activation_and_residual_on_the_running_value(tmp_path):

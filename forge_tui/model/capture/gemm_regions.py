@@ -71,11 +71,10 @@ def _only_reader(cons: dict, ref) -> Optional[int]:
     return readers[0] if len(readers) == 1 and readers[0] != -1 else None
 
 
-def gemm_chain(graph: Graph, cons: dict, anchor: Node) -> Optional[dict]:
-    """The GEMM region that starts at ``anchor``: ``{"nodes", "sink", "anchor", "weight", "x",
-    "bias", "act", "residual"}`` (node ids; Refs of the weight parameter, the flattened input's
-    source, the bias and the residual, None where absent; ``act`` a :class:`Node` or None), or
-    None when ``anchor`` is not a linear layer's matmul or no epilogue call follows it."""
+def _linear(graph: Graph, anchor: Node) -> Optional[tuple]:
+    """``(nodes, x, wref, bias)`` of a linear layer's matmul: its node ids (the matmul, the
+    weight's ``t`` and the view flattening its input), the Ref of the input before that view,
+    the ``t(W)`` Ref and the bias Ref (``addmm``'s, else None); None for any other anchor."""
     if anchor.packet not in GEMM_ANCHORS:
         return None
     if anchor.packet == "aten.addmm":
@@ -100,6 +99,19 @@ def gemm_chain(graph: Graph, cons: dict, anchor: Node) -> Optional[dict]:
         x = v.reads[0]
     if graph.value(x).shape[-1] != graph.value(xref).shape[-1]:
         return None  # the view did more than flatten the leading dims
+    return nodes, x, wref, bias
+
+
+def gemm_chain(graph: Graph, cons: dict, anchor: Node) -> Optional[dict]:
+    """The GEMM region that starts at ``anchor``: ``{"nodes", "sink", "anchors", "weight", "x",
+    "bias", "act", "residual", "up"}`` (node ids; Refs of the weight parameter, the flattened
+    input's source, the bias and the residual, None where absent; ``act`` a :class:`Node` or
+    None; ``up`` the gated form's second projection, :func:`_glu_up`, or None), or None when
+    ``anchor`` is not a linear layer's matmul or no epilogue call follows it."""
+    lin = _linear(graph, anchor)
+    if lin is None:
+        return None
+    nodes, x, wref, bias = lin
     n_out = graph.value(wref).shape[-1]
     cur = ("n", anchor.id, 0)
     act: Optional[Node] = None
@@ -140,16 +152,56 @@ def gemm_chain(graph: Graph, cons: dict, anchor: Node) -> Optional[dict]:
         return None
     # a view taken after the last epilogue call (the chain stopped there) is no member
     keep = {i for i in nodes if i <= sink}
+    anchors = [anchor.id]
+    up = _glu_up(graph, cons, act, x) if act is not None and residual is None and sink == act.id else None
+    if up is not None:
+        keep |= up["nodes"]
+        sink = up["mul"]
+        anchors.append(up["anchor"])
     return {
         "nodes": sorted(keep),
         "sink": sink,
-        "anchor": anchor.id,
+        "anchors": anchors,
         "weight": ("p", _weight(graph, wref)),
         "x": x,
         "bias": bias,
         "act": act,
         "residual": residual,
+        "up": up,
     }
+
+
+def _glu_up(graph: Graph, cons: dict, act: Node, x) -> Optional[dict]:
+    """The gated form (SwiGLU, GeGLU): the activation's one reader is ``mul(act(gate), up)``
+    with ``up`` a second linear layer's output on the same input ``x``, read by that ``mul``
+    alone (through flattening views). Returns ``{"nodes", "mul", "anchor", "weight", "bias"}``
+    of the up projection (its nodes include the ``mul``), or None."""
+    mid = _only_reader(cons, ("n", act.id, 0))
+    if mid is None:
+        return None
+    mul = graph.nodes[mid]
+    if mul.op != "aten.mul.Tensor" or len(mul.reads) != 2 or ("n", act.id, 0) not in mul.reads:
+        return None
+    ref = mul.reads[1] if mul.reads[0] == ("n", act.id, 0) else mul.reads[0]
+    nodes, reader = {mul.id}, mul.id
+    while ref[0] == "n" and _only_reader(cons, ref) == reader:
+        n = graph.nodes[ref[1]]
+        if n.role == "anchor":
+            lin = _linear(graph, n)
+            if lin is None or lin[1] != x:
+                return None
+            return {
+                "nodes": nodes | lin[0],
+                "mul": mul.id,
+                "anchor": n.id,
+                "weight": ("p", _weight(graph, lin[2])),
+                "bias": lin[3],
+            }
+        if n.role != "view" or n.name not in _RESHAPES or len(n.reads) != 1:
+            return None
+        nodes.add(n.id)
+        reader, ref = n.id, n.reads[0]
+    return None
 
 
 def other_reads_inside(c: Node, nodes: set) -> bool:

@@ -23,6 +23,9 @@ rather than named wrongly. The names:
                        roles ``x``, ``weight``, ``bias``, ``residual``; details ``act``
                        (``none``/``relu``/``gelu``/``gelu_tanh``/``silu``), its ``act_code``
                        (``kernels/gemm_epilogue``'s ``ACT``), ``bias`` and ``residual`` (bools)
+``gemm_glu``           ``act(x @ W_g^T [+ b]) * (x @ W_u^T [+ b_u])``: the gated MLP's two
+                       projections of one input with SiLU/GELU and the product (SwiGLU,
+                       GeGLU); roles ``x``, ``weight``, ``up_weight`` (``bias``, ``up_bias``)
 =====================  ===============================================================
 
 ``roles`` names the task-file argument each part of the pattern reads (``x0``, ``weight``),
@@ -303,6 +306,17 @@ def _gemm_epilogue(graph: Graph, inst: Instance) -> Optional[dict]:
     if ch["residual"] is not None:
         roles["residual"] = v.slot(ch["residual"])
     act = act_name(ch["act"])
+    if ch["up"] is not None:  # act(x W_gate^T [+ b]) * (x W_up^T [+ b_up]): SwiGLU / GeGLU
+        roles["up_weight"] = v.slot(ch["up"]["weight"])
+        if ch["up"]["bias"] is not None:
+            roles["up_bias"] = v.slot(ch["up"]["bias"])
+        return {
+            "name": "gemm_glu",
+            "roles": roles,
+            "act": act,
+            "act_code": _ACT_CODES[act],
+            "bias": ch["bias"] is not None,
+        }
     return {
         "name": "gemm_epilogue",
         "roles": roles,

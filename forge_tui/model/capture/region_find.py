@@ -80,7 +80,7 @@ def _gemm_regions(graph: Graph, numbered: int) -> list[Region]:
     by_sig: dict[str, list[Instance]] = {}
     for ch in gemm_chains(graph):
         inst = make_instance(graph, cons, ch["nodes"], ch["sink"])
-        inst.anchors = [ch["anchor"]]
+        inst.anchors = ch["anchors"]
         by_sig.setdefault(signature(graph, inst), []).append(inst)
     out = []
     for k, insts in enumerate(by_sig.values(), start=numbered + 1):

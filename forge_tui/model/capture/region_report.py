@@ -97,10 +97,11 @@ def format_regions(rs: RegionSet, width: int = 64, hint: bool = True, columns: O
     if rs.gemm:
         table.append(
             f"{len(rs.gemm)} GEMM + epilogue region(s): a linear layer's matmul with the bias, activation "
-            "and residual add that read only its output"
+            "and residual add that read only its output (glu: a gated MLP's two projections and their product)"
         )
         for r in rs.ranked_gemm():
-            table += _row(r, f"gemm+{r.pattern.get('act', '?')}" if r.pattern else "-", mw, width)
+            kind = "glu" if r.pattern_name == "gemm_glu" else "gemm"
+            table += _row(r, f"{kind}+{r.pattern.get('act', '?')}" if r.pattern else "-", mw, width)
     ok = [r for r in rs.ranked() + rs.ranked_gemm() if not r.refusal]
     after = []
     if ok and hint:
