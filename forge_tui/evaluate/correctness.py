@@ -25,7 +25,7 @@ from forge_tui.evaluate.launch import (
     poison_storage_,
     reference_inputs,
 )
-from kernels.base import TaskSpec, tolerance_for
+from kernels.base import TaskSpec, tolerance_for, tolerance_text
 
 #: Two runs on identical inputs may differ (atomics, split reductions) when their largest
 #: difference is at most this fraction of the allowed error (:func:`allowed_error`): the
@@ -35,16 +35,24 @@ from kernels.base import TaskSpec, tolerance_for
 NONDETERMINISM_FRACTION = 0.01
 
 
+def matmul_precision(precision: Optional[str] = None) -> str:
+    """``precision``, or when None this process's ``torch.get_float32_matmul_precision()``: the
+    policy the worker set at start-up from the run's ``--precision``."""
+    return precision or torch.get_float32_matmul_precision()
+
+
 def allowed_error(
-    ref: "torch.Tensor", dtype: str, eager: Optional["torch.Tensor"] = None
+    ref: "torch.Tensor", dtype: str, eager: Optional["torch.Tensor"] = None, precision: Optional[str] = None
 ) -> tuple["torch.Tensor", float]:
     """The elementwise error bound and the relative-norm bound :func:`compare` holds an output to.
 
     ``ref``: the fp64 reference. Returns ``(limit, rtol_norm)`` with ``limit = atol_scale *
-    max|ref| + rtol * |ref|`` (0 where the reference is not finite), widened to twice
-    PyTorch's own error ``2 * |eager - ref|`` when ``eager`` is given (see :func:`compare`).
+    max|ref| + rtol * |ref|`` (0 where the reference is not finite; ``atol_scale`` and ``rtol``
+    from :func:`kernels.base.tolerance_for` for ``dtype`` under the fp32 matmul ``precision``,
+    see :func:`matmul_precision`), widened to twice PyTorch's own error ``2 * |eager - ref|``
+    when ``eager`` is given (see :func:`compare`).
     """
-    tol = tolerance_for(dtype)
+    tol = tolerance_for(dtype, matmul_precision(precision))
     finite_ref = torch.isfinite(ref)
     scale = float(ref[finite_ref].abs().max()) if bool(finite_ref.any()) else 0.0
     r = torch.where(finite_ref, ref, torch.zeros_like(ref))
@@ -91,7 +99,11 @@ def compare_exact(out: "torch.Tensor", ref: "torch.Tensor", dtype: str) -> tuple
 
 # --------------------------------------------------------------------------- correctness
 def compare(
-    out: "torch.Tensor", ref: "torch.Tensor", dtype: str, eager: Optional["torch.Tensor"] = None
+    out: "torch.Tensor",
+    ref: "torch.Tensor",
+    dtype: str,
+    eager: Optional["torch.Tensor"] = None,
+    precision: Optional[str] = None,
 ) -> tuple[bool, float, float, str, str]:
     """Compare a candidate output with an fp64 reference (check 8).
 
@@ -104,18 +116,25 @@ def compare(
     ``2 * ||eager - ref|| / ||ref||`` for the norm. Without it a tiny output could fail a
     correct kernel: fp32 GELU at x = -5.3 is -6.8e-8 in fp64, and the textbook
     ``0.5 x (1 + erf(x / sqrt 2))`` (PyTorch's CUDA formula) gives -0 after cancellation.
+
+    ``precision``: the fp32 matmul policy the tolerance follows (None: this process's, see
+    :func:`matmul_precision`). A failing note names, at the first element out of tolerance,
+    the error found and the error allowed there, and the whole output's relative-norm error
+    against its bound.
     """
     if not (out.is_floating_point() or out.is_complex()):
         return compare_exact(out, ref, dtype)
     ref = ref.to(torch.float64).contiguous()  # a view the reference returns compares as its values
-    tol = tolerance_for(dtype)
+    precision = matmul_precision(precision)
     o = out.to(torch.float64)
     if o.shape != ref.shape:
         return False, math.inf, math.inf, "", f"output shape {tuple(o.shape)} != reference {tuple(ref.shape)}"
     finite_ref = torch.isfinite(ref)
     bad_nonfinite = (~torch.isfinite(o)) & finite_ref
     n_bad = int(bad_nonfinite.sum())
-    tol_text = f"|err| <= {tol['atol_scale']:g}*max|ref| + {tol['rtol']:g}*|ref|, rel-norm <= {tol['rtol']:g}"
+    tol_text = tolerance_text(dtype, precision) + (
+        f" (fp32 matmul precision {precision})" if precision != "highest" else ""
+    )
     if n_bad:
         nan_left = int(torch.isnan(o).sum())
         first = int(bad_nonfinite.flatten().nonzero()[0])
@@ -128,14 +147,16 @@ def compare(
     r = torch.where(finite_ref, ref, torch.zeros_like(ref))
     max_abs = float(diff.max()) if diff.numel() else 0.0
     max_rel = float((diff / r.abs().clamp_min(1e-30)).max()) if diff.numel() else 0.0
-    limit, rtol_norm = allowed_error(ref, dtype, eager)
+    limit, rtol_norm = allowed_error(ref, dtype, eager, precision)
     norm_ref = float(torch.linalg.vector_norm(r))
     over = diff > limit
     rel_norm = (
         float(torch.linalg.vector_norm(diff)) / norm_ref if norm_ref > 0 else float(diff.max() if diff.numel() else 0)
     )
+    norm_text = f"relative-norm error {rel_norm:.3g} (allowed {rtol_norm:.3g})"
     if bool(over.any()):
         idx = int(over.flatten().nonzero()[0])
+        worst = int(torch.argmax(diff / limit.clamp_min(1e-300)))
         return (
             False,
             max_abs,
@@ -143,11 +164,14 @@ def compare(
             tol_text,
             (
                 f"{int(over.sum())} of {o.numel()} elements out of tolerance; first at flat index {idx}: "
-                f"got {float(o.flatten()[idx]):.6g}, expected {float(ref.flatten()[idx]):.6g}"
+                f"got {float(o.flatten()[idx]):.6g}, expected {float(ref.flatten()[idx]):.6g}, "
+                f"error {float(diff.flatten()[idx]):.3g} where {float(limit.flatten()[idx]):.3g} is allowed; "
+                f"{norm_text}; worst at flat index {worst}: error {float(diff.flatten()[worst]):.3g}, allowed "
+                f"{float(limit.flatten()[worst]):.3g}; tolerance {tol_text}"
             ),
         )
     if rel_norm > rtol_norm:
-        return False, max_abs, max_rel, tol_text, f"relative norm error {rel_norm:.3g} over {rtol_norm:.3g}"
+        return False, max_abs, max_rel, tol_text, f"{norm_text}; tolerance {tol_text}"
     return True, max_abs, max_rel, tol_text, ""
 
 
@@ -287,7 +311,7 @@ def _nondeterminism(
     else:
         d = (a.double() - b.double()).abs().nan_to_num(math.inf)
         diff = float(d.max()) if d.numel() else 0.0
-        limit, _ = allowed_error(ref.to(torch.float64).contiguous(), dtype, eager)
+        limit, _ = allowed_error(ref.to(torch.float64).contiguous(), dtype, eager)  # this process's precision
         frac = float((d / limit.clamp_min(1e-300)).max()) if d.numel() else 0.0
     if worst:
         diff, frac = max(diff, worst["max_abs_diff"]), max(frac, worst["tolerance_frac"])

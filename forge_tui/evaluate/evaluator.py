@@ -25,6 +25,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
+from forge_tui.core.config import DEFAULT_PRECISION
 from forge_tui.core.errors import ForgeError
 from forge_tui.core.results import BaselineResult, EvalResult
 from forge_tui.core.status import BackendName, NodeStatus
@@ -83,6 +84,11 @@ class Evaluator:
         compile_timeout_s: compiler time limit.
         memory_limit_mb: host backend: what a candidate may allocate in the worker beyond the
             worker's start-up size (default :func:`forge_tui.evaluate.worker.memory_budget`).
+        precision: the fp32 matmul precision policy (``highest``, ``high``, ``medium``;
+            :data:`forge_tui.core.config.PRECISION_CHOICES`): the worker calls
+            ``torch.set_float32_matmul_precision`` with it before the task is vetted and before
+            any reference, baseline or candidate runs, and the fp32 tolerance follows it
+            (:func:`kernels.base.tolerance_for`). Set it before :meth:`start`.
 
     Raises:
         compiler.ToolchainError: the backend's compiler is missing (at construction).
@@ -98,11 +104,13 @@ class Evaluator:
         stage_limits: Optional[dict] = None,
         compile_timeout_s: float = compiler.COMPILE_TIMEOUT_S,
         memory_limit_mb: Optional[int] = None,
+        precision: str = DEFAULT_PRECISION,
     ):
         self.be: Backend = get_backend(backend)
         self.backend: BackendName = self.be.name
         self.task, self.trials = task, trials
         self.memory_limit_mb = memory_limit_mb
+        self.precision = precision
         self.worker_rss_mb: Optional[float] = None
         self.task_ref = task_ref or {"module": task.module, "name": task.name}
         self.limits = {**STAGE_LIMITS, **(stage_limits or {})}
@@ -173,6 +181,7 @@ class Evaluator:
                 "task": self.task_ref,
                 "backend": self.backend.value,
                 "memory_limit_mb": self.memory_limit_mb,
+                "precision": self.precision,
             },
             "init",
         )

@@ -1,14 +1,23 @@
-"""Vet a task before any candidate is judged against it (EVALUATION-CHECKS.md 7).
+"""Vet a task before any candidate is judged against it (EVALUATION-CHECKS.md 7 and 31).
 
 A reference that ignores an input, or whose output hardly depends on its inputs, lets a
 kernel that skips work pass every correctness trial. The worker runs :func:`vet_task` once
 at start-up, on the backend's smallest timed shape, with the fp64 reference the trials use:
 
-* two independent draws of the inputs must give different outputs;
+* the output must change with the inputs: two independent ``normal`` draws first, then one
+  draw of each of the task's distributions (the value coverage the correctness trials
+  draw: scaled and shifted inputs, and ``file`` draws, which carry a task file's own
+  randomness such as a random scale per call);
 * redrawing any one input alone must change the output (bit for bit); inputs that are
   the same in every draw (a task file's model parameters) cannot be tested this way;
-* across both draws the output must spread beyond the output dtype's tolerance, or a
-  kernel writing one constant would pass.
+* across those draws the output must spread beyond the output dtype's tolerance (under the
+  worker's fp32 matmul precision), or a kernel writing one constant would pass.
+
+A statistic-like output (a loss over 10^9 elements, a mean) barely moves between two draws
+of one distribution but moves with the distribution's scale and shift, so it is judged, not
+refused (check 31); only a task whose output no draw moves is refused. Draws stop as soon as
+the output has moved: a task that moves between its first two draws costs two references,
+as before, and only a summary (min, max) of each further draw's output is kept.
 
 Only the worker imports this module (it imports torch).
 """
@@ -32,27 +41,78 @@ def _as_tuple(x) -> tuple:
 
 
 def _reference(task: TaskSpec, inputs: list) -> tuple:
+    from forge_tui.evaluate.launch import reference_inputs
+
     with torch.no_grad():
-        return tuple(
-            r.detach().to(torch.float64) for r in _as_tuple(task.reference(*[x.to(torch.float64) for x in inputs]))
-        )
+        return tuple(r.detach().to(torch.float64) for r in _as_tuple(task.reference(*reference_inputs(inputs))))
+
+
+def _same(x: tuple, y: tuple) -> bool:
+    return len(x) == len(y) and all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(x, y))
+
+
+class _Spread:
+    """The finite range of each output over the draws seen so far (min, max, max |value|)."""
+
+    def __init__(self) -> None:
+        self.lo: dict[int, float] = {}
+        self.hi: dict[int, float] = {}
+
+    def add(self, outs: tuple) -> None:
+        for k, x in enumerate(outs):
+            v = x[torch.isfinite(x)] if x.is_floating_point() else x.to(torch.float64)
+            if v.numel() == 0:
+                continue
+            lo, hi = float(v.min()), float(v.max())
+            self.lo[k] = min(lo, self.lo.get(k, lo))
+            self.hi[k] = max(hi, self.hi.get(k, hi))
+
+    def flat(self, tols: list[dict]) -> Optional[int]:
+        """The first output whose half-range is within its tolerance of its largest value, or None."""
+        for k in sorted(self.lo):
+            lo, hi = self.lo[k], self.hi[k]
+            scale = max(abs(lo), abs(hi))
+            tol = tols[k] if k < len(tols) else tols[-1]
+            if scale > 0 and (hi - lo) / 2 <= (tol["atol_scale"] + tol["rtol"]) * scale:
+                return k
+        return None
 
 
 def vet_task(task: TaskSpec, backend: str, device: str, seed: int = 20_011) -> Optional[str]:
-    """None when ``task`` is a fair target on ``backend``, else a one-line reason."""
-    from forge_tui.evaluate.trials import input_generator
+    """None when ``task`` is a fair target on ``backend``, else a one-line reason (see the module)."""
+    from forge_tui.evaluate.launch import input_generator
 
     shapes = task.shapes_for(backend)
     if not shapes:
         return None
     shape, dims = min(shapes.items(), key=lambda kv: int(task.bytes_moved(kv[1])))
+    precision = torch.get_float32_matmul_precision()
+    tols = [tolerance_for(dt, precision) for _, dt in task.outputs(dims)] or [tolerance_for("float32", precision)]
     a = task.make_inputs(dims, input_generator(seed, device), device, "normal")
-    b = task.make_inputs(dims, input_generator(seed + 1, device), device, "normal")
-    ra, rb = _reference(task, a), _reference(task, b)
-    if all(torch.equal(x, y) for x, y in zip(ra, rb)):
+    ra = _reference(task, a)
+    spread = _Spread()
+    spread.add(ra)
+    # the draws in order: a second normal one, then each distribution the trials use
+    plan = ["normal", *[d for d in task.distributions if d != "normal"]]
+    drawn: list[str] = ["normal"]
+    b: Optional[list] = None  # the first draw whose output differs from a's
+    flat: Optional[int] = 0
+    for i, dist in enumerate(plan, start=1):
+        x = task.make_inputs(dims, input_generator(seed + i, device), device, dist)
+        rx = _reference(task, x)
+        drawn.append(dist)
+        spread.add(rx)
+        if b is None and not _same(rx, ra):
+            b = x
+        del x, rx
+        flat = spread.flat(tols)
+        if b is not None and flat is None:
+            break
+    what = f"{len(drawn)} random inputs ({', '.join(dict.fromkeys(drawn))}) on {shape}"
+    if b is None:
         return (
-            f"its reference gives the same output for two different random inputs on {shape}: "
-            f"the output does not depend on the inputs, so a kernel writing it once would pass"
+            f"its reference gives the same output for {what}: the output does not depend on the inputs, "
+            f"so a kernel writing it once would pass"
         )
     names = [arg.name for arg in task.args if arg.role == "in"]
     for i, name in enumerate(names[: len(a)]):
@@ -60,23 +120,14 @@ def vet_task(task: TaskSpec, backend: str, device: str, seed: int = 20_011) -> O
             continue
         mixed = list(a)
         mixed[i] = b[i]
-        if all(torch.equal(x, y) for x, y in zip(_reference(task, mixed), ra)):
+        if _same(_reference(task, mixed), ra):
             return (
                 f"its reference ignores input {name} (a new draw of {name} alone leaves the output unchanged "
                 f"on {shape}): a kernel that never reads it would pass"
             )
-    out_dtypes = [dt for _, dt in task.outputs(dims)]
-    for k, (x, y) in enumerate(zip(ra, rb)):
-        both = torch.cat([x.flatten(), y.flatten()])
-        both = both[torch.isfinite(both)]
-        if both.numel() < 2:
-            continue
-        scale = float(both.abs().max())
-        tol = tolerance_for(out_dtypes[k] if k < len(out_dtypes) else "float32")
-        half_spread = float(both.max() - both.min()) / 2
-        if scale > 0 and half_spread <= (tol["atol_scale"] + tol["rtol"]) * scale:
-            return (
-                f"its output {k} is nearly constant ({float(both.min()):.6g} .. {float(both.max()):.6g} over two "
-                f"random inputs on {shape}): a kernel writing one value would pass the tolerance"
-            )
+    if flat is not None:
+        return (
+            f"its output {flat} is nearly constant ({spread.lo[flat]:.6g} .. {spread.hi[flat]:.6g} over {what}, "
+            f"scaled and shifted as the trials draw them): a kernel writing one value would pass the tolerance"
+        )
     return None

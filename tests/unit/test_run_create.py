@@ -76,7 +76,7 @@ def test_app_and_cli_store_the_same_tune_run(tmp_path, clean_env, no_background,
     )
     assert cli_run == app_run
     expected = 1 if backend == "host" else 4  # a tune search on cuda is compile-bound: 4 in flight
-    assert app_run[1] == {"repairs": DEFAULTS.repairs, "parallel": expected}
+    assert app_run[1] == {"repairs": DEFAULTS.repairs, "parallel": expected, "precision": "highest"}
     assert app_run[0][:2] == ("softmax", "host" if backend == "host" else "cuda")
 
 
