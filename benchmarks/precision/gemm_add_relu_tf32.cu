@@ -10,6 +10,7 @@ using namespace nvcuda;
 #define BM 128
 #define BN 128
 #define BK 32
+// @tune PAD: 4
 #define PAD 4
 
 __global__ void __launch_bounds__(256) gemm_tf32(const float* __restrict__ x, const float* __restrict__ w,

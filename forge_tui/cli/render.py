@@ -186,7 +186,7 @@ def _roofs(run, best) -> dict[str, str]:
         if isinstance(v, dict) and v.get("floor_ms") and v.get("bound"):
             out[shape] = f"   floor {duration_text(float(v['floor_ms']))}, {v['bound']}-bound"
             if v.get("sol_pct") is not None:
-                out[shape] += f" (best at {float(v['sol_pct']):.0f}% of it)"
+                out[shape] += f" (best node at {float(v['sol_pct']):.0f}% of roofline speed)"
     return out
 
 

@@ -48,7 +48,11 @@ def _reference(task: TaskSpec, inputs: list) -> tuple:
 
 
 def _same(x: tuple, y: tuple) -> bool:
-    return len(x) == len(y) and all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(x, y))
+    """Equal element for element, NaN equal to NaN (a reference that is NaN on two draws did not move)."""
+    return len(x) == len(y) and all(
+        a.shape == b.shape and (torch.equal(a, b) or bool(((a == b) | (a.isnan() & b.isnan())).all()))
+        for a, b in zip(x, y)
+    )
 
 
 class _Spread:
@@ -67,9 +71,12 @@ class _Spread:
             self.lo[k] = min(lo, self.lo.get(k, lo))
             self.hi[k] = max(hi, self.hi.get(k, hi))
 
-    def flat(self, tols: list[dict]) -> Optional[int]:
-        """The first output whose half-range is within its tolerance of its largest value, or None."""
-        for k in sorted(self.lo):
+    def flat(self, tols: list[dict], n_out: int) -> Optional[int]:
+        """The first output whose half-range is within its tolerance of its largest value, or None.
+        An output with no finite value yet counts as flat (nothing has shown it moves)."""
+        for k in range(n_out):
+            if k not in self.lo:
+                return k
             lo, hi = self.lo[k], self.hi[k]
             scale = max(abs(lo), abs(hi))
             tol = tols[k] if k < len(tols) else tols[-1]
@@ -105,9 +112,11 @@ def vet_task(task: TaskSpec, backend: str, device: str, seed: int = 20_011) -> O
         if b is None and not _same(rx, ra):
             b = x
         del x, rx
-        flat = spread.flat(tols)
+        flat = spread.flat(tols, len(ra))
         if b is not None and flat is None:
             break
+    if flat is not None and flat not in spread.lo:
+        flat = None  # never finite on any draw: nothing to say about its spread (the trials judge NaN)
     what = f"{len(drawn)} random inputs ({', '.join(dict.fromkeys(drawn))}) on {shape}"
     if b is None:
         return (
