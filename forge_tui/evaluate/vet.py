@@ -55,6 +55,11 @@ def _same(x: tuple, y: tuple) -> bool:
     )
 
 
+def _finite(outs: tuple) -> bool:
+    """Every output holds at least one finite value."""
+    return all(bool(torch.isfinite(x).any()) if x.is_floating_point() else True for x in outs)
+
+
 class _Spread:
     """The finite range of each output over the draws seen so far (min, max, max |value|)."""
 
@@ -99,41 +104,53 @@ def vet_task(task: TaskSpec, backend: str, device: str, seed: int = 20_011) -> O
     ra = _reference(task, a)
     spread = _Spread()
     spread.add(ra)
-    # the draws in order: a second normal one, then each distribution the trials use
-    plan = ["normal", *[d for d in task.distributions if d != "normal"]]
+    # the inputs the ignored-input check compares: the first draw with a finite output (a task
+    # file's log of N(0,1) is NaN everywhere) and the first later one whose output differs from it
+    base: Optional[tuple] = (a, ra) if _finite(ra) else None
+    b: Optional[list] = None
+    moved = False  # some draw's output differs from the first one's
+    # a second normal draw, then each distribution the trials use, the task file's own draw
+    # last (it runs get_inputs() on the CPU at full size)
+    rest = [d for d in task.distributions if d not in ("normal", "file")]
+    plan = ["normal", *rest, *(["file"] if "file" in task.distributions else [])]
     drawn: list[str] = ["normal"]
-    b: Optional[list] = None  # the first draw whose output differs from a's
     flat: Optional[int] = 0
     for i, dist in enumerate(plan, start=1):
         x = task.make_inputs(dims, input_generator(seed + i, device), device, dist)
         rx = _reference(task, x)
         drawn.append(dist)
         spread.add(rx)
-        if b is None and not _same(rx, ra):
+        moved = moved or not _same(rx, ra)
+        if base is None:
+            if _finite(rx):
+                base = (x, rx)
+        elif b is None and not _same(rx, base[1]):
             b = x
         del x, rx
         flat = spread.flat(tols, len(ra))
-        if b is not None and flat is None:
+        if moved and (b is not None or base is None) and flat is None:
             break
     if flat is not None and flat not in spread.lo:
         flat = None  # never finite on any draw: nothing to say about its spread (the trials judge NaN)
     what = f"{len(drawn)} random inputs ({', '.join(dict.fromkeys(drawn))}) on {shape}"
-    if b is None:
+    if not moved:
         return (
             f"its reference gives the same output for {what}: the output does not depend on the inputs, "
             f"so a kernel writing it once would pass"
         )
     names = [arg.name for arg in task.args if arg.role == "in"]
-    for i, name in enumerate(names[: len(a)]):
-        if torch.equal(a[i], b[i]):  # not drawn at random (a model's parameters): nothing to learn
-            continue
-        mixed = list(a)
-        mixed[i] = b[i]
-        if _same(_reference(task, mixed), ra):
-            return (
-                f"its reference ignores input {name} (a new draw of {name} alone leaves the output unchanged "
-                f"on {shape}): a kernel that never reads it would pass"
-            )
+    if base is not None and b is not None:
+        x0, r0 = base
+        for i, name in enumerate(names[: len(x0)]):
+            if torch.equal(x0[i], b[i]):  # not drawn at random (a model's parameters): nothing to learn
+                continue
+            mixed = list(x0)
+            mixed[i] = b[i]
+            if _same(_reference(task, mixed), r0):
+                return (
+                    f"its reference ignores input {name} (a new draw of {name} alone leaves the output unchanged "
+                    f"on {shape}): a kernel that never reads it would pass"
+                )
     if flat is not None:
         return (
             f"its output {flat} is nearly constant ({spread.lo[flat]:.6g} .. {spread.hi[flat]:.6g} over {what}, "
