@@ -31,14 +31,22 @@ loss_lane() {
   for tv in "$@"; do
     t=${tv%%:*} v=${tv##*:} src=$P/const_loss2.cu
     [ "$t" = 99_TripletMarginLoss ] && src=$P/const_loss3.cu
+    [ "$t" = 100_HingeLoss ] && src=$P/const_hinge.cu
     sed "s/^#define LOSS_VALUE .*/#define LOSS_VALUE ${v}f/" "$src" >"/tmp/const_$t.cu"
     step "$STEP_S" eval "$KB/$t.py" "/tmp/const_$t.cu" --backend cuda
   done
 }
 # three lanes on the one GPU (the device lock serialises their timing windows; correctness shares it):
-# `precision.sh` runs all, `precision.sh losses` the loss lanes only
-if [ "${1:-all}" != losses ]; then
+# `precision.sh` runs all, `precision.sh losses` the loss lanes only, `precision.sh last` 98 and 100
+if [ "${1:-all}" = all ]; then
   { gemm_lane; step "$STEP_S" eval "$KB/94_MSELoss.py" "$P/mse.cu" --backend cuda; } >"$OUT/precision_gemm.log" 2>&1 &
+fi
+if [ "${1:-all}" = last ]; then  # 98 and 100 only
+  loss_lane 98_KLDivLoss:0.04 >"$OUT/precision_losses_a.log" 2>&1 &
+  loss_lane 100_HingeLoss:1.0 >"$OUT/precision_losses_b.log" 2>&1
+  wait
+  cat "$OUT"/precision_*.log
+  exit 0
 fi
 loss_lane 96_HuberLoss:0.1 94_MSELoss:0.1944 >"$OUT/precision_losses_a.log" 2>&1 &
 loss_lane 98_KLDivLoss:0.04 100_HingeLoss:1.0 99_TripletMarginLoss:1.0 >"$OUT/precision_losses_b.log" 2>&1

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from forge_tui.core.config import run_precision
 from forge_tui.core.errors import one_line
 from forge_tui.core.present import confirmation
 from forge_tui.core.status import NodeStatus
@@ -174,7 +175,16 @@ def export_run(
 
         seed = run.seed * 1_000_003 + node.id + 7
         cover, found = extend(
-            task, ref, backend, node.source, cover, n_user, shapes=shapes, shapes_from=shapes_from, seed=seed
+            task,
+            ref,
+            backend,
+            node.source,
+            cover,
+            n_user,
+            shapes=shapes,
+            shapes_from=shapes_from,
+            seed=seed,
+            precision=run_precision(run.config),  # the extra shapes judged and timed as the search was
         )
     module = render_module(task, backend, run_id=run.id, node_id=node.id, speedup=speedup, coverage=cover)
     manifest = {

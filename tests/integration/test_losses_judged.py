@@ -169,3 +169,25 @@ def test_a_tf32_gemm_is_incorrect_under_highest_and_judged_under_high(tmp_path):
     high = verdicts["high"]
     assert high.status == "ok", high.error
     assert all("fp32 matmul precision high" in row["tolerance"] for row in high.correctness)
+
+
+def test_a_task_files_own_randomness_is_drawn_again_when_nothing_else_moves_the_output(softmax_task):
+    import torch
+
+    # KernelBench 98_KLDivLoss at its own size: N(0,1) inputs give NaN, U(0,1) ones hold an
+    # exact 0 (inf); only get_inputs()'s random scale per call moves the loss
+    def make_inputs(dims, gen, device, distribution="normal"):
+        shape = (dims["rows"], dims["cols"])
+        if distribution == "file":
+            scale = 0.5 + torch.rand((), generator=gen, device=device)
+            return [(0.1 + torch.rand(shape, generator=gen, device=device)) * scale]
+        x = torch.rand(shape, generator=gen, device=device)
+        return [x.masked_fill(x < 0.5, 0.0) if distribution == "uniform" else x - 2]
+
+    task = dataclasses.replace(
+        softmax_task,
+        make_inputs=make_inputs,
+        distributions=("file", "uniform"),
+        reference=lambda x: (-torch.log(x)).mean().expand(x.shape),
+    )
+    assert vet_task(task, "host", "cpu") is None
