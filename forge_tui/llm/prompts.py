@@ -92,8 +92,8 @@ def measurements(k: KernelInfo) -> str:
         if v.get("gbps") is not None:
             parts.append(f"{v['gbps']:.1f} GB/s")
         if v.get("sol_pct") is not None:
-            bound = f" ({v['bound']}-bound)" if v.get("bound") else ""
-            parts.append(f"{v['sol_pct']:.1f}% of roofline speed{bound}")
+            what = "(compute-bound: share of the FLOP floor)" if v.get("bound") == "compute" else "bandwidth"
+            parts.append(f"{v['sol_pct']:.1f}% of SOL {what}")
         lines.append(f"  - {shape}: " + ", ".join(parts))
     return "\n".join(lines)
 
