@@ -19,8 +19,8 @@ from pathlib import Path
 
 from forge_tui.evaluate import compile as compiler
 from forge_tui.search.runner import resolve_backend
+from forge_tui.tasks.catalog import get_task
 from kernels.base import _C_TYPES
-from kernels.registry import get_task
 
 
 def wrapper(task, backend: str) -> tuple[str, str]:
@@ -100,7 +100,7 @@ def main() -> None:
         same = None  # no extension built: nothing to compare
         if a.ext:
             # same answer from both builds on one input
-            from forge_tui.evaluate.trials import Launcher, alloc_outputs
+            from forge_tui.evaluate.launch import Launcher, alloc_outputs
 
             dims = next(iter(task.shapes_for(backend).values()))
             device = "cuda" if backend == "cuda" else "cpu"

@@ -16,7 +16,7 @@ import argparse
 
 import torch
 
-from kernels.registry import catalog
+from forge_tui.tasks.catalog import catalog
 
 
 def copy_gbs(nbytes: int) -> tuple[float, float]:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 
 def _one(path: str, cap_mb: int, mode: str, conn) -> None:
-    from forge_tui.model.taskfile_sandbox import derive_capped
+    from forge_tui.tasks.taskfile_sandbox import derive_capped
 
     t0 = time.perf_counter()
     p = Path(path)
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
         summarise(rows, sorted({r["level"] for r in rows}))
         return 0
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "forge_tui.model.taskfile_steps", "__main__"])
+    ctx.set_forkserver_preload(["torch", "forge_tui.tasks.taskfile_steps", "__main__"])
     rows = []
     for level in args.levels:
         files = sorted(Path(args.root, f"level{level}").glob("*.py"), key=lambda p: (len(p.name), p.name))

@@ -25,8 +25,8 @@ FIXTURES = ROOT / "tests" / "fixtures" / "llm_replies"
 _CHILD = """
 import json, math, sys
 from forge_tui.evaluate.evaluator import Evaluator
-from forge_tui.model.taskfile import load_task_file
-from forge_tui.search.tasks import task_ref
+from forge_tui.tasks.taskfile import load_task_file
+from forge_tui.tasks.refs import task_ref
 task = load_task_file(sys.argv[1])
 ev = Evaluator(task, sys.argv[3], task_ref=task_ref(task))
 if len(sys.argv) > 4 and sys.argv[4] == "compile":  # warm the build cache only (same key as the eval)

@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from forge_tui.search.pipeline import default_compile_workers, usable_cores  # noqa: E402
 from forge_tui.search.runner import Search, create_run, resolve_backend  # noqa: E402
-from kernels.registry import get_task  # noqa: E402
+from forge_tui.tasks.catalog import get_task  # noqa: E402
 from store import Store  # noqa: E402
 
 SUBSECTION = "### Harness overhead and throughput"

@@ -14,8 +14,8 @@ import argparse
 from sweep import evaluate_line  # benchmarks/sweep.py, beside this script
 
 from forge_tui.evaluate.evaluator import Evaluator
-from forge_tui.search.runner import task_ref
-from kernels.registry import catalog
+from forge_tui.tasks.catalog import catalog
+from forge_tui.tasks.refs import task_ref
 
 
 def main() -> None:

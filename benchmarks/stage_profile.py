@@ -14,8 +14,9 @@ import statistics
 import time
 
 from forge_tui.evaluate.evaluator import Evaluator
-from forge_tui.search.runner import resolve_backend, task_ref
-from kernels.registry import catalog
+from forge_tui.search.runner import resolve_backend
+from forge_tui.tasks.catalog import catalog
+from forge_tui.tasks.refs import task_ref
 
 
 def profile(task, backend: str, repeat: int) -> dict:

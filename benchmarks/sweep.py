@@ -13,8 +13,9 @@ import time
 
 from forge_tui.evaluate.evaluator import Evaluator
 from forge_tui.search.proposers.tune import apply_params
-from forge_tui.search.runner import resolve_backend, task_ref
-from kernels.registry import get_task
+from forge_tui.search.runner import resolve_backend
+from forge_tui.tasks.catalog import get_task
+from forge_tui.tasks.refs import task_ref
 
 
 def evaluate_line(ev: Evaluator, source: str, seed: int, label: str) -> str:

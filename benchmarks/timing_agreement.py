@@ -18,9 +18,9 @@ import statistics
 import torch
 
 from forge_tui.evaluate.evaluator import Evaluator
-from forge_tui.evaluate.trials import Launcher, alloc_outputs
-from forge_tui.search.runner import task_ref
-from kernels.registry import get_task
+from forge_tui.evaluate.launch import Launcher, alloc_outputs
+from forge_tui.tasks.catalog import get_task
+from forge_tui.tasks.refs import task_ref
 
 
 def cv_pct(xs: list) -> float:

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import torch
 
-from forge_tui.evaluate import trials
+from forge_tui.evaluate import launch, timers, trials
 from forge_tui.evaluate.compile import compile_source
-from kernels.registry import get_task
+from forge_tui.tasks.catalog import get_task
 
 SHAPES_CUDA = [(1024, 128), (4096, 1024), (8192, 1024), (16384, 4096), (65536, 4096), (131072, 4096)]
 SHAPES_CPU = [(4, 256), (64, 1024)]
@@ -61,8 +61,8 @@ def main() -> int:
         print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, arch {arch}")
     lib = compile_source(task.seed_source(be), be, arch=arch)
     assert lib.ok, lib.log
-    launcher = trials.Launcher(str(lib.library), task, be)
-    timer = trials.make_timer(be, a.device)
+    launcher = launch.Launcher(str(lib.library), task, be)
+    timer = timers.make_timer(be, a.device)
     report: dict = {"agreement": [], "precision": [], "compile": {}, "evaluator": {}}
     shapes = SHAPES_CPU if be == "host" else SHAPES_CUDA
     do_bench = None
@@ -116,8 +116,8 @@ def main() -> int:
             flush=True,
         )
     # the old method: one flushed launch per sample, median of 150
-    x = task.make_inputs(dims, trials.input_generator(1, a.device), a.device, "normal")
-    y = trials.alloc_outputs(task, dims, a.device)
+    x = task.make_inputs(dims, launch.input_generator(1, a.device), a.device, "normal")
+    y = launch.alloc_outputs(task, dims, a.device)
     args = launcher.args(x, y, dims)
     old_c, old_e = [], []
     for _ in range(reps):
@@ -199,7 +199,7 @@ def graph_check(a) -> int:
     task = get_task("softmax")
     arch = hardware.arch_flag(torch.cuda.get_device_capability())
     lib = compile_source(task.seed_source("cuda"), "cuda", arch=arch)
-    launcher = trials.Launcher(str(lib.library), task, "cuda")
+    launcher = launch.Launcher(str(lib.library), task, "cuda")
     report: dict = {"graph": [], "evaluations": []}
     print("| shape | n | subject | ours us | do_bench(our graph)/n us | diff | do_bench one launch us |")
     print("|---|---|---|---|---|---|---|")
@@ -208,7 +208,7 @@ def graph_check(a) -> int:
         for subject in ("candidate", "eager", "compile"):
             if subject == "compile" and rows * cols > 4096 * 1024:
                 continue
-            timer = trials.make_timer("cuda", "cuda")
+            timer = timers.make_timer("cuda", "cuda")
             fn = torch.compile(task.reference) if subject == "compile" else task.reference
             lau = launcher if subject == "candidate" else None
             r = trials.time_shape(timer, lau, task, dims, "cuda", seed=5, eager=None if lau else fn, mode="cold")
@@ -216,9 +216,9 @@ def graph_check(a) -> int:
             n = r["launches"]
             g = timer.graphs[0] if timer.graphs else None
             db_graph = do_bench(g.replay, return_mode="median") * 1e3 / n if g is not None else float("nan")
-            x = task.make_inputs(dims, trials.input_generator(9, "cuda"), "cuda", "normal")
+            x = task.make_inputs(dims, launch.input_generator(9, "cuda"), "cuda", "normal")
             if lau:
-                y = trials.alloc_outputs(task, dims, "cuda")
+                y = launch.alloc_outputs(task, dims, "cuda")
                 args = launcher.args(x, y, dims)
                 one = do_bench(lambda: launcher(args), return_mode="median") * 1e3
             else:

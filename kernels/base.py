@@ -43,19 +43,9 @@ _C_TYPES = {
 #: Bytes per element.
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8, "int64": 8, "int32": 4, "bool": 1}
 
-#: Correctness tolerances per output dtype against an fp64 reference:
-#: ``|out - ref| <= atol_scale * max|ref| + rtol * |ref|`` elementwise, and
-#: ``||out - ref|| / ||ref|| <= rtol`` overall. fp32 values follow METHOD.md ("fp32 lands far
-#: under 1e-3"); bf16 has an 8-bit mantissa, so one rounding is 2^-9 = 2e-3 relative.
-TOLERANCES = {
-    "float32": {"rtol": 1e-4, "atol_scale": 1e-5},
-    "float16": {"rtol": 2e-3, "atol_scale": 1e-3},
-    "bfloat16": {"rtol": 1.6e-2, "atol_scale": 8e-3},
-}
-
 
 #: The seed files of a catalog operator: one per backend, for every dtype and variant.
-SEED_FILES = {BackendName.CUDA: "seed.cu", BackendName.HOST: "seed.cpp"}
+SEED_FILES: dict[str, str] = {BackendName.CUDA: "seed.cu", BackendName.HOST: "seed.cpp"}
 #: The macro that selects a dtype's branches in a seed file (float32 is the default: none).
 DTYPE_MACROS = {"float32": {}, "bfloat16": {"FORGE_DTYPE_BF16": 1}}
 
@@ -143,7 +133,7 @@ class TaskSpec:
         deterministic: the op's output is a pure function of its input (check 9).
         module: dotted module path the worker imports to rebuild this spec.
         origin: ``catalog``, ``file`` (a KernelBench-layout task file, see
-            :mod:`forge_tui.model.taskfile`) or ``captured`` (a file written by ``forge-tui capture``).
+            :mod:`forge_tui.tasks.taskfile`) or ``captured`` (a file written by ``forge-tui capture``).
         reference_source: the reference's source text when it is not a function of a
             catalog module (a task file's whole text).
         sizes_of: ``(*inputs) -> tuple[int, ...]``: the int64 ``size`` args for input tensors of
@@ -152,7 +142,7 @@ class TaskSpec:
             ``sizes(dims)``. It must be a self-contained module-level function (its body may
             use only its arguments and builtins): ``forge-tui export`` copies its source into
             the exported module. Catalog tasks set it; task files do not need it (their
-            sizes are the dims of every tensor argument, see :mod:`forge_tui.model.taskfile`).
+            sizes are the dims of every tensor argument, see :mod:`forge_tui.tasks.taskfile`).
         file: absolute path of the task file a ``file``/``captured`` task came from.
         capture: the file's ``FORGE_CAPTURE`` dict (the recorded aten op and where it came
             from) for a ``captured`` task, else None.
@@ -272,63 +262,6 @@ def launch_signature(args: Sequence[Arg], backend: str) -> str:
     if backend == BackendName.CUDA:
         parts.append("cudaStream_t stream")
     return f'extern "C" int forge_launch({", ".join(parts)})'
-
-
-#: The storage dtype whose mantissa an fp32 matmul's inputs are rounded to under each
-#: ``torch.set_float32_matmul_precision`` value (PyTorch's documentation of that function:
-#: ``high`` uses TF32, 10 explicit mantissa bits as float16 has; ``medium`` bf16, 7 bits).
-#: An fp32 output under that policy is held to the tolerance of that dtype (:func:`tolerance_for`).
-PRECISION_DTYPE = {"highest": "float32", "high": "float16", "medium": "bfloat16"}
-#: Explicit mantissa bits of the arithmetic each precision policy allows, for the texts that state it.
-PRECISION_MANTISSA = {"highest": ("fp32", 23), "high": ("TF32", 10), "medium": ("bf16", 7)}
-
-
-def tolerance_for(dtype: str, precision: str = "highest") -> dict:
-    """Correctness tolerance of an output dtype (see :data:`TOLERANCES`) under an fp32 matmul
-    ``precision`` (``highest``, ``high``, ``medium``; unknown values count as ``highest``).
-
-    Returns ``{"rtol", "atol_scale"}``. The rule of :data:`TOLERANCES` is a few roundings of
-    the output's own type; under ``high`` an fp32 output may carry the roundings of TF32's
-    10-bit mantissa (as float16's: rtol 2e-3, atol_scale 1e-3), under ``medium`` those of
-    bf16's 7-bit mantissa (rtol 1.6e-2, atol_scale 8e-3), the precision PyTorch's own fp32
-    matmuls then run at (:data:`PRECISION_DTYPE`). Other dtypes are not affected: their
-    tolerance is already at least that loose.
-    """
-    if dtype == "float32" or dtype not in TOLERANCES:
-        return TOLERANCES[PRECISION_DTYPE.get(precision, "float32")]
-    return TOLERANCES[dtype]
-
-
-def tolerance_text(dtype: str, precision: str = "highest") -> str:
-    """The correctness rule for an output of ``dtype`` under ``precision``, with its numbers, in one line:
-    ``|err| <= 1e-05*max|ref| + 0.0001*|ref|, rel-norm <= 0.0001`` (``err = out - ref`` elementwise,
-    ``rel-norm = ||out - ref|| / ||ref||``)."""
-    tol = tolerance_for(dtype, precision)
-    return f"|err| <= {tol['atol_scale']:g}*max|ref| + {tol['rtol']:g}*|ref|, rel-norm <= {tol['rtol']:g}"
-
-
-#: What each input distribution draws (:func:`random_tensor`; ``file`` is a task file's own
-#: ``get_inputs()``, see :mod:`forge_tui.model.taskfile_runtime`), as prompts and docs state it.
-DISTRIBUTION_TEXT = {
-    "file": "the task file's get_inputs() (its own randomness)",
-    "normal": "N(0,1)",
-    "uniform": "U(0,1)",
-    "large": "N(0,1)*50",
-    "negative": "-|N(0,1)|*4 - 1",
-    "small": "N(0,1)*1e-3",
-}
-
-
-def trial_schedule(
-    shape_names: Sequence[str], distributions: Sequence[str], trials: int
-) -> list[tuple[str, list[str]]]:
-    """The input distribution of each correctness trial, shape by shape: trial ``t`` of the
-    ``k``-th shape draws ``distributions[(k + t) % len(distributions)]`` (the rule of
-    :func:`forge_tui.evaluate.correctness.run_correctness`). Returns ``[(shape, [dist, ...])]``."""
-    n = len(distributions)
-    if not n:
-        return [(s, []) for s in shape_names]
-    return [(s, [distributions[(k + t) % n] for t in range(trials)]) for k, s in enumerate(shape_names)]
 
 
 def random_tensor(shape: Sequence[int], generator, distribution: str, dtype: str = "float32"):

@@ -26,7 +26,7 @@ from typing import Any, ContextManager, Iterable, Optional, Sequence
 from sqlalchemy import delete, update
 from sqlmodel import Session, col, select
 
-from store import ids, lease, migrations, testing
+from store import ids, lease, migrations
 from store.campaigns import StoreCampaigns
 from store.errors import LeaseHeld, StoreCannotOpen, StoreError, StoreNotFound
 from store.faults import faults
@@ -475,23 +475,18 @@ class Store(StoreCampaigns, StoreReads):
                 row.node_id = node_id
                 s.add(row)
 
-    # ----------------------------------------------------------------- test helpers (store/testing.py)
-    # Only tests call these; they delegate to store.testing and stay until the tests call it.
-    def integrity_check(self) -> str:
-        """Test helper, kept for compatibility: see :func:`store.testing.integrity_check`."""
-        return testing.integrity_check(self)
-
-    def count_nodes(self, run_id: int, *, final_only: bool = False) -> int:
-        """Test helper, kept for compatibility: see :func:`store.testing.count_nodes`."""
-        return testing.count_nodes(self, run_id, final_only=final_only)
-
-    def find_node_by_hash(self, run_id: int, source_hash: str) -> Optional[NodeRead]:
-        """Test helper, kept for compatibility: see :func:`store.testing.find_node_by_hash`."""
-        return testing.find_node_by_hash(self, run_id, source_hash)
-
     def add_event(
         self, run_id: int, kind: str, *, node_id: Optional[int] = None, payload: Optional[dict] = None
     ) -> None:
         """Append an event of ``kind`` alone (e.g. ``device_wait``: the search waits for another
         process's timing on its device); the store's own writes add theirs in their transaction."""
-        testing.add_event(self, run_id, kind, node_id=node_id, payload=payload)
+        with self.session() as s:
+            s.add(
+                Event(
+                    run_id=run_id,
+                    node_id=node_id,
+                    kind=kind,
+                    created_at=now_iso(),
+                    payload_json=json.dumps(payload or {}),
+                )
+            )

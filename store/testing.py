@@ -1,19 +1,16 @@
-"""Store reads and writes only tests use (the app and the search never call them).
+"""Store reads only tests use (the app and the search never call them).
 
-Each takes a :class:`store.api.Store`. ``Store`` keeps same-named methods that delegate here,
-for the tests that call them today; new tests should call these functions.
+Each takes a :class:`store.api.Store` (any object with its ``session()``).
 """
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Optional
 
 from sqlalchemy import func, text
 from sqlmodel import col, select
 
-from store.models import IN_FLIGHT, Event, Node, NodeRead
-from store.session import now_iso
+from store.models import IN_FLIGHT, Node, NodeRead
 
 if TYPE_CHECKING:
     from store.api import Store
@@ -39,15 +36,3 @@ def find_node_by_hash(store: "Store", run_id: int, source_hash: str) -> Optional
     with store.session() as s:
         row = s.exec(select(Node).where(Node.run_id == run_id, Node.source_hash == source_hash)).first()
         return NodeRead.model_validate(row, from_attributes=True) if row else None
-
-
-def add_event(
-    store: "Store", run_id: int, kind: str, *, node_id: Optional[int] = None, payload: Optional[dict] = None
-) -> None:
-    """Append an event of ``kind`` (the store's own writes add theirs in their transaction)."""
-    with store.session() as s:
-        s.add(
-            Event(
-                run_id=run_id, node_id=node_id, kind=kind, created_at=now_iso(), payload_json=json.dumps(payload or {})
-            )
-        )

@@ -58,7 +58,7 @@ def forge_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def softmax_task():
-    from kernels.registry import get_task
+    from forge_tui.tasks.catalog import get_task
 
     return get_task("softmax")
 

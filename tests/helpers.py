@@ -100,7 +100,7 @@ def one_fast_per_seed_file(names: list[str]) -> list:
     the others (dtype and variant siblings of the same seed file) in the slow lane."""
     import pytest
 
-    from kernels.registry import catalog
+    from forge_tui.tasks.catalog import catalog
 
     tasks, seen, out = catalog(), set(), []
     for n in names:
@@ -112,7 +112,7 @@ def one_fast_per_seed_file(names: list[str]) -> list:
 
 def softmax_tune_run(store, softmax_task):
     """A catalog ``softmax`` task and one host tune run of it in ``store`` (for export tests)."""
-    from forge_tui.search.tasks import task_ref
+    from forge_tui.tasks.refs import task_ref
 
     t = store.add_task(
         name="softmax", origin="catalog", reference_source="", spec={"ref": task_ref(softmax_task)}, signature="",

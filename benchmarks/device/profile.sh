@@ -21,11 +21,12 @@ import json, os, sys, time
 from forge_tui.core.config import RunConfig
 from forge_tui.evaluate.evaluator import Evaluator
 from forge_tui.evaluate.ncu import capture_profile, find_ncu, ncu_version
-from forge_tui.evaluate.profile import ROOFLINE_TITLE, profile_text, roofline_lines
+from forge_tui.evaluate.profile import profile_text, roofline_lines
+from forge_tui.llm.prompts import ROOFLINE_TITLE
 from forge_tui.search.create import create_run
 from forge_tui.search.runner import Search
-from forge_tui.search.tasks import task_ref
-from kernels.registry import catalog
+from forge_tui.tasks.refs import task_ref
+from forge_tui.tasks.catalog import catalog
 from store import Store
 
 tasks = sys.argv[1:]

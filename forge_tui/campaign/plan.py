@@ -65,8 +65,9 @@ def plan_regions(
         CaptureError: the model file does not load or its forward raises (one line).
     """
     from forge_tui.model import capture as cp
+    from forge_tui.model.capture.region_find import find_regions
     from forge_tui.model.capture.region_task import write_region_tasks
-    from forge_tui.model.capture.regions import find_regions, set_times
+    from forge_tui.model.capture.regions import set_times
 
     log(f"capturing {Path(model_file).name} on {backend} ...")
     cap = cp.record(model_file, backend=backend)
@@ -120,7 +121,7 @@ def _searchable(path: str, backend: str, proposer: str, llm_ok: bool):
     """``(task, chosen proposer, None)`` when a search of the task file can start, else
     ``(task or None, None, why)``."""
     from forge_tui.core.errors import user_message
-    from forge_tui.model.taskfile import load_task_file
+    from forge_tui.tasks.taskfile import load_task_file
 
     try:  # the load write_region_tasks just did (load_task_file caches it by text, path, origin, mode)
         task = load_task_file(path, origin="captured")

@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, TypeGuard
 
 from forge_tui.campaign.scheduler import die_with_parent
 from forge_tui.core.errors import one_line
@@ -225,7 +225,7 @@ _COLUMNS = (
 )
 
 
-def _num(v) -> bool:
+def _num(v) -> TypeGuard[float]:
     return isinstance(v, (int, float))
 
 

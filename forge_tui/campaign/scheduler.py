@@ -129,7 +129,7 @@ def new_run(store, campaign, region, task=None, proposer: Optional[str] = None):
     from forge_tui.search.runner import create_run as store_run
 
     if task is None:
-        from forge_tui.model.taskfile import load_task_file
+        from forge_tui.tasks.taskfile import load_task_file
 
         task = load_task_file(region.task_path, origin="captured")
     if proposer is None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 from forge_tui.cli import render
-from forge_tui.cli.render import terminal_columns
+from forge_tui.cli.render import fail, terminal_columns
 from store import Store
 
 #: The example seeds (``examples/seeds/<stem>.cu`` and ``.cpp``) and the captured task each
@@ -67,8 +67,6 @@ def cmd_capture(args, store: Store) -> int:
     from forge_tui.model import capture as cp
 
     if args.samples is not None and args.samples < 1:
-        from forge_tui.cli.commands import fail
-
         return fail("--samples must be 1 or more")
     cap = cp.record(args.file, backend=args.backend)
     from forge_tui.model.capture import region_task as rt
@@ -78,7 +76,7 @@ def cmd_capture(args, store: Store) -> int:
     chosen = cp.select(cap, op_sels) if op_sels else []
     rs, chosen_regions = None, []
     if args.regions or len(op_sels) < len(sels):
-        from forge_tui.model.capture.regions import find_regions
+        from forge_tui.model.capture.region_find import find_regions
 
         rs = find_regions(cap)
         chosen_regions = rt.select_regions(rs, [s for s in sels if rt.is_region_selector(s)])

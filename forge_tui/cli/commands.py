@@ -15,30 +15,17 @@ from typing import Optional
 from forge_tui.app.spawn import delete_run, start_search
 from forge_tui.cli import render
 from forge_tui.cli.capture_cmd import cmd_capture
+from forge_tui.cli.render import fail, fail_with
 from forge_tui.core.config import DEFAULTS, RunConfig, flag_problem
-from forge_tui.core.errors import ForgeError, user_message
 from forge_tui.core.status import NodeStatus, ProposerName, RunStatus
-from forge_tui.search.create import load_task, preflight
+from forge_tui.search.create import preflight
+from forge_tui.tasks.refs import load_task
 from store import Store
 from store.lease import effective_status
 
 #: ``run --headless`` / ``resume --headless`` exit codes by the run's final status: 0 finished,
 #: 3 paused or interrupted (resumable: ``forge-tui resume``), 1 failed. 2 is a usage error.
 EXIT_BY_STATUS = {RunStatus.FINISHED: 0, RunStatus.PAUSED: 3, RunStatus.INTERRUPTED: 3}
-
-
-def fail(msg: str) -> int:
-    """Print ``forge-tui: MSG`` on stderr; the usage-error exit code (2)."""
-    print(f"forge-tui: {msg}", file=sys.stderr)
-    return 2
-
-
-def fail_with(exc: BaseException) -> int:
-    """A user-facing error as its one line (``ForgeError.line``); exit with its ``exit_code``:
-    1 the thing failed (a run whose seed failed), 3 interrupted and resumable (disk full), 2
-    refused and left as it was (another process drives the run, another environment)."""
-    fail(user_message(exc) or type(exc).__name__)
-    return exc.exit_code if isinstance(exc, ForgeError) else 1
 
 
 def _cli():
@@ -288,7 +275,8 @@ def cmd_show(args, store: Store) -> int:
 
 def cmd_eval(args, store: Optional[Store]) -> int:
     from forge_tui.evaluate.evaluator import Evaluator, WorkerError
-    from forge_tui.search.runner import backend_mismatch, resolve_backend, task_ref
+    from forge_tui.search.runner import backend_mismatch, resolve_backend
+    from forge_tui.tasks.refs import task_ref
 
     why = flag_problem(seed=args.seed)
     if why:
@@ -318,7 +306,7 @@ def cmd_eval(args, store: Optional[Store]) -> int:
 
 
 def cmd_tasks(args, store) -> int:
-    from kernels.registry import catalog
+    from forge_tui.tasks.catalog import catalog
 
     tasks = [load_task(args.task, args.mode)] if args.task else list(catalog().values())
     print(render.to_json([t.spec_dict() for t in tasks]) if args.json else render.tasks_text(tasks))

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from forge_tui.cli.commands import COMMANDS, fail
+from forge_tui.cli.commands import COMMANDS
 from forge_tui.cli.parse import build_parser
+from forge_tui.cli.render import fail
 from forge_tui.core.errors import user_message
 from store import Store, StoreNeedsWrite, default_db_path
 

@@ -1,15 +1,18 @@
 """What the commands print: text for people and the ``--json`` shapes for scripts.
 
 Pure functions of plain data (store rows, results) to strings or JSON-ready dicts; speedups
-and their marks as the app shows them (``forge_tui.core.present``).
+and their marks as the app shows them (``forge_tui.core.present``); and the one line a failing
+command prints on stderr (:func:`fail`, :func:`fail_with`).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any, Iterable, Optional
 
 from forge_tui.core.config import DEFAULT_PRECISION, run_precision
+from forge_tui.core.errors import ForgeError, user_message
 from forge_tui.core.present import (
     CONFIRMATION_JSON,
     confirmation,
@@ -309,3 +312,17 @@ def export_text(res) -> str:
     args_ = ", ".join(i["name"] for i in m["inputs"])
     lines.append(f"use: import forge_kernel; y = forge_kernel.forward({args_})  (see {res.directory / 'README.md'})")
     return "\n".join(lines)
+
+
+def fail(msg: str) -> int:
+    """Print ``forge-tui: MSG`` on stderr; the usage-error exit code (2)."""
+    print(f"forge-tui: {msg}", file=sys.stderr)
+    return 2
+
+
+def fail_with(exc: BaseException) -> int:
+    """A user-facing error as its one line (``ForgeError.line``); exit with its ``exit_code``:
+    1 the thing failed (a run whose seed failed), 3 interrupted and resumable (disk full), 2
+    refused and left as it was (another process drives the run, another environment)."""
+    fail(user_message(exc) or type(exc).__name__)
+    return exc.exit_code if isinstance(exc, ForgeError) else 1

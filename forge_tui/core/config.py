@@ -28,7 +28,7 @@ PROFILE_CHOICES: tuple[str, ...] = (AUTO, "off")
 #: ``highest`` fp32 arithmetic (PyTorch's default), ``high`` TF32 tensor cores (10-bit
 #: mantissa inputs), ``medium`` bf16 tensor cores (7-bit mantissa inputs). The worker sets it
 #: before the reference and the baselines run, and the fp32 tolerance follows it
-#: (``kernels.base.tolerance_for``).
+#: (``forge_tui.core.tolerance.tolerance_for``).
 PRECISION_CHOICES: tuple[str, ...] = ("highest", "high", "medium")
 #: The precision of a run stored before the setting existed, and of every run not given one.
 DEFAULT_PRECISION = "highest"

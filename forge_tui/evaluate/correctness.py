@@ -11,6 +11,7 @@ from typing import Callable, Optional
 
 import torch
 
+from forge_tui.core.tolerance import tolerance_for, tolerance_text
 from forge_tui.evaluate.backends import get_backend
 from forge_tui.evaluate.launch import (
     POISON_BYTE,
@@ -25,7 +26,7 @@ from forge_tui.evaluate.launch import (
     poison_storage_,
     reference_inputs,
 )
-from kernels.base import TaskSpec, tolerance_for, tolerance_text
+from kernels.base import TaskSpec
 
 #: Two runs on identical inputs may differ (atomics, split reductions) when their largest
 #: difference is at most this fraction of the allowed error (:func:`allowed_error`): the
@@ -48,7 +49,7 @@ def allowed_error(
 
     ``ref``: the fp64 reference. Returns ``(limit, rtol_norm)`` with ``limit = atol_scale *
     max|ref| + rtol * |ref|`` (0 where the reference is not finite; ``atol_scale`` and ``rtol``
-    from :func:`kernels.base.tolerance_for` for ``dtype`` under the fp32 matmul ``precision``,
+    from :func:`forge_tui.core.tolerance.tolerance_for` for ``dtype`` under the fp32 matmul ``precision``,
     see :func:`matmul_precision`), widened to twice PyTorch's own error ``2 * |eager - ref|``
     when ``eager`` is given (see :func:`compare`).
     """

@@ -31,24 +31,12 @@ from forge_tui.core.results import BaselineResult, EvalResult
 from forge_tui.core.status import BackendName, NodeStatus
 from forge_tui.evaluate import compile as compiler
 from forge_tui.evaluate import memwatch
-from forge_tui.evaluate.backends import HOST_SOL_FACTOR, Backend, get_backend
+from forge_tui.evaluate.backends import Backend, get_backend
 from forge_tui.evaluate.devlock import device_lock
-from forge_tui.evaluate.drain import OUTPUT_CAP
-from forge_tui.evaluate.drain import Drain as _Drain  # also importable from here, where it lived
+from forge_tui.evaluate.drain import Drain as _Drain
 from forge_tui.evaluate.harness import DiskFull, MemoryPressure, is_disk_full
 from forge_tui.evaluate.static import check_source
-from forge_tui.evaluate.verdict import (
-    _NODE_STAGE,
-    SOL_MARGIN,
-    _clog,
-    _compile_verdict,
-    _correctness_row,
-    flags_of,
-    shape_verdict,
-)
-from forge_tui.evaluate.verdict import (
-    _first_error_line as _first_error_line,  # re-exported: it lived here before the move
-)
+from forge_tui.evaluate.verdict import _NODE_STAGE, _clog, _compile_verdict, _correctness_row, flags_of, shape_verdict
 from kernels.base import TaskSpec
 
 #: Seconds each worker stage may take before the worker's process group is killed.
@@ -63,9 +51,7 @@ STAGE_LIMITS = {
     # waiting for another process's timing on this device (devlock): its timing blocks, not ours
     "device_wait": 3600.0,
 }
-# HOST_SOL_FACTOR (host gate: copy bandwidth x this) and EvalResult now live in
-# forge_tui.evaluate.backends and forge_tui.core.results; importable from here as before.
-__all__ = ["EvalResult", "Evaluator", "HOST_SOL_FACTOR", "OUTPUT_CAP", "SOL_MARGIN", "STAGE_LIMITS", "WorkerError"]
+__all__ = ["Evaluator", "STAGE_LIMITS", "WorkerError"]
 
 
 class WorkerError(ForgeError, RuntimeError):
@@ -88,7 +74,7 @@ class Evaluator:
             :data:`forge_tui.core.config.PRECISION_CHOICES`): the worker calls
             ``torch.set_float32_matmul_precision`` with it before the task is vetted and before
             any reference, baseline or candidate runs, and the fp32 tolerance follows it
-            (:func:`kernels.base.tolerance_for`). Set it before :meth:`start`.
+            (:func:`forge_tui.core.tolerance.tolerance_for`). Set it before :meth:`start`.
 
     Raises:
         compiler.ToolchainError: the backend's compiler is missing (at construction).

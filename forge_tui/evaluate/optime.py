@@ -3,7 +3,7 @@
 Used by ``forge-tui capture`` (each distinct aten call of a model's forward, re-run on its
 recorded inputs) and ``forge-tui apply`` (the model's forward before and after exported
 kernels are swapped in). Same hygiene as the candidate timing in :mod:`.trials`: the same
-:class:`~forge_tui.evaluate.trials.Timer` (cache flush before every sample, CUDA events and
+:class:`~forge_tui.evaluate.timers.Timer` (cache flush before every sample, CUDA events and
 a whole-device synchronise on cuda, ``perf_counter`` on the host), warm-up, medians of many
 samples, and the per-GPU timing lock. All times are milliseconds.
 
@@ -18,7 +18,7 @@ import torch
 
 from forge_tui.core.status import BackendName
 from forge_tui.evaluate.backends import available_backends, backend_for_device
-from forge_tui.evaluate.trials import Stats, launches_per_window, make_timer
+from forge_tui.evaluate.timers import Stats, launches_per_window, make_timer
 
 #: Per-operator timing defaults by backend name (each backend's ``op_timing``: capture times
 #: every distinct call of a forward, so fewer samples than a candidate gets; still a median

@@ -22,16 +22,7 @@ from typing import Callable, Mapping, Optional, Union
 from forge_tui.core.present import duration_text
 from forge_tui.evaluate.ncu import ProfileStatus, _kill, capture_profile, failure
 
-__all__ = [
-    "ENV",
-    "ROOFLINE_TITLE",
-    "STALL_MEANINGS",
-    "ProfileStatus",
-    "Profiler",
-    "profile_text",
-    "profiling_enabled",
-    "roofline_lines",
-]
+__all__ = ["ENV", "STALL_MEANINGS", "ProfileStatus", "Profiler", "profile_text", "profiling_enabled", "roofline_lines"]
 
 #: What the most common warp stall reasons mean (Nsight Compute Kernel Profiling Guide,
 #: "Warp Stall Reasons"); shown beside the top stalls.
@@ -53,11 +44,6 @@ STALL_MEANINGS = {
     "imc_miss": "constant cache miss",
     "sleeping": "sleeping (nanosleep)",
 }
-#: A heading for :func:`roofline_lines` in a prompt.
-ROOFLINE_TITLE = (
-    "Roofline per timed shape (bytes read + written once; floor = max(bytes / copy bandwidth, "
-    "FLOPs / peak rate at the dtype and fp32 matmul precision)):"
-)
 
 
 #: Environment variable that turns profiling off for every run (``off``), whatever the run says.
@@ -169,7 +155,8 @@ def roofline_lines(
     (:func:`forge_tui.hardware.roofline`, Williams et al. 2009) and the line says which roof
     binds (``memory-bound``/``compute-bound``); each baseline's GB/s is ``bytes / time`` as in
     :func:`forge_tui.hardware.achieved_gbs` (its TFLOP/s on a compute-bound shape), and its
-    share of roofline speed is ``floor / time``. Title: :data:`ROOFLINE_TITLE`.
+    share of roofline speed is ``floor / time``. A prompt heads them with
+    :data:`forge_tui.llm.prompts.ROOFLINE_TITLE`.
     """
     from forge_tui.hardware import COMPUTE_BOUND, roofline
 

@@ -3,7 +3,7 @@
 Run by :func:`forge_tui.evaluate.profile.capture_profile` as
 ``ncu --profile-from-start off ... python -m forge_tui.evaluate.profile_child REQUEST``
 where ``REQUEST`` is a JSON object ``{"library": path, "task": task ref, "backend": "cuda",
-"seed": int}`` (the task ref of :func:`forge_tui.evaluate.worker.load_task`). It builds the
+"seed": int}`` (the task ref of :func:`forge_tui.tasks.refs.task_ref`). It builds the
 harness's inputs for the task's *first timed shape* the way the worker's timing does
 (:func:`forge_tui.evaluate.launch.input_generator`, ``make_inputs(..., "normal")``,
 NaN-poisoned outputs), calls ``forge_launch`` once to warm up (module load, lazy
@@ -33,10 +33,10 @@ def main(argv: list[str]) -> int:
     from forge_tui.evaluate.backends import get_backend
     from forge_tui.evaluate.launch import Launcher, alloc_outputs, input_generator
     from forge_tui.evaluate.timers import gpu_lock
-    from forge_tui.evaluate.worker import load_task
+    from forge_tui.tasks.refs import load_task_ref
 
     req = json.loads(argv[0])
-    task = load_task(req["task"])
+    task = load_task_ref(req["task"], isolate=False)
     be = get_backend(req.get("backend", "cuda"))
     be.prepare_worker()
     device = be.torch_device

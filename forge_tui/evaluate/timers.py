@@ -23,6 +23,7 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from forge_tui.core.results import TIMING_MODES, TimingStats
+from forge_tui.core.status import BackendName
 from forge_tui.evaluate.backends import get_backend
 from forge_tui.evaluate.devlock import device_lock
 from forge_tui.evaluate.launch import BackendLike, _sync
@@ -101,7 +102,7 @@ def gpu_lock(device_id: str, *, exclusive: bool = True, on_wait: Optional[Callab
 class Timer:
     """Times callables with a cache flush before every sample; one subclass per backend's clock.
 
-    Built by :func:`make_timer` (the backend picks the class). ``cfg`` is the backend's
+    Built by :func:`make_timer` (the backend's name picks the class). ``cfg`` is the backend's
     :attr:`~forge_tui.evaluate.backends.Backend.timing`. ``cache_bytes``: the last-level
     cache a warm window must fit in; ``budget_bytes``: the memory a cold window's sets may take.
     """
@@ -289,7 +290,12 @@ class HostClockTimer(Timer):
 
 def make_timer(backend: BackendLike, device: str) -> Timer:
     """The timer of ``backend`` on ``device`` (CUDA events on cuda, the host clock on host)."""
-    return get_backend(backend).make_timer(device)
+    be = get_backend(backend)
+    return _TIMERS[be.name](be, device)
+
+
+#: The timer class of each backend.
+_TIMERS: dict[BackendName, type[Timer]] = {BackendName.CUDA: CudaEventTimer, BackendName.HOST: HostClockTimer}
 
 
 # --------------------------------------------------------------------------- NVML

@@ -18,8 +18,7 @@ EVALUATION-CHECKS.md; the check numbers are cited where they are implemented:
 
 The code lives in :mod:`~forge_tui.evaluate.launch` (loading and calling the library),
 :mod:`~forge_tui.evaluate.correctness` (the trials), :mod:`~forge_tui.evaluate.timers`
-(timers, statistics, lock, NVML) and here (:func:`time_shape`, the timing loop); every
-name stays importable from this module.
+(timers, statistics, lock, NVML) and here (:func:`time_shape`, the timing loop).
 """
 
 from __future__ import annotations
@@ -29,56 +28,14 @@ from typing import Callable, Mapping, Optional, cast
 import torch
 
 from forge_tui.evaluate.backends import available_backends
-from forge_tui.evaluate.correctness import _finite, compare, run_correctness
-from forge_tui.evaluate.launch import (
-    BackendLike,
-    CandidateFault,
-    Launcher,
-    _as_tuple,
-    _bits,
-    _sync,
-    alloc_outputs,
-    input_generator,
-    poison_,
-)
-from forge_tui.evaluate.timers import (
-    CudaEventTimer,
-    HostClockTimer,
-    Stats,
-    Telemetry,
-    Timer,
-    gpu_lock,
-    launches_per_window,
-    make_timer,
-)
+from forge_tui.evaluate.launch import Launcher, _as_tuple, _bits, _sync, alloc_outputs, input_generator, poison_
+from forge_tui.evaluate.timers import Stats, Timer, launches_per_window
 from kernels.base import TaskSpec
 
 #: Timing settings per backend name (each backend's ``timing``). cuda: CUDA events; host: perf_counter.
 TIMING = {b.name.value: b.timing for b in available_backends()}
 
-__all__ = [
-    "TIMING",
-    "BackendLike",
-    "CandidateFault",
-    "CudaEventTimer",
-    "HostClockTimer",
-    "Launcher",
-    "Stats",
-    "Telemetry",
-    "Timer",
-    "_as_tuple",
-    "_bits",
-    "_finite",
-    "_sync",
-    "alloc_outputs",
-    "compare",
-    "gpu_lock",
-    "input_generator",
-    "launches_per_window",
-    "make_timer",
-    "run_correctness",
-    "time_shape",
-]
+__all__ = ["TIMING", "time_shape"]
 
 
 def _nbytes(tensors) -> int:

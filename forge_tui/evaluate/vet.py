@@ -29,7 +29,8 @@ from typing import Optional
 import torch
 
 from forge_tui.core.errors import ForgeError
-from kernels.base import TaskSpec, tolerance_for
+from forge_tui.core.tolerance import tolerance_for
+from kernels.base import TaskSpec
 
 #: Draws of a task file's own ``get_inputs()`` the vetting makes at most (only while nothing
 #: else has moved the output).

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import os
 import platform
 import re
@@ -43,39 +42,10 @@ from forge_tui.core.results import BaselineResult, ShapeBaseline, ShapeTiming
 from forge_tui.core.status import BackendName, NodeStatus
 from forge_tui.evaluate.backends import Backend, get_backend
 from forge_tui.evaluate.memwatch import proc_kb as _proc_kb
+from forge_tui.tasks.refs import load_task_ref
 
 if TYPE_CHECKING:
     from kernels.base import TaskSpec
-
-
-def load_task(ref: dict) -> TaskSpec:
-    """Rebuild a TaskSpec in this process from a ref of :func:`forge_tui.search.runner.task_ref`.
-
-    ``{"module", "name"}`` is a catalog task; ``{"file", "text", "name", "origin"}`` a task file
-    (the stored ``text`` wins over the file on disk); a ``shapes`` key replaces the timed
-    shapes (``export --shapes``). Raises TaskError (task files) or
-    ValueError (a catalog task that no longer exists).
-    """
-    if ref.get("shapes"):  # `forge-tui export --shapes`: the task timed on other shapes
-        import dataclasses
-
-        spec = load_task({k: v for k, v in ref.items() if k != "shapes"})
-        return dataclasses.replace(spec, shapes=ref["shapes"], host_shapes=ref["shapes"])
-    if ref.get("file") or ref.get("text"):
-        from forge_tui.model.taskfile import load_task_file
-
-        return load_task_file(
-            ref.get("file") or f"{ref.get('name', 'task')}.py",
-            origin=ref.get("origin", "file"),
-            text=ref.get("text"),
-            mode=ref.get("mode", "eval"),
-            isolate=False,  # this worker is the capped process
-        )
-    mod = importlib.import_module(ref["module"])
-    for spec in getattr(mod, "TASKS", []):
-        if spec.name == ref["name"]:
-            return spec
-    raise ValueError(f"task {ref['name']!r} not found in {ref['module']}")
 
 
 class Worker:
@@ -101,7 +71,7 @@ class Worker:
         """Hold the device's lock across processes (:mod:`forge_tui.evaluate.devlock`): exclusive
         for a timing block, shared for other device work. While it waits, the parent hears
         ``device_wait`` (no stage limit runs out meanwhile), then ``stage`` again."""
-        from forge_tui.evaluate.trials import gpu_lock
+        from forge_tui.evaluate.timers import gpu_lock
 
         waited = []
 
@@ -118,9 +88,9 @@ class Worker:
     def init(self, msg: dict) -> dict:
         import torch
 
-        from forge_tui.evaluate import trials
+        from forge_tui.evaluate import timers
 
-        self.task = task = load_task(msg["task"])
+        self.task = task = load_task_ref(msg["task"], isolate=False)  # this worker is the capped process
         self.backend = get_backend(msg["backend"])
         facts: dict = {
             "torch": torch.__version__,
@@ -131,16 +101,16 @@ class Worker:
         self.backend.prepare_worker()  # cuda: a visible device, initialised; host: one torch thread
         # the run's fp32 matmul policy, before the vetting, the reference and the baselines run:
         # eager and torch.compile then use TF32 (high) or bf16 (medium) as the candidates may, and
-        # correctness reads it back for the fp32 tolerance (kernels.base.tolerance_for)
+        # correctness reads it back for the fp32 tolerance (forge_tui.core.tolerance.tolerance_for)
         facts["precision"] = msg.get("precision") or "highest"
         torch.set_float32_matmul_precision(facts["precision"])
         self.device = self.backend.torch_device
         facts.update(self.backend.device_facts())
-        self.telemetry = trials.Telemetry(self.backend)
+        self.telemetry = timers.Telemetry(self.backend)
         driver = self.telemetry.driver_version()
         if driver:
             facts["driver"] = driver
-        self.timer = trials.make_timer(self.backend, self.device)
+        self.timer = timers.make_timer(self.backend, self.device)
         facts["copy_gbs"] = self._cached_copy_bandwidth(facts)
         from forge_tui.evaluate.vet import TaskVetError, vet_task
 
@@ -243,16 +213,16 @@ class Worker:
         return BaselineResult(out, compile_error).to_dict()
 
     def evaluate(self, msg: dict) -> dict:
-        from forge_tui.evaluate import trials
+        from forge_tui.evaluate import correctness, launch, trials
 
         task = self.spec()
         self.progress("load")
         try:
-            launcher = trials.Launcher(msg["library"], task, self.backend)
+            launcher = launch.Launcher(msg["library"], task, self.backend)
         except (OSError, RuntimeError) as exc:
             return {"status": NodeStatus.CRASHED, "error": f"cannot load the library: {exc}"}
         with self.device_work("load", exclusive=False):  # never inside another search's timing window
-            passed, rows, error = trials.run_correctness(
+            passed, rows, error = correctness.run_correctness(
                 launcher, task, self.backend, self.device, msg["seed"], msg.get("trials", 3), self.progress
             )
         if not passed:
@@ -275,7 +245,7 @@ class Worker:
                         mode=msg.get("mode") or task.timing_mode,
                     )
                 except RuntimeError as exc:
-                    if isinstance(exc, trials.CandidateFault):
+                    if isinstance(exc, launch.CandidateFault):
                         raise
                     return {"status": NodeStatus.INCORRECT, "error": f"{exc} on {shape_name}", "correctness": rows}
             after = self.telemetry.read()
@@ -291,10 +261,10 @@ class Worker:
 
             for w_in, w_out in r.get("window_sets") or [(r["last_inputs"], r["last_outputs"])]:
                 # every launch of the last timed window (check 5)
-                refs = trials._as_tuple(task.reference(*reference_inputs(w_in)))
-                eagers = trials._as_tuple(task.reference(*w_in))
+                refs = launch._as_tuple(task.reference(*reference_inputs(w_in)))
+                eagers = launch._as_tuple(task.reference(*w_in))
                 for i, (o, ref) in enumerate(zip(w_out, refs)):
-                    ok, max_abs, max_rel, tol, note = trials.compare(
+                    ok, max_abs, max_rel, tol, note = correctness.compare(
                         o, ref, task.outputs(dims)[i][1], eagers[i] if i < len(eagers) else None
                     )
                     if not ok:
@@ -318,7 +288,7 @@ class Worker:
 
     # ------------------------------------------------------------------ loop
     def serve(self) -> int:
-        from forge_tui.evaluate.trials import CandidateFault
+        from forge_tui.evaluate.launch import CandidateFault
 
         while True:
             try:

@@ -11,10 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from forge_tui.core.backends import backend_facts
 from forge_tui.core.present import duration_text
-from forge_tui.evaluate.backends import get_backend
-from kernels.base import DISTRIBUTION_TEXT, PRECISION_MANTISSA, tolerance_text, trial_schedule
+from forge_tui.core.tolerance import DISTRIBUTION_TEXT, PRECISION_MANTISSA, tolerance_text, trial_schedule
 
+#: The heading of a task's roofline lines (:func:`forge_tui.evaluate.profile.roofline_lines`).
+ROOFLINE_TITLE = (
+    "Roofline per timed shape (bytes read + written once; floor = max(bytes / copy bandwidth, "
+    "FLOPs / peak rate at the dtype and fp32 matmul precision)):"
+)
 MAX_SOURCE_CHARS = 24_000
 MAX_LOG_CHARS = 6_000
 MAX_SIBLINGS = 8
@@ -99,11 +104,11 @@ def measurements(k: KernelInfo) -> str:
 
 
 def _fence_lang(backend: str) -> str:
-    return get_backend(backend).lexer
+    return backend_facts(backend).lexer
 
 
 def system_prompt(backend: str) -> str:
-    what = get_backend(backend).source_description
+    what = backend_facts(backend).source_description
     return (
         "You are an expert GPU performance engineer. You write fast, correct kernels that replace a "
         f"PyTorch operator. Each answer is one complete {what}. You change one idea at a time and "
@@ -116,7 +121,7 @@ def rules(task: TaskInfo, backend: str) -> str:
     stream = (
         " Launch every kernel, and every library call, on the `stream` argument; do not create "
         "streams or events, do not call cudaDeviceSynchronize."
-        if get_backend(backend).launch_has_stream
+        if backend_facts(backend).launch_has_stream
         else ""
     )
     allowed = (
@@ -126,7 +131,7 @@ def rules(task: TaskInfo, backend: str) -> str:
         "runs by far less than the tolerance are accepted), cuBLAS / cuBLASLt (#include "
         "<cublas_v2.h> or <cublasLt.h> links them; create handles once and cache them; call "
         "cublasSetStream with `stream`), and workspace memory allocated once and cached.\n"
-        if get_backend(backend).launch_has_stream
+        if backend_facts(backend).launch_has_stream
         else "   Allowed: any standard C/C++ header, inline asm that computes (no system calls), "
         "buffers allocated once and cached.\n"
     )
@@ -198,8 +203,6 @@ def task_section(task: TaskInfo, backend: str) -> str:
     }.get(task.timing_mode, "")
     roof = ""
     if task.roofline:
-        from forge_tui.evaluate.profile import ROOFLINE_TITLE
-
         roof = ROOFLINE_TITLE + "\n" + "\n".join(f"  - {line}" for line in task.roofline) + "\n"
     return (
         f"## Task: {task.name} - {task.description}\n"
@@ -213,7 +216,7 @@ def task_section(task: TaskInfo, backend: str) -> str:
 
 def hardware_section(facts: dict, backend: str, flags: str) -> str:
     lines = ["## Hardware"]
-    if get_backend(backend).needs_gpu:
+    if backend_facts(backend).needs_gpu:
         gpu = facts.get("gpu") or "unknown GPU"
         cap_ = facts.get("capability")
         if isinstance(cap_, (list, tuple)) and len(cap_) == 2:

@@ -1,8 +1,6 @@
-"""Models in the KernelBench layout: one loader, capture, export, apply.
+"""Models in the KernelBench layout: capture, export, apply (files load through
+:mod:`forge_tui.tasks.loader`).
 
-- :mod:`forge_tui.model.loader`: the one loader of KernelBench-layout files (a model file
-  for ``capture``/``apply``, a task file for ``run``);
-- :mod:`forge_tui.model.taskfile`: a task file's :class:`kernels.base.TaskSpec`;
 - :mod:`forge_tui.model.capture`: which aten operators a forward runs, and their cost;
 - :mod:`forge_tui.model.export`: a run's kernel as a standalone module
   (:mod:`forge_tui.model.template` fills the files in ``templates/``);
@@ -12,5 +10,5 @@
 - :mod:`forge_tui.model.errors`: the errors of all of the above (no torch import).
 
 Importing this package imports nothing else: each submodule is imported where it is used
-(``capture``, ``apply`` and ``taskfile`` import torch).
+(``capture`` and ``apply`` import torch).
 """

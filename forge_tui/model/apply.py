@@ -10,7 +10,7 @@ forward once as the reference. It traces the forward into an aten-level torch.fx
 kernel's region and every call of each op kernel's operator for one call of the kernel's
 operator (:mod:`forge_tui.model.apply_match`), dead-code-eliminates, runs the rewritten
 graph and checks its outputs against the reference within the output dtype's tolerance
-(:data:`kernels.base.TOLERANCES`); a forward that differs by more is judged against the same
+(:data:`forge_tui.core.tolerance.TOLERANCES`); a forward that differs by more is judged against the same
 model run in a wider dtype (fp32 for bf16/fp16, fp64 for fp32: on the GPU an fp32 model's
 convolutions run in TF32 by default, and one rounding's difference upstream of them moves
 their outputs by ~1e-3), next to eager's own error there
@@ -41,9 +41,9 @@ from typing import Any, Optional, Sequence
 
 import torch
 
+from forge_tui.core.backends import facts_for_device
 from forge_tui.core.config import AUTO
 from forge_tui.core.status import BackendName
-from forge_tui.evaluate.backends import backend_for_device
 from forge_tui.model.apply_choice import choose_for_compile
 from forge_tui.model.apply_graph import calls, leaves, trace
 from forge_tui.model.apply_kernels import OP, REGION, Kernel, dispatch_of, load_kernel_dir
@@ -51,7 +51,7 @@ from forge_tui.model.apply_match import region_miss, replace_ops, replace_region
 from forge_tui.model.apply_report import check_outputs, format_report, kernel_entry, precision_check, timing_fields
 from forge_tui.model.capture.model_file import build, load_model_file, resolve_device, run_forward
 from forge_tui.model.errors import ApplyError
-from forge_tui.model.loader import one_line as _first_line
+from forge_tui.tasks.loader import one_line as _first_line
 
 __all__ = ["Kernel", "apply", "format_report", "load_kernel_dir"]
 
@@ -155,13 +155,13 @@ def apply(
     result: dict = {
         "model": str(mf.path),
         "device": _device_name(device),
-        "backend": backend_for_device(device).name,
+        "backend": facts_for_device(device).name,
         "kernels": [kernel_entry(k, dispatch[id(k)]) for k in kernels],
         "regions": [kernel_entry(k, dispatch[id(k)], region=True) for k in kernels if k.kind == REGION],
         "replacements": total,
         "check": check,
     }
-    on_cuda = backend_for_device(device).supports_cuda_graphs
+    on_cuda = facts_for_device(device).supports_cuda_graphs
     want_compile = on_cuda if compile is None else compile
     skipped = None if want_compile else (HOST_COMPILE_SKIP if compile is None else "--no-compile")
     timed, choice = None, None

@@ -33,7 +33,7 @@ import torch.fx as fx
 
 from forge_tui.model.capture.describe import call_key, describe, mutation, op_kind
 from forge_tui.model.errors import ApplyError
-from forge_tui.model.loader import one_line as _first_line
+from forge_tui.tasks.loader import one_line as _first_line
 
 
 def leaves(out: Any) -> list[torch.Tensor]:

@@ -34,7 +34,7 @@ import torch
 
 from forge_tui.model.capture.describe import call_key, spec_text, tensor_specs
 from forge_tui.model.errors import ApplyError
-from forge_tui.model.loader import one_line as _first_line
+from forge_tui.tasks.loader import one_line as _first_line
 
 OP, REGION = "op", "region"
 

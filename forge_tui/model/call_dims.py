@@ -11,13 +11,13 @@ stands for the one aten operator its reference runs (traced on fake tensors; ``s
 region's task and a hand-written task file are refused with one line: say ``--shapes``.
 
 **Captured tasks.** A task file's dims are every dim of every launch argument (``x0_d0``,
-``x0_d1``, ..., ``out_d0``, ...; :mod:`forge_tui.model.taskfile`). A call maps when its
+``x0_d1``, ..., ``out_d0``, ...; :mod:`forge_tui.tasks.taskfile`). A call maps when its
 tensors have the task's ranks and its non-tensor arguments equal the recorded ones (the task
 file hard-codes them: ``dim=-1`` is no ``dim=1``); the inputs' dims are the call's shapes, the
 output's the output shape capture recorded, parameters and buffers keep the task's. The task
 must then make inputs of exactly those shapes as its evaluation draws them: the first trial
 takes every input from the file's ``get_inputs()``, which changes only the leading batch size
-(:class:`forge_tui.model.taskfile_probe.BatchScale`), so a captured task covers the model's
+(:class:`forge_tui.tasks.taskfile_probe.BatchScale`), so a captured task covers the model's
 calls that differ from its own only in the batch; any other shape is skipped (search it as a
 task of its own, or search a catalog task, which maps every rank to its launch).
 
@@ -99,7 +99,7 @@ def literals(args: list, kwargs: Mapping) -> str:
 
 def captured_dims(task: Any, backend: str, cap: Mapping, row: Mapping, specs: list[dict]) -> dict:
     """Dims of a captured task for a call of its operator (rules: the module docstring)."""
-    from forge_tui.model.taskfile import layout_of
+    from forge_tui.tasks.taskfile import layout_of
 
     mine = [len(s["shape"]) for s in coverage_specs(cap)]
     ranks = [len(s["shape"]) for s in specs]
@@ -121,7 +121,7 @@ def captured_dims(task: Any, backend: str, cap: Mapping, row: Mapping, specs: li
         raise Unmapped("capture recorded no output of the task's rank for it")
     dims.update(zip(arg_dims[out_arg], (int(d) for d in outs[0]["shape"])))
     # the evaluation's first trial takes its inputs from the file's get_inputs(), which can
-    # change only the leading batch size (forge_tui.model.taskfile): other shapes cannot be timed
+    # change only the leading batch size (forge_tui.tasks.taskfile): other shapes cannot be timed
     dist = "file" if "file" in task.distributions else "normal"
     why = "its task file's get_inputs() makes its own shape, only at other batch sizes"
     try:

@@ -49,18 +49,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from forge_tui.core.backends import all_backend_facts
 from forge_tui.core.config import run_precision
 from forge_tui.core.errors import one_line
 from forge_tui.core.present import confirmation
 from forge_tui.core.status import NodeStatus
-from forge_tui.evaluate.backends import available_backends, get_backend
+from forge_tui.evaluate.backends import get_backend
 from forge_tui.model import coverage, template
 from forge_tui.model.errors import ExportError
 from forge_tui.model.export_readme import MODULE_FILE, readme
 from store import Store
 
 #: Files an export writes (and replaces) in its directory.
-KERNEL_FILES = {b.name: b.kernel_filename for b in available_backends()}
+KERNEL_FILES = {b.name: b.kernel_filename for b in all_backend_facts()}
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,7 @@ def export_run(
     Raises:
         ExportError: the run, node or task cannot be exported, or the directory cannot be written.
     """
-    from forge_tui.search.runner import load_task_ref
+    from forge_tui.tasks.refs import load_task_ref
 
     run = store.get_run(run_id)
     node = pick_node(store, run, node_id)
@@ -237,7 +238,7 @@ def _user_inputs(task) -> list:
     ins = [a for a in task.args if a.role == "in"]
     if task.origin == "catalog":
         return ins
-    from forge_tui.model.taskfile import layout_of
+    from forge_tui.tasks.taskfile import layout_of
 
     return ins[: len(layout_of(task)["input_names"])]
 
@@ -247,7 +248,7 @@ def _param_names(task) -> list:
     buffers (the task model's attribute names, ``PARAM_NAMES``); none for catalog tasks."""
     if task.origin == "catalog":
         return []
-    from forge_tui.model.taskfile import layout_of
+    from forge_tui.tasks.taskfile import layout_of
 
     return list(layout_of(task)["param_names"])
 
@@ -385,7 +386,8 @@ def _reference_values(task) -> tuple[str, dict]:
             "MODULE": task.module,
             "N_USER": str(sum(1 for a in task.args if a.role == "in")),
         }
-    from forge_tui.model.taskfile import MODEL_SEED, layout_of
+    from forge_tui.tasks.taskfile import layout_of
+    from forge_tui.tasks.taskfile_rules import MODEL_SEED
 
     lay = layout_of(task)
     consts = lay["constants"]
@@ -421,7 +423,7 @@ def _common_values(
     n_user: int,
 ) -> dict:
     """The head's and the operator's values: the data section, the docstring, the signature."""
-    from kernels.base import TOLERANCES, tolerance_for
+    from forge_tui.core.tolerance import TOLERANCES, tolerance_for
 
     be = get_backend(backend)
     flags = list(be.flags)

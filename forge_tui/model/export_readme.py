@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from forge_tui.evaluate.backends import get_backend
+from forge_tui.core.backends import backend_facts
 
 #: The module an export writes (users import it).
 MODULE_FILE = "forge_kernel.py"
@@ -13,7 +13,7 @@ def readme(task, backend: str, manifest: dict) -> str:
     region's task, the operator per instance), the build, the check and the dispatch."""
     user = manifest["inputs"]
     args = ", ".join(i["name"] for i in user)
-    where = get_backend(backend).tensor_place
+    where = backend_facts(backend).tensor_place
     kind = f"{manifest['speedup']:.3f}x over eager PyTorch ({manifest['speedup_kind']})" if manifest["speedup"] else ""
     lines = [
         f"# {task.name}: exported by forge-tui (run {manifest['run_id']}, node {manifest['node_id']}, {backend})",
@@ -21,7 +21,7 @@ def readme(task, backend: str, manifest: dict) -> str:
         f"{task.description}. {kind}".strip(),
         "",
         f"- `{manifest['source']}`: the kernel; `{MODULE_FILE}`: a module that needs only torch and "
-        f"{get_backend(backend).compiler_name}; `manifest.json`: what this is.",
+        f"{backend_facts(backend).compiler_name}; `manifest.json`: what this is.",
         "",
         "```python",
         'import sys; sys.path.insert(0, "/path/to/this/dir")',

@@ -15,9 +15,10 @@ import math
 from typing import Any, Callable, Optional
 
 from forge_tui import hardware
+from forge_tui.core.results import EvalResult
 from forge_tui.core.status import NodeStatus
 from forge_tui.evaluate.backends import get_backend
-from forge_tui.evaluate.evaluator import EvalResult, Evaluator
+from forge_tui.evaluate.evaluator import Evaluator
 from forge_tui.search.gate import TimingGate
 
 

@@ -7,12 +7,12 @@ import, and task files are only loaded when a run is created.
 
 from __future__ import annotations
 
-import os
 from types import SimpleNamespace
 from typing import Any
 
 from forge_tui.core.config import RunConfig, RunConfigError, default_parallel
 from forge_tui.core.status import BackendName, ProposerName
+from forge_tui.tasks.refs import load_task
 from store import Store
 
 
@@ -25,18 +25,6 @@ def preflight() -> None:
 
     read_file()
     memwatch.floor_mb()
-
-
-def load_task(name: str, mode: str = "eval") -> Any:
-    """A catalog task by name, or a task file by path (``.py`` or a name with a path separator),
-    its model in ``mode`` (``eval``/``train``; task files only). Raises TaskError."""
-    if name.endswith(".py") or os.sep in name:
-        from forge_tui.model.taskfile import load_task_file
-
-        return load_task_file(name, mode=mode)
-    from kernels.registry import get_task
-
-    return get_task(name)
 
 
 def _endpoint_flags(cfg: RunConfig) -> SimpleNamespace:

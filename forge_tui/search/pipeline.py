@@ -44,8 +44,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol, Union
 
+from forge_tui.core.results import EvalResult
 from forge_tui.core.status import EXHAUSTED_REASON, REPAIRABLE, NodeKind, NodeStatus, RunStatus
-from forge_tui.evaluate.evaluator import EvalResult
 from forge_tui.search import mcts
 from forge_tui.search.control import PAUSE, Verdict
 from forge_tui.search.gate import TimingGate

@@ -43,30 +43,25 @@ from forge_tui.search.confirm import confirm_best
 from forge_tui.search.control import Control, Verdict
 from forge_tui.search.errors import SearchError
 from forge_tui.search.gate import TimingGate, endpoint_gate
-from forge_tui.search.lease import HEARTBEAT_S, Lease
+from forge_tui.search.lease import Lease
 from forge_tui.search.pipeline import Pipeline, SerialStore, default_compile_workers
 from forge_tui.search.proposers.base import Proposer, ProposerError, ProposerUnavailable, SearchContext
 from forge_tui.search.proposers.tune import TuneProposer
 from forge_tui.search.steps import NodeSteps
-from forge_tui.search.tasks import load_task_ref, register_task, run_seed, task_ref
+from forge_tui.tasks.refs import load_task_ref, task_ref
+from forge_tui.tasks.register import register_task
 from kernels.base import TaskSpec
 from store import Store, StoreError
 
 __all__ = [
-    "HEARTBEAT_S",
-    "ProposerUnavailable",
     "Search",
     "SearchError",
     "backend_mismatch",
     "resume_target",
     "create_run",
     "has_gpu",
-    "load_task_ref",
     "make_proposer",
-    "register_task",
     "resolve_backend",
-    "run_seed",
-    "task_ref",
 ]
 
 

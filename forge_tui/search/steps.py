@@ -9,8 +9,9 @@ import json
 import time
 from typing import Any, Callable, Optional
 
+from forge_tui.core.results import EvalResult
 from forge_tui.core.status import FINAL, IN_FLIGHT, REPAIRABLE, NodeKind, NodeStatus
-from forge_tui.evaluate.evaluator import EvalResult, Evaluator
+from forge_tui.evaluate.evaluator import Evaluator
 from forge_tui.search import mcts
 from forge_tui.search.baseline import compile_speedup
 from forge_tui.search.errors import SearchError

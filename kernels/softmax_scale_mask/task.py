@@ -136,6 +136,7 @@ def _make(dtype: str, mask: bool) -> TaskSpec:
         return (7 if mask else 6) * dims["B"] * dims["H"] * dims["S"] * dims["S"]
 
     suffix = "" if dtype == "float32" else "_bf16"
+    args: tuple[Arg, ...]
     if mask:
         args = (
             Arg("x", "in", dtype),

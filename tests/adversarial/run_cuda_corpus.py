@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from forge_tui.evaluate.evaluator import Evaluator  # noqa: E402
-from kernels.registry import get_task  # noqa: E402
+from forge_tui.tasks.catalog import get_task  # noqa: E402
 from tests.adversarial.cases import cases, good_cases  # noqa: E402
 
 

@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 async def test_tree_grows_while_a_search_runs(tmp_path):
     from forge_tui.search.runner import Search, create_run
-    from kernels.registry import get_task
+    from forge_tui.tasks.catalog import get_task
 
     db = tmp_path / "live.db"
     store = Store(db)

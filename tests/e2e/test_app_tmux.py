@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from store import Store
+from store.testing import count_nodes
 from tests.helpers import ROOT  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
@@ -114,7 +115,7 @@ def test_watch_a_headless_search_in_tmux_and_stop_it(tmp_path):
             time.sleep(0.1)
         run_id = int(m.group(1))
         store = Store(db)
-        while not store.count_nodes(run_id):
+        while not count_nodes(store, run_id):
             assert search.poll() is None, (tmp_path / "search.log").read_text()
             assert time.monotonic() < end, "the headless search stored no node in 60 s"
             time.sleep(0.2)

@@ -45,7 +45,7 @@ def answer(source: str, desc: str) -> str:
 
 @pytest.mark.slow
 def test_capture_search_export_apply(tmp_path):
-    pytest.importorskip("forge_tui.model.taskfile")
+    pytest.importorskip("forge_tui.tasks.taskfile")
     if not (ROOT / "forge_tui" / "export.py").exists():
         pytest.skip("forge-tui export is not there yet")
     fake = FakeLLM()

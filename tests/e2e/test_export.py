@@ -156,8 +156,8 @@ def fake(fake_llm):
 
 @pytest.mark.slow
 def test_task_file_llm_search_export_imports_and_matches(tmp_path, fake, monkeypatch):
-    from forge_tui.model.taskfile import load_task_file
     from forge_tui.search.runner import Search, create_run
+    from forge_tui.tasks.taskfile import load_task_file
     from store import Store
 
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)

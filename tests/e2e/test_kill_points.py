@@ -44,6 +44,7 @@ import pytest
 from forge_tui.search.mcts import Tree
 from store import Store
 from store.models import FINAL, IN_FLIGHT
+from store.testing import integrity_check
 from tests.conftest import ROOT, cli_cmd
 
 ITERATIONS = 3
@@ -183,7 +184,7 @@ def _state(db: Path) -> dict:
     """What must survive a kill, read through a read-only handle."""
     s = Store(db, readonly=True)
     try:
-        assert s.integrity_check() == "ok"
+        assert integrity_check(s) == "ok"
         runs = s.list_runs()
         assert len(runs) == 1, "one run only, whatever was killed"
         run = runs[0]

@@ -13,7 +13,7 @@ import time
 
 from forge_tui.core.status import RunStatus
 from forge_tui.search.runner import create_run
-from kernels.registry import catalog
+from forge_tui.tasks.catalog import catalog
 from store import Store
 from tests.helpers import ROOT, cli_cmd
 

@@ -211,7 +211,7 @@ def test_a_search_that_exhausts_its_space_still_confirms_its_best(tmp_path):
     """The host rms_norm seed has 4 configurations: a 10-iteration search runs out early and
     must re-measure its best like a run that spends its budget (a fresh user saw no
     confirmation on the default host search)."""
-    from kernels.registry import get_task
+    from forge_tui.tasks.catalog import get_task
 
     store = Store(tmp_path / "x.db")
     run = create_run(store, get_task("rms_norm"), backend="host", proposer="tune", iterations=10)

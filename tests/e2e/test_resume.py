@@ -13,6 +13,7 @@ import pytest
 from forge_tui.search.mcts import Tree
 from store import Store
 from store.models import FINAL, IN_FLIGHT
+from store.testing import integrity_check
 from tests.conftest import ROOT, cli_cmd, run_cli
 
 ITERATIONS = 8
@@ -85,7 +86,7 @@ def test_sigkill_then_resume_loses_nothing(tmp_path, kill_at):
 
     s = Store(db)
     try:
-        assert s.integrity_check() == "ok"
+        assert integrity_check(s) == "ok"
         run = s.get_run(run_id)
         assert run.status == "finished", (run.status, run.status_reason, res.stdout)
         assert run.iterations_done == run.iterations_target == ITERATIONS

@@ -14,6 +14,7 @@ import pytest
 
 from store import Store
 from store.models import FINAL, IN_FLIGHT
+from store.testing import integrity_check
 from tests.conftest import ROOT, run_cli
 from tests.helpers import one_line_error_of as _one_line_error
 
@@ -35,7 +36,7 @@ def _committed(db) -> dict:
     """Every run and every final node as plain tuples (what a fault must not change)."""
     s = Store(db, readonly=True)
     try:
-        assert s.integrity_check() == "ok"
+        assert integrity_check(s) == "ok"
         out = {}
         for r in s.list_runs():
             out[("run", r.id)] = (r.task_name, r.iterations_done, r.best_node_id, r.baseline_json)
@@ -81,7 +82,7 @@ def test_disk_full_at_run_start(tmp_path):
         _one_line_error(res, "disk full", "nothing committed was lost")
         listed = run_cli("--db", str(db), "ls")
         assert listed.returncode == 0 and "no runs in" in listed.stdout, listed.stdout + listed.stderr
-        assert Store(db).integrity_check() == "ok"
+        assert integrity_check(Store(db)) == "ok"
 
 
 def test_disk_full_mid_search_stops_then_resume_continues(tmp_path, searched_db):

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from store import Store
+from store.testing import count_nodes
 from tests.conftest import ROOT
 from tests.helpers import main_rc, run_cli
 
@@ -70,7 +71,7 @@ def test_campaign_killed_after_one_search_resumes_without_redoing_it(tmp_path):
     assert c.status == "running"  # as the kill left it
     regions = {r.region: r for r in s.campaign_regions(c.id)}
     (first,) = [r for r in regions.values() if r.state == "done"]
-    nodes_before = s.count_nodes(first.run_id)
+    nodes_before = count_nodes(s, first.run_id)
     assert nodes_before >= 2 and s.get_run(first.run_id).status == "finished"
     s.close()
 
@@ -94,7 +95,7 @@ def test_campaign_killed_after_one_search_resumes_without_redoing_it(tmp_path):
     runs = s.list_runs()
     assert sorted(r.task_id for r in runs) == sorted({r.task_id for r in runs})  # one run per region
     assert {r.campaign_id for r in runs} == {c.id} and len(runs) == 2
-    assert s.count_nodes(first.run_id) == nodes_before  # the finished search was not redone
+    assert count_nodes(s, first.run_id) == nodes_before  # the finished search was not redone
     assert s.get_campaign(c.id).status == "finished"
     s.close()
     listed = run_cli("--db", str(db), "ls")

@@ -133,7 +133,7 @@ def test_text_table_timed(tmp_path):
 
 @pytest.mark.slow  # 9-20 s (task files made in child processes): the slow lane keeps the fast one under 5 min
 def test_select_writes_registers_and_prints_run_command(tmp_path, capsys, monkeypatch):
-    taskfile = pytest.importorskip("forge_tui.model.taskfile")
+    taskfile = pytest.importorskip("forge_tui.tasks.taskfile")
     import torch
 
     from store import Store
@@ -192,7 +192,7 @@ def test_select_writes_registers_and_prints_run_command(tmp_path, capsys, monkey
 
 @pytest.mark.slow  # 8-10 s (session 9: the slow lane keeps the fast one under 5 minutes)
 def test_select_inplace_op_becomes_its_functional_twin(tmp_path, capsys):
-    taskfile = pytest.importorskip("forge_tui.model.taskfile")
+    taskfile = pytest.importorskip("forge_tui.tasks.taskfile")
     import torch
 
     model = tmp_path / "inplace.py"
@@ -225,7 +225,7 @@ def test_select_inplace_op_becomes_its_functional_twin(tmp_path, capsys):
 
 
 def test_unsupported_dtype_is_refused_before_writing(tmp_path, capsys):
-    pytest.importorskip("forge_tui.model.taskfile")
+    pytest.importorskip("forge_tui.tasks.taskfile")
     model = tmp_path / "double.py"  # bool masks are launch arguments now; float64 is not
     model.write_text(
         "import torch\nclass Model(torch.nn.Module):\n"

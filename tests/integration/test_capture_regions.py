@@ -19,7 +19,7 @@ UNET = ROOT / "examples" / "unet_resblock.py"
 
 def _regions(path):
     from forge_tui.model import capture as cp
-    from forge_tui.model.capture.regions import find_regions
+    from forge_tui.model.capture.region_find import find_regions
 
     return find_regions(cp.record(path, "host"))
 
@@ -156,7 +156,7 @@ def test_region_task_files_load_and_reproduce_the_forward(which, request, tmp_pa
     """Each region's task file loads with the task-file loader, and its reference on the
     forward's own inputs and parameters gives the forward's own value there."""
     from forge_tui.model.capture.region_task import param_names, render_region_task
-    from forge_tui.model.taskfile import layout_of, load_task_file
+    from forge_tui.tasks.taskfile import layout_of, load_task_file
 
     rs = request.getfixturevalue(which)
     for r in rs.regions:

@@ -15,7 +15,7 @@ from forge_tui import hardware
 from forge_tui.evaluate import compile as compiler
 from forge_tui.evaluate.static import check_source
 from forge_tui.search.proposers.tune import apply_params, parse_params
-from kernels.registry import catalog
+from forge_tui.tasks.catalog import catalog
 from tests.helpers import ROOT  # noqa: E402
 
 TASKS = catalog()
@@ -134,7 +134,7 @@ def test_cuda_seed_and_tune_values_compile(name, arch):
 
 def test_tasks_cli_lists_catalog_and_catalog_skips_torch():
     code = (
-        "import sys; from kernels.registry import catalog; c = catalog(); "
+        "import sys; from forge_tui.tasks.catalog import catalog; c = catalog(); "
         "assert 'torch' not in sys.modules, 'catalog imported torch'; print(len(c))"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)

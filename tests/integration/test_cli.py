@@ -94,7 +94,7 @@ def test_empty_ls(tmp_path):
 
 @pytest.mark.slow  # three CLI evaluations, a worker each: the slow lane
 def test_eval_json_seed_and_a_cheat(tmp_path):
-    from kernels.registry import get_task
+    from forge_tui.tasks.catalog import get_task
 
     seed = tmp_path / "seed.cpp"
     seed.write_text(get_task("softmax").seed_source("host"))
@@ -257,7 +257,7 @@ def test_eval_refuses_a_source_of_the_other_backend(tmp_path, capsys):
 
 
 def test_eval_wrong_parameter_count_is_rejected_before_compile(tmp_path, capsys):
-    from kernels.registry import get_task
+    from forge_tui.tasks.catalog import get_task
 
     sig = get_task("softmax").signature("host")
     k = tmp_path / "k.cpp"

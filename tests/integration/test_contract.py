@@ -14,8 +14,8 @@ from forge_tui.evaluate.correctness import NONDETERMINISM_FRACTION, compare
 from forge_tui.evaluate.evaluator import Evaluator
 from forge_tui.evaluate.launch import alloc_outputs, poison_
 from forge_tui.evaluate.verdict import flags_of
-from forge_tui.model.taskfile import load_task_file
-from forge_tui.search.tasks import task_ref
+from forge_tui.tasks.refs import task_ref
+from forge_tui.tasks.taskfile import load_task_file
 
 LIMITS = {"correctness": 10, "load": 10, "determinism": 10}
 HEAD = "#include <cmath>\n#include <cstdint>\n#include <cstdio>\n"

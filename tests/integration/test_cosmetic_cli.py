@@ -10,7 +10,7 @@ import pytest
 
 from forge_tui.app.spawn import log_path
 from forge_tui.search.runner import Search, create_run
-from kernels.registry import get_task
+from forge_tui.tasks.catalog import get_task
 from store import Store
 from tests.helpers import main_rc
 from tests.integration.test_resume_iterations import NoTimingEvaluator

@@ -64,7 +64,7 @@ def test_a_worker_and_a_host_compile_wait_for_another_process_timing(host_seed, 
     """The evaluator's host compile and its worker's correctness trials wait while another
     process holds the device for timing, say so naming it, and go on once it lets go."""
     from forge_tui.evaluate.evaluator import Evaluator
-    from forge_tui.search.tasks import task_ref
+    from forge_tui.tasks.refs import task_ref
 
     # a timing stage cut short: the test needs the trials to begin, not a measurement
     ev = Evaluator(softmax_task, "host", task_ref=task_ref(softmax_task), stage_limits={"timing": 0.01})

@@ -7,7 +7,9 @@ import os
 
 import pytest
 
-from forge_tui.evaluate.evaluator import OUTPUT_CAP, Evaluator, _Drain
+from forge_tui.evaluate.drain import OUTPUT_CAP
+from forge_tui.evaluate.drain import Drain as _Drain
+from forge_tui.evaluate.evaluator import Evaluator
 from forge_tui.evaluate.static import MAX_SOURCE_BYTES, check_source
 
 #: One xdist worker takes this file (``--dist loadgroup``): its module-scoped fixtures run once.

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from forge_tui.search.tasks import task_ref
+from forge_tui.tasks.refs import task_ref
 from tests.helpers import softmax_tune_run
 
 pytest.importorskip("torch")
@@ -94,7 +94,7 @@ extern "C" int forge_launch(const float* x, float* y, int64_t x_d0, int64_t x_d1
 def test_captured_task_export_times_the_models_other_batch(tmp_path, capsys):
     from forge_tui import cli
     from forge_tui.model.capture import record, render_task
-    from forge_tui.model.taskfile import load_task_file
+    from forge_tui.tasks.taskfile import load_task_file
     from store import Store
 
     model = tmp_path / "three.py"

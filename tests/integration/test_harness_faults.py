@@ -82,7 +82,7 @@ def test_compile_on_a_full_disk_is_never_a_compile_error(full_disk):
 @pytest.mark.slow  # a search starts its worker (~10 s on 2 shared cores)
 def test_search_on_a_full_compile_cache_is_interrupted_not_compile_error(full_disk, tmp_path, monkeypatch):
     from forge_tui.search.runner import Search, SearchError, create_run
-    from kernels.registry import catalog
+    from forge_tui.tasks.catalog import catalog
     from store import Store
 
     monkeypatch.setenv("FORGE_CACHE", str(full_disk))

@@ -28,7 +28,7 @@ def _decl(src: str) -> str:
 @pytest.mark.parametrize("stem", STEMS)
 def test_replies_have_the_signature_and_pass_static_checks(stem, backend, ext):
     from forge_tui.evaluate.static import check_source
-    from kernels.registry import get_task
+    from forge_tui.tasks.catalog import get_task
 
     src = (DEMO / backend / f"{stem}.{ext}").read_text()
     assert src.startswith(f"// llm-demo: {stem}\n")  # the demo server recognises repairs by it

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from forge_tui.search.proposers.base import ProposerUnavailable
 from forge_tui.search.proposers.llm import STREAMING
-from forge_tui.search.runner import ProposerUnavailable
 from tests.fakellm import BODIES, raw, reply
 from tests.integration.test_llm_search import answer, variant
 from tests.integration.test_llm_search import setup as llm_setup  # a fixture: the proposer over a store

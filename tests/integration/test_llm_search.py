@@ -8,9 +8,8 @@ import pytest
 
 from forge_tui.llm.client import LLMClient
 from forge_tui.search import mcts
-from forge_tui.search.proposers.base import SearchContext
+from forge_tui.search.proposers.base import ProposerUnavailable, SearchContext
 from forge_tui.search.proposers.llm import MAX_STORED_REPLY, LLMProposer
-from forge_tui.search.runner import ProposerUnavailable
 from store import Store
 from tests.fakellm import API_KEY, MODEL, fast_config, reply, status
 from tests.helpers import ROOT  # noqa: E402
@@ -32,7 +31,7 @@ BROKEN = variant(4).replace("return 0;\n}", "return 0\n}")  # missing semicolon:
 # ---------------------------------------------------------------------- proposer with a store
 @pytest.fixture
 def setup(tmp_path, fake_llm, softmax_task):
-    from forge_tui.search.runner import register_task
+    from forge_tui.tasks.register import register_task
 
     store = Store(tmp_path / "t.db")
     task_row = register_task(store, softmax_task)

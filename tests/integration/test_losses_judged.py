@@ -10,8 +10,8 @@ import pytest
 
 from forge_tui.evaluate.evaluator import Evaluator
 from forge_tui.evaluate.vet import vet_task
-from forge_tui.model.taskfile import load_task_file
-from forge_tui.search.tasks import task_ref
+from forge_tui.tasks.refs import task_ref
+from forge_tui.tasks.taskfile import load_task_file
 
 #: Task files in the KernelBench layout, one per loss of KernelBench level 1 (94 MSELoss,
 #: 96 HuberLoss, 98 KLDivLoss, 99 TripletMarginLoss, 100 HingeLoss) at small sizes: the same

@@ -91,7 +91,7 @@ def captured(tmp_path_factory):
 @pytest.mark.parametrize("name,seed", [("block", "block_softmax"), ("pool", "resnet50_mean_dim")])
 @pytest.mark.parametrize("backend", ["cuda", "host"])
 def test_seed_signatures_match_the_captured_tasks(captured, name, seed, backend):
-    from forge_tui.model.taskfile import load_task_file
+    from forge_tui.tasks.taskfile import load_task_file
 
     task = load_task_file(captured[name], origin="captured")
     src = (SEEDS / f"{seed}.{'cu' if backend == 'cuda' else 'cpp'}").read_text()

@@ -17,7 +17,7 @@ import forge_tui.cli as cli
 from forge_tui.core.results import EvalResult
 from forge_tui.core.status import NodeStatus, RunStatus
 from forge_tui.search.runner import Search, SearchError, create_run
-from kernels.registry import get_task
+from forge_tui.tasks.catalog import get_task
 from store import Store
 
 

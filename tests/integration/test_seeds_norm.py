@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from forge_tui.evaluate.evaluator import Evaluator
-from kernels.registry import get_task
+from forge_tui.tasks.catalog import get_task
 from tests.helpers import one_fast_per_seed_file
 
 NAMES = ["rms_norm_upcast_bf16", "gemma_rms_norm_bf16", "add_rms_norm_bf16", "batch_norm_relu", "batch_norm_add_relu"]

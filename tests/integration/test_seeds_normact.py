@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from forge_tui.evaluate.evaluator import Evaluator
-from kernels.registry import get_task
+from forge_tui.tasks.catalog import get_task
 from tests.helpers import one_fast_per_seed_file
 
 NAMES = [

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from forge_tui.evaluate.evaluator import Evaluator
-from kernels.registry import catalog
+from forge_tui.tasks.catalog import catalog
 from tests.helpers import one_fast_per_seed_file
 
 TASKS = catalog()

@@ -17,9 +17,9 @@ if not torch.cuda.is_available():
 
 from forge_tui import hardware  # noqa: E402
 from forge_tui.evaluate import compile as compiler  # noqa: E402
-from forge_tui.evaluate.trials import Launcher  # noqa: E402
+from forge_tui.evaluate.launch import Launcher  # noqa: E402
 from forge_tui.search.proposers.tune import apply_params  # noqa: E402
-from kernels.registry import get_task  # noqa: E402
+from forge_tui.tasks.catalog import get_task  # noqa: E402
 
 SHAPES = [(64, 262144), (3, 100003), (200, 9000), (1, 2_000_000)]
 

@@ -9,8 +9,8 @@ import textwrap
 import pytest
 import torch
 
-from forge_tui.model.taskfile import load_task_file
-from kernels.registry import TaskError
+from forge_tui.tasks.catalog import TaskError
+from forge_tui.tasks.taskfile import load_task_file
 from tests.unit.test_taskfile import GATHER, SWISH
 
 BIG_SOFTMAX = """
@@ -213,7 +213,7 @@ SOFTMAX_BATCH16 = SOFTMAX_OK.replace("r < x_d0;", "r < 16;")
 def test_softmax_without_max_subtraction_fails_on_a_task_file(tmp_path):
     """The catalog's large-magnitude inputs and a second batch reach task files (host backend)."""
     from forge_tui.evaluate.evaluator import Evaluator
-    from forge_tui.search.tasks import task_ref
+    from forge_tui.tasks.refs import task_ref
 
     t = load_task_file(write(tmp_path, "softmax.py", SOFTMAX), isolate=False)
     assert t.signature("host") == SOFTMAX_SIG and "batch_9" in t.check_shapes

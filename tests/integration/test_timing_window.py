@@ -53,13 +53,13 @@ def test_speedup_interval_and_straddling():
 
 
 def _time(task, source, mode, eager=True):
-    from forge_tui.evaluate import trials
+    from forge_tui.evaluate import launch, timers, trials
 
     lib = compile_source(source, "host")
     assert lib.ok, lib.log
-    timer = trials.make_timer("host", "cpu")
+    timer = timers.make_timer("host", "cpu")
     dims = {"rows": 4, "cols": 256}  # ~2 us a call: many calls per window
-    launcher = trials.Launcher(str(lib.library), task, "host")
+    launcher = launch.Launcher(str(lib.library), task, "host")
     return trials.time_shape(
         timer, launcher, task, dims, "cpu", seed=3, eager=task.reference if eager else None, mode=mode
     )

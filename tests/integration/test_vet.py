@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 
 from forge_tui.evaluate.vet import vet_task
+from forge_tui.tasks.catalog import catalog
 from kernels.base import Arg, random_tensor
-from kernels.registry import catalog
 from tests.conftest import run_cli
 
 

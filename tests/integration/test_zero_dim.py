@@ -8,8 +8,8 @@ import textwrap
 import pytest
 
 from forge_tui.evaluate.evaluator import Evaluator
-from forge_tui.model.taskfile import load_task_file
-from forge_tui.search.tasks import task_ref
+from forge_tui.tasks.refs import task_ref
+from forge_tui.tasks.taskfile import load_task_file
 
 MSE = """
 import torch

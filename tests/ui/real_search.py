@@ -167,8 +167,9 @@ class FixedNumbersEvaluator(Evaluator):
 
 def run_real_search(db: Path, cache: Path, iterations: int = ITERATIONS) -> int:
     """Create and drive a short real host softmax search in ``db``; returns the run id."""
-    from forge_tui.search.runner import Search, create_run, task_ref
-    from kernels.registry import get_task
+    from forge_tui.search.runner import Search, create_run
+    from forge_tui.tasks.catalog import get_task
+    from forge_tui.tasks.refs import task_ref
     from store import Store
 
     old = os.environ.get("FORGE_CACHE")

@@ -177,7 +177,7 @@ def test_cache_key_unchanged_by_the_move(monkeypatch):
 def test_host_launcher_has_no_stream_argument(softmax_task, host_seed, tmp_path):
     import ctypes
 
-    from forge_tui.evaluate.trials import Launcher
+    from forge_tui.evaluate.launch import Launcher
 
     res = compiler.compile_source(host_seed, HOST, root=tmp_path)
     assert res.ok, res.log
@@ -209,3 +209,33 @@ def test_words_for_people():
     assert (CUDA.tensor_place, HOST.tensor_place) == ("CUDA tensors on one GPU", "CPU tensors")
     assert CUDA.supports_cuda_graphs and not HOST.supports_cuda_graphs
     assert "nvcc" in CUDA.display_name and "g++" in HOST.display_name
+
+
+def test_timing_lock_holds_the_device_lock_exclusively_where_the_backend_names_one(tmp_path, monkeypatch):
+    import fcntl
+
+    from forge_tui.evaluate.devlock import lock_path
+
+    monkeypatch.setenv("FORGE_DEVICE_LOCK_DIR", str(tmp_path))
+    monkeypatch.setattr(type(CUDA), "device_lock_id", lambda self, device: "test-gpu")
+    with CUDA.timing_lock("cuda"), open(lock_path("test-gpu")) as other:
+        with pytest.raises(BlockingIOError):  # a second holder, even a shared one, must wait
+            fcntl.flock(other, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    with open(lock_path("test-gpu")) as other:
+        fcntl.flock(other, fcntl.LOCK_SH | fcntl.LOCK_NB)  # released after the block
+
+
+def test_a_backend_class_takes_its_facts_from_core_and_cannot_restate_them():
+    from forge_tui.core.backends import backend_facts
+    from forge_tui.evaluate.backends import HostBackend
+
+    for be in (CUDA, HOST):
+        facts = backend_facts(be)
+        assert (be.name, be.flags, be.lexer, be.kernel_filename) == (
+            facts.name,
+            facts.flags,
+            facts.lexer,
+            facts.kernel_filename,
+        )
+    with pytest.raises(TypeError, match="backend fact"):
+        type("Restated", (HostBackend,), {"flags": ("-O0",)})

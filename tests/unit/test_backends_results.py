@@ -24,7 +24,7 @@ def test_timing_stats_round_trip_and_frozen():
 
 def test_timing_stats_of_matches_trials_stats():
     pytest.importorskip("torch")
-    from forge_tui.evaluate.trials import Stats
+    from forge_tui.evaluate.timers import Stats
 
     xs = [0.31, 0.3, 0.5, 0.29, 0.33123456]
     a, b = TimingStats.of(xs, round_to=5), Stats.of(xs).timing_stats()
@@ -94,6 +94,3 @@ def test_eval_result_status_is_a_node_status():
     assert res.status is NodeStatus.OK and res.status == "ok"
     with pytest.raises(ValueError):
         EvalResult("fine")
-    from forge_tui.evaluate.evaluator import EvalResult as FromEvaluator
-
-    assert FromEvaluator is EvalResult

@@ -128,7 +128,7 @@ def test_capture_json_gives_the_same_plan_and_shapes_already_given_are_not_timed
 def test_captured_task_times_the_models_other_batch(tmp_path):
     from forge_tui.model import coverage
     from forge_tui.model.capture import record, render_task
-    from forge_tui.model.taskfile import load_task_file
+    from forge_tui.tasks.taskfile import load_task_file
 
     model = _model(tmp_path, TWO)
     cap = record(model, backend="host")
@@ -190,8 +190,8 @@ def test_bad_or_unmatched_input_is_one_line(tmp_path, softmax_task, what, words,
 
 
 def test_tasks_that_stand_for_no_single_call_are_refused(tmp_path):
-    from forge_tui.model.taskfile import load_task_file
-    from kernels.registry import get_task
+    from forge_tui.tasks.catalog import get_task
+    from forge_tui.tasks.taskfile import load_task_file
     from tests.helpers import SWISH_TASK_FILE
 
     with pytest.raises(ExportError, match=r"reference of rms_norm runs 6 aten operators .*give --shapes"):
@@ -223,7 +223,7 @@ def get_inputs():
 
 
 def test_catalog_tasks_with_weights_or_flat_sizes(tmp_path):
-    from kernels.registry import get_task
+    from forge_tui.tasks.catalog import get_task
 
     label, rows = cs.load_calls(str(_model(tmp_path, NORMS)), "host")
     pl = cs.plan(get_task("layer_norm"), "host", rows, [], {}, label, 3)

@@ -2,7 +2,7 @@
 
 import torch
 
-from forge_tui.evaluate.trials import compare
+from forge_tui.evaluate.correctness import compare
 
 
 def test_tiny_outputs_pass_when_eager_has_the_same_error():

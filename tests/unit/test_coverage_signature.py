@@ -5,7 +5,7 @@ with DataDependentOutputException on every task-file run; caught by the slow lan
 from __future__ import annotations
 
 from forge_tui.model.coverage import input_signature
-from forge_tui.model.taskfile import load_task_file
+from forge_tui.tasks.taskfile import load_task_file
 from tests.helpers import SWISH_TASK_FILE
 
 

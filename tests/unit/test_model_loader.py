@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from forge_tui.model import loader
+from forge_tui.tasks import loader
 
 GOOD = """import torch
 print("hello from the file")

@@ -9,9 +9,9 @@ import torch
 from forge_tui import hardware
 from forge_tui.cli.parse import build_parser
 from forge_tui.core.config import RunConfig, run_precision
+from forge_tui.core.tolerance import tolerance_for, tolerance_text, trial_schedule
 from forge_tui.evaluate.correctness import compare
 from forge_tui.llm import prompts
-from kernels.base import tolerance_for, tolerance_text, trial_schedule
 
 
 def _tf32(x: torch.Tensor) -> torch.Tensor:

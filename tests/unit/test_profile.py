@@ -13,7 +13,8 @@ import pytest
 from forge_tui.core.config import RunConfig
 from forge_tui.evaluate import ncu, profile
 from forge_tui.evaluate.ncu import ProfileStatus, classify, parse_ncu_csv, summarize, unknown_metrics
-from forge_tui.evaluate.profile import ROOFLINE_TITLE, Profiler, profile_text, roofline_lines
+from forge_tui.evaluate.profile import Profiler, profile_text, roofline_lines
+from forge_tui.llm.prompts import ROOFLINE_TITLE
 from store import Store
 
 _HEAD = (

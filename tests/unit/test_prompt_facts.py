@@ -9,7 +9,7 @@ from forge_tui.evaluate.ncu import parse_ncu_csv, summarize
 from forge_tui.evaluate.profile import profile_text
 from forge_tui.llm import prompts
 from forge_tui.search.proposers.llm import LLMProposer, _kernel
-from kernels.registry import catalog
+from forge_tui.tasks.catalog import catalog
 from tests.unit.test_profile import details_csv
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from forge_tui.model.capture import region_seed
+from forge_tui.tasks.catalog import catalog
 from kernels.base import Arg
-from kernels.registry import catalog
 
 CAT = catalog()
 

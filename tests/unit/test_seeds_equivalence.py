@@ -22,7 +22,7 @@ import pytest
 
 from forge_tui.evaluate.compile import GXX_FLAGS
 from forge_tui.search.proposers.tune import apply_params, parse_params
-from kernels.registry import catalog
+from forge_tui.tasks.catalog import catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = "068221ced4d067edaeeb6d22a0774005a2be63b8"

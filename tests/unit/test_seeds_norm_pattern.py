@@ -11,7 +11,7 @@ import re
 import pytest
 
 from forge_tui.model.capture import region_seed
-from kernels.registry import get_task
+from forge_tui.tasks.catalog import get_task
 from tests.shaped import Shaped
 
 #: task -> {role: shape of a region's tensor} from the models the tasks name

@@ -17,7 +17,7 @@ import re
 import pytest
 
 from forge_tui.model.capture import region_seed
-from kernels.registry import catalog
+from forge_tui.tasks.catalog import catalog
 from tests.helpers import ROOT
 from tests.shaped import Shaped
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from forge_tui.model.capture import region_seed
-from kernels.registry import catalog
+from forge_tui.tasks.catalog import catalog
 from tests.shaped import Shaped
 
 TASKS = catalog()

@@ -10,8 +10,8 @@ import subprocess
 import pytest
 
 from forge_tui.search.proposers.tune import parse_params
+from forge_tui.tasks.catalog import catalog
 from kernels.base import seed_macros
-from kernels.registry import catalog
 from kernels.seedfile import SeedError, resolve
 from tests.unit.test_seeds_equivalence import tokens
 

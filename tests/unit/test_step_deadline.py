@@ -132,7 +132,7 @@ def test_a_bad_limit_is_a_capture_error(monkeypatch, raw):
 
 
 def test_the_limit_is_the_task_files_loading_limit(monkeypatch):
-    from forge_tui.model.taskfile_sandbox import DEFAULT_TIMEOUT_S
+    from forge_tui.tasks.taskfile_sandbox import DEFAULT_TIMEOUT_S
 
     monkeypatch.delenv("FORGE_LOAD_TIMEOUT_S", raising=False)
     assert load_time_limit_s() == DEFAULT_TIMEOUT_S == 120

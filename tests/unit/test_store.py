@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from store import Store, StoreError
+from store import Store, StoreError, api, faults
+from store.testing import count_nodes, find_node_by_hash, integrity_check
 from tests.helpers import sqlite_exec
 
 
@@ -69,7 +70,7 @@ def test_round_trip_run_nodes_results_events(tmp_path, store):
     assert root.parent_id is None and child.parent_id == root.id and child.status == "pending"
     store.set_node_status(child.id, "compiling")
     assert store.get_node(child.id).status == "compiling"
-    assert store.count_nodes(run.id) == 2 and store.count_nodes(run.id, final_only=True) == 0
+    assert count_nodes(store, run.id) == 2 and count_nodes(store, run.id, final_only=True) == 0
 
     store.finish_node(
         child.id,
@@ -112,8 +113,8 @@ def test_round_trip_run_nodes_results_events(tmp_path, store):
     assert [x.id for x in other.nodes(run.id)] == [root.id, child.id]
     assert other.nodes(run.id, after_id=root.id)[0].id == child.id
     assert other.nodes(run.id, with_source=False)[0].source == ""
-    assert other.find_node_by_hash(run.id, "h1").id == child.id
-    assert other.find_node_by_hash(run.id, "nope") is None
+    assert find_node_by_hash(other, run.id, "h1").id == child.id
+    assert find_node_by_hash(other, run.id, "nope") is None
     kinds = [e.kind for e in other.events(run.id)]
     assert kinds[0] == "run_created"
     assert {"node_added", "node_status", "node_finished", "custom"} <= set(kinds)
@@ -123,7 +124,7 @@ def test_round_trip_run_nodes_results_events(tmp_path, store):
     upd = other.update_run(run.id, status="running", event_kind="status")
     assert upd.status == "running" and other.events(run.id)[-1].kind == "status"
     assert [x.id for x in other.list_runs()] == [run.id]
-    assert other.integrity_check() == "ok"
+    assert integrity_check(other) == "ok"
     other.close()
 
 
@@ -252,7 +253,7 @@ def test_delete_run_removes_everything_of_that_run_only(store):
         assert store.compile_logs(n.id) == [] and store.correctness(n.id) == []
     assert [n.id for n in store.nodes(keep.id)] == [keep_root.id]
     assert len(store.measurements(run_id=keep.id)) == 1
-    assert store.integrity_check() == "ok"
+    assert integrity_check(store) == "ok"
     con = sqlite3.connect(store.path)
     assert con.execute("PRAGMA foreign_key_check").fetchall() == []
     con.close()
@@ -323,7 +324,7 @@ def test_read_only_file_gives_clear_error_on_write(tmp_path):
 
 def test_missing_directory_is_created(tmp_path):
     s = Store(tmp_path / "a" / "b" / "forge.db")
-    assert s.integrity_check() == "ok"
+    assert integrity_check(s) == "ok"
 
 
 def test_many_processes_create_one_new_database_at_once(tmp_path):
@@ -332,7 +333,7 @@ def test_many_processes_create_one_new_database_at_once(tmp_path):
     import sys
 
     db = tmp_path / "race.db"
-    code = "import sys; from store import Store; s = Store(sys.argv[1]); print(s.integrity_check())"
+    code = "import sys; from store import Store; from store.testing import integrity_check; s = Store(sys.argv[1]); print(integrity_check(s))"
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -342,3 +343,18 @@ def test_many_processes_create_one_new_database_at_once(tmp_path):
     outs = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs), [o[1][-300:] for o in outs]
     assert all(o[0].strip() == "ok" for o in outs)
+
+
+def test_kill_point_names_the_store_method_across_the_helper_modules(tmp_path, monkeypatch):
+    died: list[str] = []
+    plan = faults.Faults("acquire_lease:1", "add_event:1", None)
+    monkeypatch.setattr(faults.Faults, "_die", staticmethod(died.append))
+    monkeypatch.setattr(api, "faults", lambda: plan)
+    s = api.Store(tmp_path / "forge.db")
+    t = s.add_task(name="t", origin="catalog", reference_source="", spec={}, signature="", content_hash="h")
+    run = s.create_run(task_id=t.id, task_name="t")
+    s.get_run(run.id)  # a read: not a write commit
+    s.acquire_lease(run.id)  # logic in store.lease, named by the facade method
+    s.add_event(run.id, "custom")
+    s.close()
+    assert died == ["after store commit 3 (Store.acquire_lease)", "before store commit 4 (Store.add_event)"]

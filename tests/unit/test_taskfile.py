@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from forge_tui.model.taskfile import layout_of
-from forge_tui.model.taskfile import load_task_file as _load
-from kernels.registry import TaskError
+from forge_tui.tasks.catalog import TaskError
+from forge_tui.tasks.taskfile import layout_of
+from forge_tui.tasks.taskfile import load_task_file as _load
 from tests.conftest import SWISH_TASK_FILE
 
 SWISH = SWISH_TASK_FILE
@@ -127,7 +127,8 @@ def test_capture_files_are_captured(tmp_path):
 
 def test_stored_text_wins_after_the_file_changes(tmp_path):
     """A resumed run rebuilds the task from the text kept in the store, not the file on disk."""
-    from forge_tui.search.runner import load_task_ref, register_task, task_ref
+    from forge_tui.tasks.refs import load_task_ref, task_ref
+    from forge_tui.tasks.register import register_task
     from store import Store
 
     path = write(tmp_path, "swish_bias.py", SWISH)

@@ -401,7 +401,7 @@ class RunsScreen(Screen):
         )
 
     def action_new_search(self) -> None:
-        from kernels.registry import catalog
+        from forge_tui.tasks.catalog import catalog
 
         try:
             tasks = list(catalog())

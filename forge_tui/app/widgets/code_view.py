@@ -18,8 +18,8 @@ from textual.message import Message
 from forge_tui.app.format import cap
 from forge_tui.app.messages import NodeDetail
 from forge_tui.app.widgets.line_view import LineView, plain_lines
+from forge_tui.core.backends import backend_facts
 from forge_tui.core.status import BackendName
-from forge_tui.evaluate.backends import get_backend
 
 MODES = ("parent", "best", "root", "full")
 MODE_TITLES = {"parent": "diff vs parent", "best": "diff vs best", "root": "diff vs root", "full": "full source"}
@@ -72,7 +72,7 @@ class CodeView(LineView):
 
     def show(self, detail: NodeDetail, backend: str = BackendName.HOST) -> None:
         self.detail = detail
-        self.lexer = get_backend(backend).lexer
+        self.lexer = backend_facts(backend).lexer
         self.refresh_body()
 
     def action_cycle_mode(self) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Union
 
-from forge_tui.core.errors import ForgeError
+from forge_tui.core.backends import UnknownBackendError
 from forge_tui.core.status import BackendName
 from forge_tui.evaluate.backends.base import Backend, ToolchainError
 from forge_tui.evaluate.backends.cuda import CudaBackend, find_nvcc
@@ -29,12 +29,6 @@ __all__ = [
     "find_nvcc",
     "get_backend",
 ]
-
-
-class UnknownBackendError(ForgeError, ValueError):
-    """A backend name that is neither ``cuda`` nor ``host``."""
-
-    exit_code = 2
 
 
 _BACKENDS: dict[BackendName, Backend] = {BackendName.CUDA: CudaBackend(), BackendName.HOST: HostBackend()}

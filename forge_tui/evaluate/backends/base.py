@@ -4,8 +4,8 @@ A backend owns its compiler (command, flags, source suffix), the shape of the la
 signature (whether a stream handle is appended), which timer measures it (CUDA events and a
 whole-device synchronise, or the host clock), its device facts, and its static check on a
 candidate's source. Code elsewhere asks the backend object instead of comparing its name to
-a string. The timing code itself stays in :mod:`forge_tui.evaluate.trials`; a backend only
-picks which timer class to build.
+a string. The timing code itself stays in :mod:`forge_tui.evaluate.timers`, which picks the timer
+class by the backend's name.
 
 Nothing here imports torch at module level: the CLI and the UI read these objects (start-up
 must stay fast); the methods that need torch import it when called, in the worker.
@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Optional
 
+from forge_tui.core.backends import BackendFacts
 from forge_tui.core.errors import ForgeError
 from forge_tui.core.status import BackendName
 
@@ -32,24 +34,10 @@ class ToolchainError(ForgeError, RuntimeError):
 class Backend(abc.ABC):
     """Where candidates compile and run. One instance per backend (see :func:`get_backend`).
 
-    Class attributes (plain facts, no I/O):
+    Class attributes (plain facts, no I/O): every field of :class:`forge_tui.core.backends.BackendFacts`
+    (``name``, ``compiler_name``, ``flags``, ``source_suffix``, ``lexer``, ``torch_device``, ...),
+    copied from the subclass's ``facts``, and ``kernel_filename``; then the evaluation's own:
 
-    name: the :class:`BackendName` (a ``str``: ``backend.name == "cuda"`` holds).
-    display_name: how a person reads it (``"CUDA (nvcc, GPU)"``).
-    device_word: the device being timed, for messages: ``"GPU"`` or ``"CPU"``.
-    compiler_name: the compiler by name (``nvcc``, ``g++``), as a generated build script uses it.
-    flags: compiler flags (part of every cache key and fingerprint).
-    source_suffix: suffix of a candidate file (``.cu``, ``.cpp``).
-    source_suffixes: every suffix that says a kernel file is written for this backend.
-    kernel_filename: ``kernel`` + ``source_suffix`` (export, build directories).
-    lexer: the syntax highlighter's (and an LLM code fence's) language name.
-    source_description: what a candidate file is, for prompts and messages.
-    tensor_place: where a kernel's tensors live, for an exported module's README.
-    supports_cuda_graphs: a forward can be captured into a CUDA graph (``apply``).
-    launch_has_stream: ``forge_launch`` takes a trailing ``cudaStream_t`` argument.
-    needs_gpu: a GPU must be present (and nvcc found) for this backend to be usable.
-    needs_arch: compiles need an ``-arch`` read from the device (so the worker starts first).
-    torch_device: the torch device string tensors live on (``cuda``, ``cpu``).
     default_parallel: candidates in flight by default for the tune proposer (``run --parallel``).
     has_compile_baseline: torch.compile is timed as a second baseline.
     host_clock_crosscheck: the host clock around call + synchronise is compared with the
@@ -63,6 +51,7 @@ class Backend(abc.ABC):
     copy_bandwidth_bytes / copy_bandwidth_reps: the copy that measures the achievable bandwidth.
     """
 
+    facts: ClassVar[BackendFacts]
     name: ClassVar[BackendName]
     display_name: ClassVar[str]
     device_word: ClassVar[str]
@@ -89,6 +78,13 @@ class Backend(abc.ABC):
     timing_method: ClassVar[str]
     copy_bandwidth_bytes: ClassVar[int]
     copy_bandwidth_reps: ClassVar[int]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for f in dataclasses.fields(BackendFacts):  # one source for the facts the app and prompts read too
+            if f.name in vars(cls):
+                raise TypeError(f"{cls.__name__}.{f.name} is a backend fact: set it in forge_tui/core/backends.py")
+            setattr(cls, f.name, getattr(cls.facts, f.name))
 
     @property
     def kernel_filename(self) -> str:
@@ -160,16 +156,12 @@ class Backend(abc.ABC):
         if lock_id is None:
             yield
             return
-        from forge_tui.evaluate.trials import gpu_lock
+        from forge_tui.evaluate.devlock import device_lock
 
-        with gpu_lock(lock_id):
+        with device_lock(lock_id, exclusive=True):
             yield
 
     # ------------------------------------------------------------------ timing (worker side)
-    @abc.abstractmethod
-    def make_timer(self, device: str):
-        """The :class:`forge_tui.evaluate.trials.Timer` that measures this backend."""
-
     def synchronize(self) -> None:  # noqa: B027  (a no-op default; cuda overrides it)
         """Wait for all queued device work (a no-op where calls are synchronous)."""
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from forge_tui import hardware
-from forge_tui.core.status import BackendName
+from forge_tui.core.backends import CUDA as CUDA_FACTS
 from forge_tui.evaluate.backends.base import Backend, ToolchainError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,26 +53,11 @@ class CudaBackend(Backend):
     """Candidates are ``.cu`` files compiled by nvcc for the device's arch and launched on
     the current torch stream (its handle is ``forge_launch``'s last argument)."""
 
-    name = BackendName.CUDA
-    display_name = "CUDA (nvcc, GPU)"
-    device_word = "GPU"
-    compiler_name = "nvcc"
-    # -compress-mode=none: the cubin stays readable in kernel.o for the device-code check (binary.py)
-    flags = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-compress-mode=none")
+    facts = CUDA_FACTS
     #: Libraries a candidate may link, added when its source includes their header (prefix -> flags).
     libraries = {"cublas": ("-lcublasLt", "-lcublas")}
     #: cuBLAS calls that pick a stream, renamed in kernel.o to the guard's checked versions.
     guarded = ("cublasCreate_v2", "cublasSetStream_v2", "cublasLtMatmul")
-    source_suffix = ".cu"
-    source_suffixes = (".cu", ".cuh")
-    lexer = "cuda"
-    source_description = "CUDA kernel source (.cu) compiled with nvcc"
-    tensor_place = "CUDA tensors on one GPU"
-    supports_cuda_graphs = True
-    launch_has_stream = True
-    needs_gpu = True
-    needs_arch = True
-    torch_device = "cuda"
     default_parallel = 4
     has_compile_baseline = True
     host_clock_crosscheck = True
@@ -181,11 +166,6 @@ class CudaBackend(Backend):
 
     def device_lock_id(self, device: str) -> Optional[str]:
         return hardware.gpu_uuid(device)
-
-    def make_timer(self, device: str):
-        from forge_tui.evaluate.trials import CudaEventTimer
-
-        return CudaEventTimer(self, device)
 
     def synchronize(self) -> None:
         import torch

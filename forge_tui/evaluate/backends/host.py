@@ -7,7 +7,7 @@ import shutil
 from typing import TYPE_CHECKING, Optional
 
 from forge_tui import hardware
-from forge_tui.core.status import BackendName
+from forge_tui.core.backends import HOST as HOST_FACTS
 from forge_tui.evaluate.backends.base import Backend, ToolchainError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -21,21 +21,7 @@ class HostBackend(Backend):
     """Candidates are ``.cpp`` files compiled by g++ (``$CXX``) and called synchronously on
     the worker's single thread; ``forge_launch`` takes no stream."""
 
-    name = BackendName.HOST
-    display_name = "host (g++, CPU)"
-    device_word = "CPU"
-    compiler_name = "g++"
-    flags = ("-O3", "-std=c++17", "-march=native", "-shared", "-fPIC")
-    source_suffix = ".cpp"
-    source_suffixes = (".cpp", ".cc", ".cxx")
-    lexer = "cpp"
-    source_description = "C++17 source (.cpp) compiled with g++ for the host CPU"
-    tensor_place = "CPU tensors"
-    supports_cuda_graphs = False
-    launch_has_stream = False
-    needs_gpu = False
-    needs_arch = False
-    torch_device = "cpu"
+    facts = HOST_FACTS
     default_parallel = 1
     has_compile_baseline = False
     host_clock_crosscheck = False
@@ -64,11 +50,6 @@ class HostBackend(Backend):
 
     def device_name(self, device: str) -> str:
         return hardware.cpu_name()
-
-    def make_timer(self, device: str):
-        from forge_tui.evaluate.trials import HostClockTimer
-
-        return HostClockTimer(self, device)
 
     def sol_ceiling(self, peak: "Optional[Peak]", copy_gbs: Optional[float]) -> tuple[float, float]:
         return (copy_gbs or 0) * HOST_SOL_FACTOR, 0.0

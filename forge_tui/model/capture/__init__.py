@@ -2,7 +2,7 @@
 
 A model file uses the KernelBench layout: it defines ``Model`` (an ``nn.Module``),
 ``get_inputs()`` (the forward's arguments) and ``get_init_inputs()`` (the constructor's
-arguments; optional, default none); :mod:`forge_tui.model.loader` loads it. :func:`record`
+arguments; optional, default none); :mod:`forge_tui.tasks.loader` loads it. :func:`record`
 builds ``Model(*get_init_inputs())``, moves it and the inputs to the device, and runs one
 forward pass in inference mode (``eval()``, ``torch.no_grad()``) under a
 :class:`TorchDispatchMode` that sees every aten call below autograd. Identical calls (same

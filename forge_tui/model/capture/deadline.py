@@ -1,13 +1,13 @@
 """A time limit on one step of loading a model file in this process (capture, apply, optimize).
 
 A model file runs in the main process (capture records its forward there), so it cannot be
-killed as the task-file loading child is (:mod:`forge_tui.model.taskfile_sandbox`). Instead
+killed as the task-file loading child is (:mod:`forge_tui.tasks.taskfile_sandbox`). Instead
 each step (the import, ``get_init_inputs()``, ``Model(...)``, ``get_inputs()``, a forward)
 runs under a ``SIGALRM`` deadline armed with :func:`signal.setitimer`; when it fires, the
 step ends with a one-line :class:`CaptureError` naming the file, the step and the limit.
 
 The limit is the task files' loading limit, ``FORGE_LOAD_TIMEOUT_S`` (default 120 s; read by
-:func:`forge_tui.model.taskfile_sandbox.time_limit_s`, not defined twice), applied per step,
+:func:`forge_tui.tasks.taskfile_sandbox.time_limit_s`, not defined twice), applied per step,
 so a legitimately long forward on the GPU is not cut short by the steps before it.
 
 Limits of the mechanism: Python runs a signal handler only between bytecodes, so a step stuck
@@ -28,7 +28,7 @@ from forge_tui.model.errors import CaptureError
 
 __all__ = ["StepExpired", "load_time_limit_s", "step_limit"]
 
-#: The environment variable that sets the limit (read in :mod:`forge_tui.model.taskfile_sandbox`).
+#: The environment variable that sets the limit (read in :mod:`forge_tui.tasks.taskfile_sandbox`).
 LIMIT_VARIABLE = "FORGE_LOAD_TIMEOUT_S"
 
 
@@ -44,13 +44,13 @@ class StepExpired(BaseException):
 
 def load_time_limit_s() -> float:
     """The per-step limit in seconds: ``FORGE_LOAD_TIMEOUT_S``, default 120 (the task files'
-    loading limit, :func:`forge_tui.model.taskfile_sandbox.time_limit_s`).
+    loading limit, :func:`forge_tui.tasks.taskfile_sandbox.time_limit_s`).
 
     Raises:
         CaptureError: the variable is set to something that is not a number above 0.
     """
-    from forge_tui.model.taskfile_sandbox import time_limit_s
-    from kernels.registry import TaskError
+    from forge_tui.tasks.catalog import TaskError
+    from forge_tui.tasks.taskfile_sandbox import time_limit_s
 
     try:
         return time_limit_s()

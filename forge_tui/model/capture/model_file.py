@@ -1,4 +1,4 @@
-"""A model file for capture and apply: loaded through :mod:`forge_tui.model.loader`, built on a
+"""A model file for capture and apply: loaded through :mod:`forge_tui.tasks.loader`, built on a
 device and run in inference mode. Errors are :class:`CaptureError` with one line.
 
 The file runs in this process, so its limits are a time limit per step and no memory cap:
@@ -16,12 +16,12 @@ from typing import Optional
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from forge_tui.core.backends import UnknownBackendError, all_backend_facts, backend_facts
 from forge_tui.core.config import AUTO
-from forge_tui.evaluate.backends import UnknownBackendError, available_backends, get_backend
-from forge_tui.model import loader
 from forge_tui.model.capture.deadline import expired_cause, step_limit
 from forge_tui.model.errors import CaptureError
-from forge_tui.model.loader import ModelFile, one_line
+from forge_tui.tasks import loader
+from forge_tui.tasks.loader import ModelFile, one_line
 
 LAYOUT_HINT = "a model file defines Model(nn.Module), get_inputs() and get_init_inputs()"
 
@@ -74,12 +74,12 @@ def resolve_device(backend: str) -> str:
         CaptureError: ``cuda`` asked for but no CUDA device is visible to torch.
     """
     if backend == AUTO:
-        return next(b for b in available_backends() if not b.needs_gpu or torch.cuda.is_available()).torch_device
+        return next(b for b in all_backend_facts() if not b.needs_gpu or torch.cuda.is_available()).torch_device
     try:
-        chosen = get_backend(backend)
+        chosen = backend_facts(backend)
     except UnknownBackendError:
         raise CaptureError(
-            f"unknown backend {backend!r}: use {AUTO}, {' or '.join(b.name.value for b in available_backends())}"
+            f"unknown backend {backend!r}: use {AUTO}, {' or '.join(b.name.value for b in all_backend_facts())}"
         ) from None
     if chosen.needs_gpu and not torch.cuda.is_available():
         raise CaptureError("no CUDA device visible to torch: check the driver, or pass --backend host")

@@ -10,7 +10,7 @@ from typing import Any, Optional
 import torch  # noqa: F401  (the recorder runs under torch's dispatcher)
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from forge_tui.evaluate.backends import backend_for_device
+from forge_tui.core.backends import facts_for_device
 from forge_tui.model.capture.describe import call_key, describe, dtype_name, op_kind, short, tensor_leaves, tensor_specs
 from forge_tui.model.capture.model_file import ModelFile, build, load_model_file, resolve_device, run_forward
 from forge_tui.model.errors import CaptureError
@@ -118,7 +118,7 @@ class Capture:
 
     @property
     def backend(self) -> str:
-        return backend_for_device(self.device).name
+        return facts_for_device(self.device).name
 
     def ranked(self) -> list[OpGroup]:
         """Groups by total time, largest first (first-run order when not timed)."""

@@ -10,7 +10,7 @@ value (``eps``). :func:`adapt` writes the region's seed from it:
    ``#define NAME value`` line rewritten with the region's value;
 2. its ``extern "C" int forge_launch(`` made ``static int forge_pattern_launch(``;
 3. a ``forge_launch`` of the region task's own signature (the region's inputs, its parameters
-   and buffers, the output, every dim of every pointer: :mod:`forge_tui.model.taskfile`) that
+   and buffers, the output, every dim of every pointer: :mod:`forge_tui.tasks.taskfile`) that
    checks the shapes (returns 1 where a check fails), computes the catalog task's size args
    from the region's dims and calls ``forge_pattern_launch`` with the arguments in its order.
 
@@ -114,7 +114,7 @@ def find(
         pattern: the region's match (``{"name", "roles": {role: slot}, details...}``) or None.
         args: the region task's launch args (:attr:`TaskSpec.args`).
         shapes: ``{arg name: shape}`` of the region task's pointer args at its own shape.
-        catalog: ``{name: TaskSpec}`` (:func:`kernels.registry.catalog`).
+        catalog: ``{name: TaskSpec}`` (:func:`forge_tui.tasks.catalog.catalog`).
 
     Returns:
         ``(Fit, "")`` or ``(None, reason)``.
@@ -231,8 +231,8 @@ def adapt(fit: Fit, pattern: dict, args: Sequence[Arg], arg_dims: Mapping[str, S
 def seeds_for(pattern: Optional[dict], task: TaskSpec, catalog: Mapping[str, TaskSpec]) -> tuple[dict, str, str]:
     """``({backend: source}, catalog task name, "")``: the region task's seeds on every backend
     its catalog match has a seed for, or ``({}, "", why none)``. ``task`` is the region task as
-    loaded (a task file's task: :func:`forge_tui.model.taskfile.layout_of` gives its dim args)."""
-    from forge_tui.model.taskfile import layout_of
+    loaded (a task file's task: :func:`forge_tui.tasks.taskfile.layout_of` gives its dim args)."""
+    from forge_tui.tasks.taskfile import layout_of
 
     arg_dims = layout_of(task)["arg_dims"]
     dims = next(iter(task.shapes.values()))

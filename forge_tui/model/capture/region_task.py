@@ -31,7 +31,7 @@ from forge_tui.model.capture.describe import dtype_name, functional_name, portab
 from forge_tui.model.capture.regions import Region, RegionSet, signature, slot_names
 from forge_tui.model.capture.render import render_arg
 from forge_tui.model.errors import CaptureError
-from forge_tui.model.loader import one_line as _first_line
+from forge_tui.tasks.loader import one_line as _first_line
 
 _INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
 
@@ -244,7 +244,7 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def refusal(region: Region) -> Optional[str]:
     """Why a region cannot become a task (None when it can): see the module docstring."""
-    from forge_tui.model.taskfile import SUPPORTED_DTYPES
+    from forge_tui.tasks.taskfile_rules import SUPPORTED_DTYPES
 
     inst, graph = region.first, region.graph
     if inst.output is None:
@@ -343,8 +343,8 @@ def _write_seeds(path, region: Region, capd: dict, stem: str) -> tuple[str, str]
     signature (:func:`forge_tui.model.capture.region_seed.seeds_for`)."""
     from forge_tui.core.errors import user_message
     from forge_tui.model.capture import region_seed
-    from forge_tui.model.taskfile import load_task_file
-    from kernels.registry import catalog
+    from forge_tui.tasks.catalog import catalog
+    from forge_tui.tasks.taskfile import load_task_file
 
     if not region.pattern_name:
         return "", "no named pattern"

@@ -24,10 +24,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from forge_tui.model.capture.graph import Graph, Node, module_of, record_graph
-from forge_tui.model.capture.model_file import run_forward
+from forge_tui.model.capture.graph import Graph, Node
 from forge_tui.model.capture.recorder import Capture
-from forge_tui.model.errors import CaptureError
 
 
 @dataclass
@@ -218,7 +216,7 @@ def slot_names(params: list) -> dict:
     """``Ref -> attribute name`` of a region's parameters, buffers and constants in its task:
     the shortest unique dotted suffix of each name, as an identifier (``layers.0.norm.weight``
     -> ``weight``; two weights -> ``norm_weight``, ``mlp_weight``); constants ``const<k>``."""
-    from forge_tui.model.taskfile import RESERVED, sanitise
+    from forge_tui.tasks.taskfile_rules import RESERVED, sanitise
 
     dotted = {r: (r[1] if r[0] == "p" else f"const{r[1]}") for r in params}
     out: dict = {}
@@ -240,65 +238,6 @@ def kernels_of(graph: Graph, inst: Instance) -> int:
     return sum(1 for nid in inst.nodes if graph.nodes[nid].role == "fusible")
 
 
-def find_regions(cap: Capture, graph: Optional[Graph] = None) -> RegionSet:
-    """The fusion regions of a capture's forward (see the module docstring).
-
-    Runs the capture's model once more under :class:`GraphRecorder` (unless ``graph`` is
-    given), groups repeated instances, takes each region's time from the capture's op groups
-    (when :func:`measure` ran), matches named patterns and checks each region can become a
-    task: its replay on the recorded values must reproduce the forward's value
-    (:func:`forge_tui.model.capture.region_task.refusal`).
-
-    Raises:
-        CaptureError: the forward raised.
-    """
-    from forge_tui.model.capture.patterns import match
-    from forge_tui.model.capture.region_task import refusal
-
-    if cap.model is None:
-        raise CaptureError(f"the capture of {cap.model_file.path.name} holds no model to trace")
-    if graph is None:
-        graph = record_graph(
-            cap.model, cap.inputs, lambda mode: run_forward(cap.model_file, cap.model, cap.inputs, mode)
-        )
-    by_sig: dict[str, list[Instance]] = {}
-    singles = 0
-    for inst in partition(graph):
-        if kernels_of(graph, inst) < 2:
-            singles += 1
-            continue
-        by_sig.setdefault(signature(graph, inst), []).append(inst)
-    regions = []
-    for k, insts in enumerate(by_sig.values(), start=1):
-        first = insts[0]
-        nodes = [graph.nodes[i] for i in first.nodes]
-        r = Region(f"R{k}", insts, graph, ops=[n.op for n in nodes], kernels=kernels_of(graph, first))
-        r.module = _modules(graph, insts)
-        regions.append(r)
-    _link(graph, regions)
-    for r in regions:
-        r.pattern = match(graph, r.first)
-        r.refusal = refusal(r)
-    rs = RegionSet(cap, graph, regions, singles)
-    set_times(rs)
-    return rs
-
-
-def _modules(graph: Graph, insts: list[Instance]) -> Optional[str]:
-    """Where the instances ran, layer numbers folded: ``layers.*.input_layernorm``, with
-    ``(+N)`` when they ran in N more kinds of module (``post_attention_layernorm``)."""
-    seen: list[str] = []
-    for inst in insts:
-        m = module_of([graph.nodes[i] for i in inst.nodes])
-        if m is not None:
-            m = re.sub(r"(?<=\.)\d+(?=\.|$)|^\d+(?=\.)", "*", m) if len(insts) > 1 else m
-            if m not in seen:
-                seen.append(m)
-    if not seen:
-        return None
-    return seen[0] + (f" (+{len(seen) - 1})" if len(seen) > 1 else "")
-
-
 def set_times(rs: RegionSet) -> None:
     """Each region's ``per_call_ms`` (its kernel calls' per-op medians summed) and ``share``
     (its total over the sum of all op groups' totals), from the capture's op timing; left
@@ -315,21 +254,6 @@ def set_times(rs: RegionSet) -> None:
         if all(t is not None for t in times):
             r.per_call_ms = sum(t for t in times if t is not None)
             r.share = (r.per_call_ms * r.count) / total if total else None
-
-
-def _link(graph: Graph, regions: list[Region]) -> None:
-    """Set each region's ``feeds``: the regions whose instances read one of its outputs."""
-    for r in regions:
-        outs = {ref for inst in r.instances for ref in inst.live}
-        fed = []
-        for other in regions:
-            if other is r:
-                continue
-            for inst in other.instances:
-                read = any(ref in graph.nodes[n].reads for n in inst.nodes for ref in outs)
-                if read and other.id not in fed:
-                    fed.append(other.id)
-        r.feeds = fed
 
 
 def region_nodes(region: Region) -> list[Node]:

@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 from forge_tui.model.capture.recorder import Capture, OpGroup
 from forge_tui.model.capture.render import render_task, task_filename
 from forge_tui.model.errors import CaptureError
-from forge_tui.model.loader import one_line as _first_line
+from forge_tui.tasks.loader import one_line as _first_line
 
 
 def write_tasks(
@@ -68,8 +68,8 @@ def write_and_register(store, path: Path, text: str, what: str, *, mode: str = "
         CaptureError: the file cannot be written, or does not load as a task.
     """
     from forge_tui.core.errors import user_message
-    from forge_tui.model.taskfile import load_task_file
-    from forge_tui.search.tasks import register_task
+    from forge_tui.tasks.register import register_task
+    from forge_tui.tasks.taskfile import load_task_file
 
     try:
         path.write_text(text)

@@ -73,7 +73,7 @@ def task_refusal(g: OpGroup) -> Optional[str]:
         return "it works in place and has no out-of-place twin"
     if _has_repr(g.args) or _has_repr(g.kwargs):
         return "an argument cannot be written into a task file"
-    from forge_tui.model.taskfile import SUPPORTED_DTYPES
+    from forge_tui.tasks.taskfile_rules import SUPPORTED_DTYPES
 
     odd = sorted({s["dtype"] for s in g.inputs + g.outputs[:1]} - set(SUPPORTED_DTYPES))
     if odd:

@@ -8,7 +8,7 @@ import torch
 
 from forge_tui.model.capture.recorder import Capture
 from forge_tui.model.errors import CaptureError
-from forge_tui.model.loader import one_line as _first_line
+from forge_tui.tasks.loader import one_line as _first_line
 
 
 def measure(

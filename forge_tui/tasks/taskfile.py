@@ -11,10 +11,10 @@ A task file defines, at module level::
 
 A task file is Python that runs with the user's rights. Loading one (``tasks``, ``run``,
 ``resume``, ``capture --select``) derives the task in a child process under a memory cap and a
-time limit (:mod:`forge_tui.model.taskfile_sandbox`: ``FORGE_LOAD_MEMORY_MB``, default 8192;
+time limit (:mod:`forge_tui.tasks.taskfile_sandbox`: ``FORGE_LOAD_MEMORY_MB``, default 8192;
 ``FORGE_LOAD_TIMEOUT_S``, default 120), which executes the file through
-:mod:`forge_tui.model.loader` (its directory on ``sys.path`` meanwhile, its prints sent to
-stderr) and derives the task on the CPU (:mod:`forge_tui.model.taskfile_steps`, step by step):
+:mod:`forge_tui.tasks.loader` (its directory on ``sys.path`` meanwhile, its prints sent to
+stderr) and derives the task on the CPU (:mod:`forge_tui.tasks.taskfile_steps`, step by step):
 the inputs' shapes from ``get_inputs()`` run on the meta device (no storage: a 6 GB input
 costs nothing), the output's shape and FLOPs from the forward on meta tensors (one real forward
 where meta tensors cannot do), and the value checks below at the file's shape or, for a large
@@ -36,7 +36,7 @@ The launch signature, in this order (every pointer row-major and contiguous):
    out_d1``); a 0-dim tensor contributes none.
 
 Names that would clash (with each other, ``stream``, C/C++/CUDA or Python keywords) get a
-trailing ``_``. The model is built once with ``torch.manual_seed(MODEL_SEED)``, so its
+trailing ``_``. The model is built once with ``torch.manual_seed(MODEL_SEED)`` (:mod:`forge_tui.tasks.taskfile_rules`), so its
 parameter values are the same in every process; it runs without autograd, in the task's
 ``mode`` (:data:`MODES`): ``eval`` by default (dropout off, batch norm on running statistics),
 or ``train``, the module left as constructed as KernelBench's harness runs it (batch norm on
@@ -49,7 +49,7 @@ Shapes: the timed shape is the one ``get_inputs()`` makes (``shapes`` and ``host
 both hold it). Where the inputs share a leading (batch) size B > 1 and the model follows a
 change of it, a check shape ``batch_<b>`` with ``b = B // 2 + 1`` (``B - 1`` for B = 2) is added
 (``get_inputs()`` run with its factory calls' leading size rewritten,
-:class:`forge_tui.model.taskfile_probe.BatchScale`). ``make_inputs`` draws fresh values per
+:class:`forge_tui.tasks.taskfile_probe.BatchScale`). ``make_inputs`` draws fresh values per
 generator: floating inputs from :func:`kernels.base.random_tensor` with the requested
 distribution, integer and bool inputs from ``get_inputs()`` itself run under a seed taken from
 the generator; the distribution ``file`` (always first) takes every input from ``get_inputs()``
@@ -57,7 +57,7 @@ that way. The others follow in the order ``large``, ``negative``, ``small``, ``n
 ``uniform`` (the correctness trials take them in turn per shape); one whose inputs make the
 reference non-finite where the file's own inputs do not (``log`` of negative numbers) is left out.
 
-Every file that does not fit raises :class:`kernels.registry.TaskError` with one line: a
+Every file that does not fit raises :class:`forge_tui.tasks.catalog.TaskError` with one line: a
 missing ``Model``/``get_inputs``, a syntax or import error, several or non-tensor outputs,
 an output shape that depends on the input values, a random output, dtypes the launch cannot
 take (see :data:`SUPPORTED_DTYPES`).
@@ -66,37 +66,14 @@ take (see :data:`SUPPORTED_DTYPES`).
 from __future__ import annotations
 
 import hashlib
-import keyword
-import re
 import threading
 from pathlib import Path
 from typing import Optional
 
-from forge_tui.model import loader
+from forge_tui.tasks import loader
+from forge_tui.tasks.catalog import TaskError
+from forge_tui.tasks.taskfile_rules import MODES, error_line
 from kernels.base import TaskSpec
-from kernels.registry import TaskError
-
-#: Seed of the torch RNG while the model is constructed (parameter values are reproducible).
-MODEL_SEED = 0
-#: Element types a launch argument may have.
-SUPPORTED_DTYPES = ("float32", "bfloat16", "float16", "int64", "int32", "bool")
-#: How the model runs: ``eval`` (``model.eval()``: dropout off, batch norm on running
-#: statistics; the default) or ``train`` (as constructed: what KernelBench's harness does).
-MODES = ("eval", "train")
-#: Name of the one shape of a task file.
-SHAPE_NAME = "get_inputs"
-#: Identifiers a launch argument may not be called (C/C++/CUDA keywords and builtins, ``stream``).
-RESERVED = frozenset(
-    """
-    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char16_t char32_t class compl
-    const const_cast constexpr continue decltype default delete do double dynamic_cast else enum explicit export
-    extern false float for friend goto if inline int long mutable namespace new noexcept not not_eq nullptr
-    operator or or_eq private protected public register reinterpret_cast return short signed sizeof static
-    static_assert static_cast struct switch template this thread_local throw true try typedef typeid typename
-    union unsigned using virtual void volatile wchar_t while xor xor_eq restrict main
-    threadIdx blockIdx blockDim gridDim warpSize stream self torch int64_t size_t
-""".split()
-) | frozenset(keyword.kwlist)
 
 _CACHE: dict[tuple, TaskSpec] = {}
 _LOCK = threading.Lock()
@@ -116,7 +93,7 @@ def load_task_file(
         mode: ``eval`` (default: dropout off, batch norm on running statistics) or ``train``
             (the module as constructed, as KernelBench's own harness runs it).
         isolate: derive the task in a child process under a memory cap and a time limit
-            (:mod:`forge_tui.model.taskfile_sandbox`; default). False derives it here: the
+            (:mod:`forge_tui.tasks.taskfile_sandbox`; default). False derives it here: the
             evaluation worker, already a capped process of its own, does so.
 
     Returns:
@@ -146,10 +123,10 @@ def load_task_file(
 def _derive(p: Path, text: str, origin: str, mode: str, isolate: bool) -> TaskSpec:
     import json
 
-    from forge_tui.model.taskfile_runtime import spec_from_derived
+    from forge_tui.tasks.taskfile_runtime import spec_from_derived
 
     if isolate:
-        from forge_tui.model.taskfile_sandbox import derive_isolated
+        from forge_tui.tasks.taskfile_sandbox import derive_isolated
 
         derived = derive_isolated(p, text, origin, mode)
         lazy: list = []
@@ -158,17 +135,17 @@ def _derive(p: Path, text: str, origin: str, mode: str, isolate: bool) -> TaskSp
         def runtime():
             with lazy_lock:
                 if not lazy:
-                    from forge_tui.model.taskfile_steps import FileTask
+                    from forge_tui.tasks.taskfile_steps import FileTask
 
-                    lazy.append(_guard(p, lambda: FileTask(p, text, origin, mode).materialise()))
+                    lazy.append(_guard(p, lambda: FileTask(p, text, origin, mode).materialise().runtime))
                 return lazy[0]
 
         return spec_from_derived(derived, path=p, text=text, runtime=runtime)
-    from forge_tui.model.taskfile_steps import FileTask
+    from forge_tui.tasks.taskfile_steps import FileTask
 
     ft = FileTask(p, text, origin, mode)
     derived = json.loads(json.dumps(_guard(p, ft.derive)))  # the same types as from the child
-    return spec_from_derived(derived, path=p, text=text, runtime=lambda: ft)
+    return spec_from_derived(derived, path=p, text=text, runtime=lambda: ft.runtime)
 
 
 def _guard(p: Path, fn):
@@ -180,7 +157,7 @@ def _guard(p: Path, fn):
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - still one line for the user
-        raise TaskError(f"{p.name}: {_one_line(exc)}") from None
+        raise TaskError(f"{p.name}: {error_line(exc)}") from None
 
 
 def _read(path) -> str:
@@ -207,26 +184,3 @@ def layout_of(task: TaskSpec) -> dict:
     if lay is None:
         raise TaskError(f"task {task.name} is not a task file's task")
     return lay
-
-
-def task_name(path: Path) -> str:
-    """A task file's name: its stem with characters other than letters, digits, ``_``, ``-``, ``.``
-    replaced by ``_`` (``19_ReLU.py`` -> ``19_ReLU``)."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", path.stem).strip("_") or "task"
-
-
-def sanitise(name: str) -> str:
-    """A C identifier from a parameter's dotted name: ``layers.0.weight`` -> ``layers_0_weight``."""
-    out = re.sub(r"[^A-Za-z0-9_]", "_", name)
-    if not out or out[0].isdigit():
-        out = "p_" + out
-    return out
-
-
-def _one_line(exc: BaseException) -> str:
-    """:func:`forge_tui.model.loader.one_line`, its message cut to 300 characters."""
-    return loader.one_line(exc, 300)
-
-
-def _dtype_name(dtype) -> str:
-    return str(dtype).removeprefix("torch.")

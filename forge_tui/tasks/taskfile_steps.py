@@ -1,7 +1,7 @@
 """The steps that turn an executed task file into what its TaskSpec is made of (rules:
-:mod:`forge_tui.model.taskfile`).
+:mod:`forge_tui.tasks.taskfile`).
 
-:class:`FileTask` runs them in order: load (through :mod:`forge_tui.model.loader`), build the
+:class:`FileTask` runs them in order: load (through :mod:`forge_tui.tasks.loader`), build the
 model (eval or train mode), read the inputs' shapes (``get_inputs()`` on the meta device),
 read the parameters, find the output's shape and FLOPs (the forward on meta tensors; the real
 forward once where meta tensors cannot do), check values (the reference on each distribution,
@@ -19,32 +19,35 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from forge_tui.model import loader
-from forge_tui.model import taskfile_probe as probe
-from forge_tui.model.taskfile import (
+from forge_tui.tasks import loader
+from forge_tui.tasks import taskfile_probe as probe
+from forge_tui.tasks.catalog import TaskError
+from forge_tui.tasks.taskfile_rules import (
     MODEL_SEED,
     RESERVED,
     SHAPE_NAME,
     SUPPORTED_DTYPES,
-    _dtype_name,
-    _one_line,
+    dtype_name,
+    error_line,
     sanitise,
     task_name,
 )
-from forge_tui.model.taskfile_runtime import Runtime, literal_constants
+from forge_tui.tasks.taskfile_runtime import Runtime, literal_constants
 from kernels.base import DTYPE_BYTES, Arg
-from kernels.registry import TaskError
 
 #: Value distributions tried beside ``file`` (kept where the reference stays finite), in the
 #: order the correctness trials take them: the ones that find overflow and sign bugs first.
 _DISTRIBUTIONS = ("large", "negative", "small", "normal", "uniform")
 
 
-class FileTask(Runtime):
+class FileTask:
     """Executes a task file once and derives its task (everything runs on the CPU here).
 
-    :meth:`derive` runs every step; :meth:`materialise` only those the evaluation needs.
+    :meth:`derive` runs every step; :meth:`materialise` only those the evaluation needs, and
+    builds the :class:`~forge_tui.tasks.taskfile_runtime.Runtime` it calls (``runtime``).
     """
+
+    runtime: Runtime
 
     def __init__(self, path: Path, text: str, origin: str, mode: str = "eval"):
         self.path, self.text, self.origin, self.mode = path, text, origin, mode
@@ -70,7 +73,7 @@ class FileTask(Runtime):
                 raise self.fail(
                     f"{what} needs more than {_memory_cap()} (FORGE_LOAD_MEMORY_MB raises the cap)"
                 ) from None
-            raise self.fail(f"{what} failed: {_one_line(exc)}") from None
+            raise self.fail(f"{what} failed: {error_line(exc)}") from None
 
     # ------------------------------------------------------------------ the steps
     def derive(self) -> dict:
@@ -89,12 +92,27 @@ class FileTask(Runtime):
         self._read_inputs()
         self._read_params()
         self.out_name = _unique("out", self.used)
-        self.arg_dims = {}
+        self.arg_dims: dict[str, list[str]] = {}
         for a_, (shape, _dt) in zip(self.in_args + self.param_args, self.all_meta):
             self._name_dims(a_.name, len(shape))
         b = probe.batch_of([self.first[i] for i in self.tensor_pos])
         self.batch = (b, self.arg_dims[self.in_args[0].name][0]) if b and self.in_meta[0][0] else None
-        self._runtime_init()
+        self.runtime = Runtime(
+            model=self.model,
+            mode=self.mode,
+            get_inputs=self.get_inputs,
+            first=self.first,
+            constants=self.constants,
+            float_in=self.float_in,
+            in_meta=self.in_meta,
+            in_args=self.in_args,
+            param_names=self.param_names,
+            n_param=self.n_param,
+            params_cpu=self.params_cpu,
+            all_meta=self.all_meta,
+            arg_dims=self.arg_dims,
+            batch=self.batch,
+        )
         return self
 
     def _load(self) -> None:
@@ -181,8 +199,8 @@ class FileTask(Runtime):
             t = first[i]
             self._check_tensor(t, f"input {names[i]}")
             nm = _unique(sanitise(names[i]), self.used)
-            self.in_args.append(Arg(nm, "in", _dtype_name(t.dtype)))
-            self.in_meta.append((tuple(t.shape), _dtype_name(t.dtype)))
+            self.in_args.append(Arg(nm, "in", dtype_name(t.dtype)))
+            self.in_meta.append((tuple(t.shape), dtype_name(t.dtype)))
         self.constants = {i: v for i, v in enumerate(first) if i not in self.tensor_pos}
         self.float_in = [torch.is_floating_point(first[i]) for i in self.tensor_pos]
         again = self._draw_meta(2)
@@ -204,10 +222,10 @@ class FileTask(Runtime):
         self.param_args = []
         for n, t in state:
             self._check_tensor(t, f"parameter {n}")
-            self.param_args.append(Arg(_unique(sanitise(n), self.used), "in", _dtype_name(t.dtype)))
+            self.param_args.append(Arg(_unique(sanitise(n), self.used), "in", dtype_name(t.dtype)))
         self.params_cpu = [t.detach() for _, t in state]
         self.n_in = len(self.in_args)
-        self.all_meta = self.in_meta + [(tuple(t.shape), _dtype_name(t.dtype)) for t in self.params_cpu]
+        self.all_meta = self.in_meta + [(tuple(t.shape), dtype_name(t.dtype)) for t in self.params_cpu]
 
     def _out_of(self, out, where: str):
         """The one output tensor of a forward's result (a 1-tuple is unwrapped), checked."""
@@ -230,14 +248,14 @@ class FileTask(Runtime):
     def _meta_out(self, tensors: list) -> Optional[tuple]:
         """``(output, flops)`` of the forward on meta tensors, or None where it cannot run so."""
         try:
-            return probe.meta_forward(self.model, self.param_names, self.params_cpu, self.forward_args(tensors))
+            return probe.meta_forward(self.model, self.param_names, self.params_cpu, self.runtime.forward_args(tensors))
         except Exception:
             return None
 
     def _output(self) -> None:
         """The output's shape and dtype, and the FLOPs, at the file's shape: from the forward on
         meta tensors, or from one real forward where that cannot run."""
-        self.reference = self.make_reference()
+        self.reference = self.runtime.make_reference()
         ins = [self.first[i] for i in self.tensor_pos]
         got = self._meta_out(ins)
         self.meta_output = got is not None
@@ -247,7 +265,7 @@ class FileTask(Runtime):
         else:
             out, self.flops = got
         out = self._out_of(out, "get_inputs()")
-        self.out_shape, self.out_dtype = tuple(out.shape), _dtype_name(out.dtype)
+        self.out_shape, self.out_dtype = tuple(out.shape), dtype_name(out.dtype)
         self._name_dims(self.out_name, len(self.out_shape))
 
     def in_meta_dims(self, batch: Optional[int]) -> dict:
@@ -265,14 +283,14 @@ class FileTask(Runtime):
         full = {**dims}
         for a_, t in zip(self.param_args, self.params_cpu):
             full.update(zip(self.arg_dims[a_.name], t.shape))
-        return self.call("get_inputs()", self.make_inputs, full, gen, "cpu", dist)
+        return self.call("get_inputs()", self.runtime.make_inputs, full, gen, "cpu", dist)
 
     def _counted(self, tensors: list) -> tuple:
         """``(output, flops)`` of one real forward (the reference) on ``tensors``."""
         from torch.utils.flop_counter import FlopCounterMode
 
         n_in = len(self.in_args)
-        own = self.params_on("cpu")  # the model's own tensors: the reference calls the model itself
+        own = self.runtime.params_on("cpu")  # the model's own tensors: the reference calls the model itself
         with FlopCounterMode(display=False) as fc:
             out = self.call("Model(*get_init_inputs())(*get_inputs())", self.reference, *tensors[:n_in], *own)
         return out, int(fc.get_total_flops())
@@ -344,7 +362,7 @@ class FileTask(Runtime):
         gen = torch.Generator().manual_seed(12345)
 
         def run(dist: str):
-            ins = self.call("get_inputs()", self.make_inputs, dims, gen, "cpu", dist)
+            ins = self.call("get_inputs()", self.runtime.make_inputs, dims, gen, "cpu", dist)
             out = self._out_of(self.call(f"the model on {dist} inputs", self.reference, *ins), dist)
             if tuple(out.shape) != want:
                 raise self.fail(
@@ -418,7 +436,7 @@ class FileTask(Runtime):
 
         if t.layout != torch.strided:
             raise self.fail(f"{what} is a {t.layout} tensor; kernels here take dense (strided) tensors")
-        dt = _dtype_name(t.dtype)
+        dt = dtype_name(t.dtype)
         if dt not in SUPPORTED_DTYPES:
             raise self.fail(
                 f"{what} has dtype {dt}, which a launch cannot take (supported: {', '.join(SUPPORTED_DTYPES)})"

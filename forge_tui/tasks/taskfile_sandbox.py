@@ -3,7 +3,7 @@
 A task file is Python that runs with the user's rights; loading it executes its import-time
 code, ``get_init_inputs()``, the model's constructor, ``get_inputs()`` (on the meta device where
 it can) and the forward. :func:`derive_isolated` does that in a child
-(``python -m forge_tui.model.taskfile_sandbox REQUEST RESULT``) whose address space is capped
+(``python -m forge_tui.tasks.taskfile_sandbox REQUEST RESULT``) whose address space is capped
 with ``RLIMIT_AS`` (:func:`memory_cap_mb`, default 8192 MB) and which is killed, with its
 process group, after :func:`time_limit_s` seconds (default 120). What it derives comes back
 as JSON (never pickled objects), and every failure is one line: a refusal of the file, memory
@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kernels.registry import TaskError
+from forge_tui.tasks.catalog import TaskError
 
 #: Default memory cap of the loading child (MB); ``FORGE_LOAD_MEMORY_MB`` overrides it.
 DEFAULT_MEMORY_MB = 8192
@@ -71,7 +71,7 @@ def derive_isolated(path: Path, text: str, origin: str, mode: str) -> dict:
         req.write_text(json.dumps({"path": str(path), "text": text, "origin": origin, "mode": mode}))
         with open(log, "wb") as log_f:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "forge_tui.model.taskfile_sandbox", str(req), str(res)],
+                [sys.executable, "-m", "forge_tui.tasks.taskfile_sandbox", str(req), str(res)],
                 stdin=subprocess.DEVNULL,
                 stdout=log_f,
                 stderr=subprocess.STDOUT,
@@ -133,7 +133,7 @@ def derive_capped(path: Path, text: str, origin: str, mode: str, cap_mb: int) ->
     cap = cap_mb * 2**20
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     try:
-        from forge_tui.model.taskfile_steps import FileTask
+        from forge_tui.tasks.taskfile_steps import FileTask
 
         return {"ok": FileTask(path, text, origin, mode).derive()}
     except TaskError as exc:
@@ -141,7 +141,7 @@ def derive_capped(path: Path, text: str, origin: str, mode: str, cap_mb: int) ->
     except MemoryError:
         return {"error": f"{path.name}: loading it needs more than the {cap_mb} MB memory cap (FORGE_LOAD_MEMORY_MB)"}
     except BaseException as exc:  # noqa: BLE001 - SystemExit, RecursionError: still one line
-        from forge_tui.model.loader import one_line
+        from forge_tui.tasks.loader import one_line
 
         return {"error": f"{path.name}: {one_line(exc, 300)}"}
 

@@ -1,8 +1,9 @@
 """A task file's task at evaluation time: its reference, its inputs, and the TaskSpec built from
-what loading it derived (rules: :mod:`forge_tui.model.taskfile`).
+what loading it derived (rules: :mod:`forge_tui.tasks.taskfile`).
 
-:class:`Runtime` is the half of :class:`forge_tui.model.taskfile_steps.FileTask` that the
-evaluation worker calls (the model per device, the reference, ``make_inputs``).
+:class:`Runtime` is what the evaluation worker calls (the model per device, the reference,
+``make_inputs``), built by :meth:`forge_tui.tasks.taskfile_steps.FileTask.materialise` from what
+the loading steps read.
 :func:`spec_from_derived` turns the JSON-able dict that loading derives (in a child process
 or in this one) into the :class:`TaskSpec`; its callables use a :class:`Runtime` made only
 when first called, so the process that merely lists or registers a task never executes the file.
@@ -13,28 +14,49 @@ from __future__ import annotations
 import ast
 import copy
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from kernels.base import DTYPE_BYTES, Arg, TaskSpec
 
 
+@dataclass
 class Runtime:
     """The model per device, the reference and the inputs of an executed task file.
 
-    Needs (set by the loading steps): ``model``, ``mode``, ``first`` (get_inputs()'s values,
-    meta or real), ``tensor_pos``, ``constants``, ``float_in``, ``in_meta`` ([(shape, dtype)]),
-    ``in_args``, ``n_in``, ``param_names``, ``n_param`` (how many of them are parameters, not buffers), ``params_cpu``, ``all_meta``, ``arg_dims``
-    ({pointer arg: [dim names]}), ``batch`` ((size, dim name of the first input's batch) or None).
+    Fields (read by the loading steps): ``model`` (built on the CPU), ``mode``, ``get_inputs``,
+    ``first`` (get_inputs()'s values, meta or real), ``constants`` ({position: non-tensor value}),
+    ``float_in`` (per tensor input), ``in_meta`` ([(shape, dtype)]), ``in_args``,
+    ``param_names``, ``n_param`` (how many of them are parameters, not buffers), ``params_cpu``,
+    ``all_meta``, ``arg_dims`` ({pointer arg: [dim names]}), ``batch`` ((size, dim name of the
+    first input's batch) or None).
     """
 
     model: Any
     mode: str
-    where: str
+    get_inputs: Callable[[], Any]
+    first: list
+    constants: dict[int, Any]
+    float_in: list[bool]
+    in_meta: list[tuple[tuple, str]]
+    in_args: list[Arg]
+    param_names: list[str]
+    n_param: int
+    params_cpu: list
+    all_meta: list[tuple[tuple, str]]
+    arg_dims: dict[str, list[str]]
+    batch: Optional[tuple[int, str]]
+    models: dict[str, Any] = field(init=False)
+    models_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
-    def _runtime_init(self) -> None:
-        self.models: dict[str, Any] = {"cpu": self.model}
-        self.models_lock = threading.Lock()
+    def __post_init__(self) -> None:
+        self.models = {"cpu": self.model}
+
+    @property
+    def n_in(self) -> int:
+        """How many tensor inputs the launch takes before the parameters."""
+        return len(self.in_args)
 
     def model_on(self, device) -> Any:
         key = str(device)
@@ -65,14 +87,14 @@ class Runtime:
     def _reference(self, tensors: tuple):
         import torch
 
-        from forge_tui.model.taskfile import _dtype_name
+        from forge_tui.tasks.taskfile_rules import dtype_name
 
         n_in, n_params = self.n_in, len(self.params_cpu)
         if len(tensors) != n_in + n_params:
             raise TypeError(f"the reference takes {n_in + n_params} tensors, got {len(tensors)}")
         ins = list(tensors[:n_in])
         for k, (meta, t) in enumerate(zip(self.in_meta, ins)):  # the harness hands fp64 copies of everything
-            if not self.float_in[k] and _dtype_name(t.dtype) != meta[1]:
+            if not self.float_in[k] and dtype_name(t.dtype) != meta[1]:
                 ins[k] = t.to(getattr(torch, meta[1]))
         given = list(tensors[n_in:])
         device = ins[0].device
@@ -82,7 +104,7 @@ class Runtime:
             else:
                 fixed = []
                 for k, ((_shape, dt), t) in enumerate(zip(self.all_meta[n_in:], given)):
-                    if not dt.startswith(("float", "bfloat")) and _dtype_name(t.dtype) != dt:
+                    if not dt.startswith(("float", "bfloat")) and dtype_name(t.dtype) != dt:
                         t = t.to(getattr(torch, dt))
                     if self.mode == "train" and k >= self.n_param:
                         t = t.clone()  # train mode updates buffers (BatchNorm's running stats): never the inputs'
@@ -110,8 +132,8 @@ class Runtime:
         batch), moved to ``device``."""
         import torch
 
-        from forge_tui.model.taskfile import _dtype_name
-        from forge_tui.model.taskfile_probe import draw
+        from forge_tui.tasks.taskfile_probe import draw
+        from forge_tui.tasks.taskfile_rules import dtype_name
         from kernels.base import random_tensor
 
         shapes = [self.shape_of(dims, a.name) for a in self.in_args]
@@ -128,7 +150,7 @@ class Runtime:
         for k, (shape, (_full, dt)) in enumerate(zip(shapes, self.in_meta)):
             if distribution == "file" or not self.float_in[k]:
                 t = drawn[k]
-                if tuple(t.shape) != shape or _dtype_name(t.dtype) != dt:
+                if tuple(t.shape) != shape or dtype_name(t.dtype) != dt:
                     raise RuntimeError(
                         f"get_inputs() changed input {self.in_args[k].name} to {tuple(t.shape)} {t.dtype}"
                     )

@@ -1,4 +1,4 @@
-"""The task catalog: every ``kernels/<dir>/task.py`` that lists ``TASKS``.
+"""The task catalog: every ``kernels/<dir>/task.py`` that lists ``TASKS``, looked up by name.
 
 Importing the catalog never imports torch. Errors: :class:`TaskError` with one line.
 """
@@ -9,10 +9,11 @@ import importlib
 import pkgutil
 from pathlib import Path
 
+import kernels
 from forge_tui.core.errors import ForgeError
 from kernels.base import TaskSpec
 
-_ROOT = Path(__file__).parent
+_ROOT = Path(kernels.__file__).parent
 
 
 class TaskError(ForgeError, ValueError):
