@@ -66,7 +66,7 @@ def _finite(outs: tuple) -> bool:
 
 
 class _Spread:
-    """The finite range of each output over the draws seen so far (min, max, max |value|)."""
+    """The finite range (min, max) of each output over the draws seen so far."""
 
     def __init__(self) -> None:
         self.lo: dict[int, float] = {}
@@ -74,10 +74,15 @@ class _Spread:
 
     def add(self, outs: tuple) -> None:
         for k, x in enumerate(outs):
-            v = x[torch.isfinite(x)] if x.is_floating_point() else x.to(torch.float64)
+            v = x.to(torch.float64) if not x.is_floating_point() else x
+            finite = torch.isfinite(v)
+            if not bool(finite.all()):  # a copy only then: a full-size output (softmax's 6.4 GB) stays one tensor
+                v = v[finite]
+            del finite
             if v.numel() == 0:
                 continue
-            lo, hi = float(v.min()), float(v.max())
+            lo_t, hi_t = torch.aminmax(v)
+            lo, hi = float(lo_t), float(hi_t)
             self.lo[k] = min(lo, self.lo.get(k, lo))
             self.hi[k] = max(hi, self.hi.get(k, hi))
 
