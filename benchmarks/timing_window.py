@@ -1,4 +1,4 @@
-"""The windowed timing method (issue 14) against ``triton.testing.do_bench``, and its precision.
+"""The windowed timing method against ``triton.testing.do_bench``, and its precision.
 
 Usage: python benchmarks/timing_window.py [--device cuda|cpu] [--quick] [--out DIR]
 

@@ -59,7 +59,7 @@ def seed_macros(dtype: str, **variant: int) -> dict:
 
 @dataclass(frozen=True)
 class PatternSeed:
-    """How a catalog task's seed serves a fusion region that ``capture --regions`` names (issue 15).
+    """How a catalog task's seed serves a fusion region that ``capture --regions`` names.
 
     :mod:`forge_tui.model.capture.patterns` names a region (``rms_norm``, ``swiglu``...) and
     the role of each task-file argument (``{"x": "x0", "weight": "weight"}``);
@@ -186,7 +186,7 @@ class TaskSpec:
 
     @property
     def timing_mode(self) -> str:
-        """The timing mode this task represents (issue 14): ``warm`` for a task captured from
+        """The timing mode this task represents: ``warm`` for a task captured from
         a model (its inputs were just written by the producer op), ``cold`` otherwise."""
         return "warm" if self.origin == "captured" else "cold"
 

@@ -18,12 +18,14 @@ from store.errors import (
 )
 from store.lease import effective_state, effective_status
 from store.models import FINAL, IN_FLIGHT, NODE_STATUSES, RUN_STATUSES
+from store.session import path_writable
 
 __all__ = [
     "Store",
     "StoreError",
     "default_db_path",
     "now_iso",
+    "path_writable",
     "LEASE_STALE_S",
     "effective_state",
     "effective_status",

@@ -86,16 +86,21 @@ class LeaseHeld(StoreError):
     exit_code = 2
 
 
+def read_only(path: Path) -> StoreReadOnly:
+    """The one line for a database that cannot be written (its file, directory or mount)."""
+    return StoreReadOnly(
+        f"database {path} is read-only (its file, directory or mount): pass --db with a writable path, "
+        "or copy it to one"
+    )
+
+
 def explain(exc: BaseException, path: Path) -> StoreError:
     """The :class:`StoreError` (subclass) for an SQLite/SQLAlchemy error on ``path``."""
     msg = str(getattr(exc, "orig", exc) or exc).lower()
     if "locked" in msg or "busy" in msg:
         return StoreLocked(f"database {path} is locked by another process; try again, or check what holds it")
     if "readonly" in msg or "read-only" in msg or "attempt to write" in msg:
-        return StoreReadOnly(
-            f"database {path} is read-only (its file, directory or mount): pass --db with a writable path, "
-            "or copy it to one"
-        )
+        return read_only(path)
     if "disk is full" in msg or "no space" in msg or "full" in msg:
         return StoreDiskFull(f"disk full while writing {path}: free space, nothing committed was lost")
     if "not a database" in msg or "malformed" in msg or "corrupt" in msg:

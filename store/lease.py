@@ -10,8 +10,8 @@ Taking the lease is one compare-and-set: ``UPDATE run SET <new owner> WHERE id =
 lease_token IS <the token read> AND heartbeat_at IS <the heartbeat read>``. SQLite runs each
 UPDATE under its write lock, so of N processes that read the same free lease at once exactly
 one changes the row; the others see 0 rows changed, read the new holder and get
-:class:`LeaseHeld` naming it (a plain read-then-write let two of four simultaneous
-``resume``s drive one run, issue 17). ``effective_status`` is the run state every listing
+:class:`LeaseHeld` naming it (a plain read-then-write can let two of four simultaneous
+``resume``s drive one run). ``effective_status`` is the run state every listing
 shows: a ``running`` or ``paused`` run whose driver is gone reads ``interrupted``.
 """
 

@@ -53,7 +53,7 @@ def readonly_uri(path: Path, immutable: Optional[bool] = None) -> str:
     the directory cannot be written (a read-only mount, a directory without write permission).
 
     A WAL database opened ``mode=ro`` still needs its ``-shm`` file, which SQLite cannot create
-    in a read-only directory ("unable to open database file", issue 17); ``immutable=1`` reads
+    in a read-only directory ("unable to open database file"); ``immutable=1`` reads
     the file without any lock or shared memory, which is right only when nobody can write it
     (then nobody can: its directory is read-only). Source: https://sqlite.org/uri.html.
     A non-empty ``-wal`` file holds commits the main file lacks, so such a file is never
@@ -67,7 +67,7 @@ def readonly_uri(path: Path, immutable: Optional[bool] = None) -> str:
 
 def unmerged_wal(path: Path) -> bool:
     """True when ``path`` has a non-empty ``-wal`` file: commits not yet merged into the main
-    file, which an ``immutable=1`` open would silently leave out (issue 17)."""
+    file, which an ``immutable=1`` open would silently leave out."""
     try:
         return Path(f"{path}-wal").stat().st_size > 0
     except OSError:
@@ -91,6 +91,15 @@ def dir_writable(directory: Path) -> bool:
     except OSError:
         return False
     return os.access(directory, os.W_OK)
+
+
+def path_writable(path: Path) -> bool:
+    """False when the database file ``path`` (existing) or its directory cannot be written: a
+    read-only mount, or permissions (SQLite needs the directory too, for its -wal/-shm and journal)."""
+    path = Path(path)
+    if not dir_writable(path.parent):
+        return False
+    return not path.exists() or os.access(path, os.W_OK)
 
 
 def make_engine(

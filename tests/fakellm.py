@@ -7,7 +7,11 @@ script is empty, ``server.fallback`` (a callable taking the request body) answer
 usage chunk when ``stream_options.include_usage`` is set; ``stall_s``: silence three quarters in),
 ``status(code, message, headers=None)`` (extra response headers such as ``Retry-After``),
 ``raw(code, body)`` (a JSON body in a server's exact shape: see :data:`BODIES`),
-``slow(seconds, text)``. Every request's headers and JSON
+``slow(seconds, text)``, ``cut(text)`` (a stream that stops after ``text`` without a finish
+reason or ``[DONE]``: the connection closes), ``html(code, page)`` (a proxy's HTML error page,
+``text/html``), ``hang()`` (never answers: holds the request until ``server.release`` is set).
+``server.model_info`` adds fields to the model's entry in ``GET /v1/models`` (vLLM's
+``max_model_len``, llama.cpp's ``meta``, LM Studio's ``max_context_length``). Every request's headers and JSON
 body are kept in ``server.requests``, with ``t_recv`` and ``t_sent`` (``time.perf_counter``
 when the request arrived and when its answer was written). ``server.in_flight`` counts the
 chat requests being answered (from arrival until just before the answer is written) and
@@ -109,6 +113,17 @@ BODIES = {
             "code": None,
         }
     },
+    # OpenAI, for o3/gpt-5 streaming to an unverified organization (their issue threads, verbatim)
+    "openai_verify_stream": {
+        "error": {
+            "message": "Your organization must be verified to stream this model. Please go to: "
+            "https://platform.openai.com/settings/organization/general and click on Verify Organization. "
+            "If you just verified, it can take up to 15 minutes for access to propagate.",
+            "type": "invalid_request_error",
+            "param": "stream",
+            "code": "unsupported_value",
+        }
+    },
     "stream_refused": {
         "error": {
             "message": "stream is not supported by this endpoint",
@@ -126,6 +141,30 @@ def status(code: int, message: str = "error", headers: Optional[dict] = None) ->
 
 def slow(seconds: float, text: str = "late") -> dict:
     return {"kind": "slow", "seconds": seconds, "text": text}
+
+
+def cut(text: str, *, reasoning: Optional[str] = None) -> dict:
+    """A stream that stops mid-reply: ``text`` streamed, then the connection closes with no
+    finish_reason chunk and no ``data: [DONE]`` (a dropped connection, a proxy's timeout)."""
+    return dict(reply(text, reasoning=reasoning), cut=True)
+
+
+def html(code: int, page: str) -> dict:
+    """An HTML error page (nginx's ``502 Bad Gateway`` in front of the model server)."""
+    return {"kind": "html", "code": code, "page": page}
+
+
+def hang() -> dict:
+    """A server that accepts the request and never answers (until ``release`` is set)."""
+    return {"kind": "hang"}
+
+
+#: nginx's 502 page, byte for byte (what a proxy sends when the model server behind it is down).
+NGINX_502 = (
+    "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+    "<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx/1.24.0</center>\r\n"
+    "</body>\r\n</html>\r\n"
+)
 
 
 def split(text: str, n: int = 6) -> list[str]:
@@ -154,6 +193,12 @@ class FakeLLM:
         self.release = threading.Event()
         #: True: GET /v1/models answers 404 (a server without the list).
         self.models_404 = False
+        #: Extra fields of the model's entry in GET /v1/models (a server's context length).
+        self.model_info: dict = {}
+        #: llama.cpp's GET /props (at the root, beside /v1); {}: 404 as other servers.
+        self.props: dict = {}
+        #: LM Studio's GET /api/v0/models/<model> fields ({}: 404 as other servers).
+        self.lmstudio: dict = {}
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -205,12 +250,20 @@ class FakeLLM:
                 fake.requests.append(
                     {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": None}
                 )
+                if self.path.rstrip("/") == "/props" and fake.props:
+                    self._send(200, fake.props)
+                    return
+                if self.path.rstrip("/") == f"/api/v0/models/{MODEL}" and fake.lmstudio:
+                    self._send(200, {"id": MODEL, "object": "model", **fake.lmstudio})
+                    return
                 if self.path.rstrip("/").endswith("/models") and not fake.models_404:
                     self._send(
                         200,
                         {
                             "object": "list",
-                            "data": [{"id": MODEL, "object": "model", "created": 0, "owned_by": "test"}],
+                            "data": [
+                                {"id": MODEL, "object": "model", "created": 0, "owned_by": "test", **fake.model_info}
+                            ],
                         },
                     )
                 else:
@@ -245,10 +298,27 @@ class FakeLLM:
                     entry = fake.next_entry(body)
                     if entry["kind"] == "slow":
                         time.sleep(entry["seconds"])  # a model still writing (the client's timeouts)
+                    if entry["kind"] == "hang":
+                        fake.release.wait(60)  # never answers (the client gives up and closes first)
                 finally:
                     with fake.flight:
                         fake.in_flight -= 1
                         fake.flight.notify_all()
+                if entry["kind"] == "hang":
+                    self.close_connection = True  # released: the connection closes unanswered
+                    return
+                if entry["kind"] == "html":
+                    data = entry["page"].encode()
+                    try:
+                        self.send_response(entry["code"])
+                        self.send_header("Content-Type", "text/html")
+                        self.send_header("Content-Length", str(len(data)))
+                        self.end_headers()
+                        self.wfile.write(data)
+                        self.wfile.flush()
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass
+                    return
                 if entry["kind"] == "raw":
                     self._send(entry["code"], entry["body"], entry.get("headers"))
                     return
@@ -300,6 +370,8 @@ class FakeLLM:
                         if entry.get("stall_s") and i == len(pieces) * 3 // 4:
                             fake.release.wait(entry["stall_s"])  # a server gone silent mid-reply
                         self._event(dict(base, choices=[{"index": 0, "delta": {key: piece}, "finish_reason": None}]))
+                    if entry.get("cut"):
+                        return  # the connection closes here: no finish_reason, no [DONE]
                     last = {"index": 0, "delta": {}, "finish_reason": entry.get("finish_reason", "stop")}
                     self._event(dict(base, choices=[last]))
                     if (body.get("stream_options") or {}).get("include_usage"):

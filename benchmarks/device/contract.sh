@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The evaluation contract on a GPU (issue 13): what the binary check reads from nvcc's objects
+# The evaluation contract on a GPU: what the binary check reads from nvcc's objects
 # (cross-checked with cuobjdump), cuBLAS linked through the stream guard, and the cuda corpus:
 # every cheat gets its verdict (never ok), every kernel under tests/adversarial/good/cuda is ok.
 # Writes $OUT/contract_corpus.json and $OUT/contract.log. Run from the repository root.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# a whole-model campaign (issue 15): e2e MODEL.py [optimize args...] -> capture, searches, export, apply four ways
+# a whole-model campaign: e2e MODEL.py [optimize args...] -> capture, searches, export, apply four ways
 # Runs `forge-tui optimize MODEL --backend cuda -o $E2E_DIR/e2e_<stem> ARGS` under E2E_S seconds
 # (default 540; SIGTERM leaves the campaign resumable). The campaign directory (tasks, exported
 # kernels) stays on the machine (E2E_DIR, default /tmp: the device returns a limited number of

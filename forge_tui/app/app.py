@@ -25,7 +25,7 @@ from forge_tui.app.screens.runs import RunsScreen
 from forge_tui.app.spawn import child_exit, log_path, spawn_search, start_search, watched
 from forge_tui.app.watch import SearchExit, settle_exit
 from forge_tui.core.errors import one_line
-from store import Store, StoreError, StoreNotFound, default_db_path
+from store import Store, StoreError, StoreNotFound, default_db_path, effective_status, path_writable
 
 #: How often the app looks whether a search it started has ended (seconds); shorter than
 #: the screens' polls, so a search that fails at once shows within one poll.
@@ -67,7 +67,9 @@ class ForgeApp(App):
             ascii_mode.apply()
         super().__init__()
         self.db_path = Path(db_path)
-        self.store = Store(self.db_path)
+        # a database on a read-only mount (or file) is browsed: SQLite cannot make its -shm there
+        writable = path_writable(self.db_path) or not self.db_path.exists()
+        self.store = Store(self.db_path) if writable else Store(self.db_path, readonly=True)
         self.initial_run_id = run_id
         self.note = note
         self.clock = clock or time.time
@@ -168,10 +170,23 @@ class ForgeApp(App):
         )
 
     def action_quit(self) -> None:
+        """Ctrl-C (and ``q`` in the runs browser): leave the app; searches keep running (they run in
+        their own processes, as ``d`` leaves them). What each live search does next is printed in
+        the terminal, as ``q``/``d`` on a run say it."""
         if self.initial_run_id is not None:
             self.exit(self.leave_line(self.initial_run_id))
         else:
-            self.exit()
+            self.exit(self.quit_line() or None)
+
+    def quit_line(self) -> str:
+        """Lines for the terminal when the runs browser exits: one :meth:`leave_line` per search
+        still going (running, starting or paused: ``effective_status``), '' when none is."""
+        try:
+            runs = [r for r in self.store.list_runs() if effective_status(r) in ("running", "created", "paused")]
+        except StoreError as exc:
+            return f"forge-tui: {exc.line}"
+        live = [r for r in runs if r.status != "created" or r.id in self._watching]  # created: not started yet
+        return "\n".join(self.leave_line(r.id) for r in live)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

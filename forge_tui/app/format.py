@@ -29,7 +29,7 @@ from forge_tui.core.status import FAILED, NodeStatus, RunStatus  # noqa: F401  (
 #: (UTF-8, ASCII) glyph of each node status. Each is one cell wide and plain text: no emoji
 #: (✔ ✖ ⏱ ☠ ⚙ were; a terminal may draw an emoji two cells wide or not at all, which blanked
 #: legend rows in tmux), no combining, zero-width or variation-selector character
-#: (tests/ui/test_app_cosmetic.py checks every glyph the app draws).
+#: (tests/ui/test_app_glyphs_and_dialogs.py checks every glyph the app draws).
 _GLYPHS = {
     NodeStatus.OK: ("●", "+"),
     NodeStatus.COMPILE_ERROR: ("✕", "C"),

@@ -1,4 +1,4 @@
-"""``forge-tui optimize MODEL.py``: a campaign over a model's fusion regions (issue 15, item 3).
+"""``forge-tui optimize MODEL.py``: a campaign over a model's fusion regions.
 
 The modules, in the order a campaign uses them: ``plan`` (capture the regions, pick the ones
 worth a search, write their task files), ``budget`` (iterations and seconds per region in

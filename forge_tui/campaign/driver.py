@@ -49,6 +49,7 @@ class Options:
     new: bool = False
     seed: int = 0
     precision: str = "highest"  # torch.set_float32_matmul_precision for every search (core.config)
+    rank: str = "auto"  # auto | compiled | eager: how regions are ranked (forge_tui.campaign.plan)
 
 
 def file_hash(path: Path) -> str:
@@ -321,6 +322,7 @@ class Campaigner:
             budget_s=o.budget_s,
             tasks_dir=out_dir / "tasks",
             log=self.log,
+            rank=o.rank,
         )
         config = {
             "top": top,

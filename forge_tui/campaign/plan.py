@@ -9,6 +9,19 @@ knobs; the LLM proposer writes the first kernel itself. ``auto`` (the default) t
 that has such a seed and gives the others to the LLM when an endpoint is configured. The first
 ``top`` searchable regions are picked; every other region is listed as skipped with the reason.
 
+Ranking (``--rank``): ``eager`` orders regions by their share of the eager forward. ``compiled``
+orders them by what is left to win *inside* ``torch.compile``: the model's compiled forward is
+profiled (``capture --compiled``, :func:`forge_tui.model.capture.compiled.compiled_table`), its
+Inductor glue kernels are attributed to the regions whose ops they fused
+(:func:`~forge_tui.model.capture.compiled.region_left`: the kernel's name lists its aten ops),
+and a region's figure is its kernels' time above their copy-bandwidth floor (their whole time
+where Inductor gave no byte estimate, as on the host). A region Inductor already fused into
+kernels at their floor, or that left no kernel of its own, ranks below every region with time
+left; ties keep the eager-share order. The budget split (:mod:`forge_tui.campaign.budget`) is
+unchanged. ``auto`` (the default) is ``compiled`` on cuda and ``eager`` on the host (where
+torch.compile builds C++ for tens of seconds and no floor is known); a compiled forward that
+cannot be profiled (torch.compile fails) falls back to ``eager`` with a log line.
+
 torch is imported here (capture runs the model); the CLI imports this module lazily.
 """
 
@@ -20,6 +33,9 @@ from typing import Callable, Optional
 
 from forge_tui.campaign.budget import RegionCost, distances, split_iterations, split_seconds, weights
 from forge_tui.core.status import BackendName, ProposerName
+
+#: ``--rank`` values (module docstring).
+RANKINGS = ("auto", "compiled", "eager")
 
 
 def bandwidth_gbs(backend: str) -> Optional[float]:
@@ -49,6 +65,7 @@ def plan_regions(
     budget_s: Optional[float],
     tasks_dir: Path,
     log: Callable[[str], None],
+    rank: str = "auto",
 ) -> tuple[list[dict], dict, dict]:
     """Capture ``model_file`` on ``backend``, pick and write the regions' tasks, share the budget.
 
@@ -60,6 +77,9 @@ def plan_regions(
         proposer)`` of each picked region by region id (its run is created from them, the
         task file not loaded again). ``proposer``: ``auto``, ``tune`` or ``llm``; ``llm_ok``:
         an LLM endpoint is configured (``auto`` then searches seedless regions with it).
+        ``rank``: one of :data:`RANKINGS` (module docstring); ``facts`` then also says
+        ``ranked_by`` (``compiled``/``eager``) and, ranked by the compiled forward,
+        ``compiled_left_us`` per region id and the forward's ``compiled_glue_us``/``compiled_kernels_us``.
 
     Raises:
         CaptureError: the model file does not load or its forward raises (one line).
@@ -74,9 +94,13 @@ def plan_regions(
     rs = find_regions(cap)
     cp.measure(cap)
     set_times(rs)
+    order, facts = rs.ranked(), {"ranked_by": "eager"}
+    if rank == "compiled" or (rank == "auto" and backend == BackendName.CUDA):
+        order, facts = rank_inside_compile(model_file, backend, order, log)
+    by = "what is left inside torch.compile" if facts["ranked_by"] == "compiled" else "share"
     picked: list[tuple[dict, object]] = []
     rows: list[dict] = []
-    for r in rs.ranked():
+    for r in order:
         row = {
             "region": r.id,
             "pattern": r.pattern_name or "",
@@ -91,7 +115,7 @@ def plan_regions(
             row["note"] = f"cannot be a task: {r.refusal}"
             continue
         if len(picked) >= top:
-            row["note"] = f"not in the top {top} searchable regions by share (--top)"
+            row["note"] = f"not in the top {top} searchable regions by {by} (--top)"
             continue
         made = write_region_tasks(store, rs, [r], tasks_dir)[0]
         row.update(task_path=made["path"], task_id=made["task_id"], task_name=made["name"])
@@ -114,7 +138,48 @@ def plan_regions(
     for k, row in enumerate(rows):
         row["position"] = k
     tasks = {row["region"]: task for row, task in picked}
-    return rows, {"bandwidth_gbs": bw, "regions_found": len(rows)}, tasks
+    return rows, {"bandwidth_gbs": bw, "regions_found": len(rows), **facts}, tasks
+
+
+def rank_inside_compile(model_file: str, backend: str, regions: list, log: Callable[[str], None]) -> tuple[list, dict]:
+    """``(regions reordered by what the compiled forward leaves in them, facts)``; the order as
+    given and ``{"ranked_by": "eager"}`` when the compiled forward cannot be profiled (logged).
+
+    ``regions`` come by eager share (``RegionSet.ranked``); see the module docstring for the rule."""
+    from forge_tui.core.errors import user_message
+    from forge_tui.model.capture.compiled import compiled_table, region_left
+
+    log(f"profiling the torch.compile'd forward of {Path(model_file).name} to rank regions inside compile ...")
+    try:
+        table = compiled_table(model_file, backend=backend, samples=0)
+    except Exception as exc:  # noqa: BLE001 - CaptureError and compiler faults: eager ranking, said so
+        log(f"ranking regions by eager share: {user_message(exc) or exc}")
+        return regions, {"ranked_by": "eager"}
+    left = region_left(table, {r.id: list(r.ops) for r in regions})
+    order = ranked_by_left(regions, {rid: v.left_us for rid, v in left.items()})
+    b = table.budget()
+    log(
+        f"compiled forward: {b['kernels_us']:.1f} us of kernels, glue {b['glue_us']:.1f} us "
+        f"({100 * (b['glue_share'] or 0):.1f}%); left inside compile by region: "
+        + (
+            ", ".join(f"{rid} {v.left_us:.1f} us" for rid, v in sorted(left.items(), key=lambda kv: -kv[1].left_us))
+            or "none"
+        )
+    )
+    facts = {
+        "ranked_by": "compiled",
+        "compiled_left_us": {rid: round(v.left_us, 3) for rid, v in left.items()},
+        "compiled_glue_us": b["glue_us"],
+        "compiled_kernels_us": b["kernels_us"],
+    }
+    del table
+    return order, facts
+
+
+def ranked_by_left(regions: list, left_us: dict) -> list:
+    """``regions`` by ``left_us[region.id]`` (us per forward), largest first; a region absent
+    counts 0; ties keep the given order (a stable sort)."""
+    return sorted(regions, key=lambda r: -(left_us.get(r.id) or 0.0))
 
 
 def _searchable(path: str, backend: str, proposer: str, llm_ok: bool):
@@ -151,7 +216,7 @@ def seed_problem(task, backend: str) -> Optional[str]:
     seed = task.seed_source(backend)
     if not seed:
         pattern = (task.capture or {}).get("pattern")
-        return "no seed kernel for its pattern" + (f" ({pattern})" if pattern else "")
+        return "no seed kernel for its pattern" + (f" ({pattern})" if pattern else "") + _other_dtypes(task, pattern)
     from forge_tui.search.proposers.base import ProposerError
     from forge_tui.search.proposers.tune import TuneProposer
 
@@ -160,6 +225,22 @@ def seed_problem(task, backend: str) -> Optional[str]:
     except ProposerError as exc:
         return f"its seed kernel cannot be tuned ({exc})"
     return None
+
+
+def _other_dtypes(task, pattern: Optional[str]) -> str:
+    """``" in float32: its catalog seeds are for bfloat16"`` when the catalog seeds ``pattern``
+    but only for other dtypes than ``task``'s, else ''."""
+    if not pattern:
+        return ""
+    from forge_tui.tasks.catalog import catalog
+
+    dtypes = sorted(
+        {str(t.dtype) for t in catalog().values() if t.pattern is not None and t.pattern.name == pattern and t.seeds}
+    )
+    mine = str(getattr(task, "dtype", "") or "")
+    if not dtypes or not mine or mine in dtypes:
+        return ""
+    return f" in {mine}: its catalog seed{'s are' if len(dtypes) > 1 else ' is'} for {', '.join(dtypes)} only"
 
 
 def llm_problem() -> Optional[str]:

@@ -210,7 +210,7 @@ def summary_table(report: dict) -> str:
         if report["backend"] == "host" and _num(got) and got < 1.0:
             lines.append(
                 "  (host backend: the kernels are GPU designs built for one CPU core, each call costs "
-                "tens of us; a slower model is usual there, the README's run section says why)"
+                "tens of us; a slower model is usual there, docs/models.md says why)"
             )
     lines.append(f"report: {Path(report['out_dir']) / 'campaign.json'}")
     return "\n".join(lines)

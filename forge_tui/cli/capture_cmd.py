@@ -15,7 +15,7 @@ from forge_tui.cli.render import fail, terminal_columns
 from store import Store
 
 #: The example seeds (``examples/seeds/<stem>.cu`` and ``.cpp``) and the captured task each
-#: was written for, by (model file stem, captured aten op): the README's pairing (the
+#: was written for, by (model file stem, captured aten op): the pairing docs/models.md names (the
 #: transformer block's attention softmax, ResNet-50's global average pool); each file's
 #: header names the op, its arguments and the launch signature it implements.
 EXAMPLE_SEEDS = {
@@ -62,12 +62,23 @@ def runnable_command(task: dict, model_stem: str, backend: str) -> str:
     )
 
 
+def _unseeded_region_command(task: dict) -> str:
+    """The ``search it`` text for a region task with no pattern seed when no LLM endpoint is
+    configured: the tuner needs a seed, so the user writes one (or configures an endpoint)."""
+    return (
+        f"forge-tui run {task['path']} --seed-kernel YOUR_KERNEL (no LLM endpoint is configured and no "
+        "pattern seed fits this region: write a seed kernel, or set OPENAI_BASE_URL and use --proposer llm)"
+    )
+
+
 def cmd_capture(args, store: Store) -> int:
     """``forge-tui capture FILE``: the aten operators a model's forward runs; --select makes tasks."""
     from forge_tui.model import capture as cp
 
     if args.samples is not None and args.samples < 1:
         return fail("--samples must be 1 or more")
+    if args.compiled:
+        return _capture_compiled(args)
     cap = cp.record(args.file, backend=args.backend)
     from forge_tui.model.capture import region_task as rt
 
@@ -80,6 +91,14 @@ def cmd_capture(args, store: Store) -> int:
 
         rs = find_regions(cap)
         chosen_regions = rt.select_regions(rs, [s for s in sels if rt.is_region_selector(s)])
+    if chosen or chosen_regions:  # an edited task file is refused before the timing and any write
+        from forge_tui.model.capture.register import refuse_edited, task_dir
+        from forge_tui.model.capture.render import task_filename
+
+        out = task_dir(args.output, cap.model_file.stem)
+        paths = [out / task_filename(g) for g in chosen]
+        paths += [out / rt.region_filename(rs, r) for r in chosen_regions] if rs is not None else []
+        refuse_edited(paths, args.force)
     if not args.no_time:
         tty = sys.stderr.isatty()
 
@@ -88,7 +107,7 @@ def cmd_capture(args, store: Store) -> int:
                 print(f"\rtiming {i + 1}/{n} ...", end="" if i + 1 < n else "\r\033[K", file=sys.stderr, flush=True)
 
         cp.measure(cap, samples=args.samples, progress=progress)
-    made = cp.write_tasks(store, cap, chosen, args.output, mode=args.mode) if chosen else []
+    made = cp.write_tasks(store, cap, chosen, args.output, mode=args.mode, force=args.force) if chosen else []
     if made and not llm_configured():
         made = [dict(t, run_command=runnable_command(t, cap.model_file.stem, cap.backend)) for t in made]
     if rs is not None:
@@ -113,7 +132,11 @@ def _capture_regions(args, store: Store, cap, rs, chosen_regions, made) -> int:
     from forge_tui.model.capture.regions import set_times
 
     set_times(rs)
-    made_regions = write_region_tasks(store, rs, chosen_regions, args.output) if chosen_regions else []
+    made_regions = (
+        write_region_tasks(store, rs, chosen_regions, args.output, force=args.force) if chosen_regions else []
+    )
+    if made_regions and not llm_configured():
+        made_regions = [t if t.get("seed") else dict(t, run_command=_unseeded_region_command(t)) for t in made_regions]
     if args.json:
         print(render.to_json({"regions": rr.region_rows(rs, made_regions), "ops": cp.rows(cap, made)}))
         return 0
@@ -124,4 +147,20 @@ def _capture_regions(args, store: Store, cap, rs, chosen_regions, made) -> int:
     for text in (cp.format_tasks(made) if made else "", rr.format_region_tasks(made_regions)):
         if text:
             print(text)
+    return 0
+
+
+def _capture_compiled(args) -> int:
+    """``capture --compiled``: the torch.compile'd forward's kernel table and budget
+    (:mod:`forge_tui.model.capture.compiled`), or ``--json``'s ``{"compiled": [...], budget fields}``."""
+    if args.select or args.regions:
+        return fail("--compiled lists the compiled forward's kernels: it takes no --select or --regions")
+    from forge_tui.model.capture.compiled import compiled_table
+    from forge_tui.model.capture.compiled_render import format_compiled
+
+    table = compiled_table(args.file, backend=args.backend, samples=0 if args.no_time else args.samples)
+    if args.json:
+        print(render.to_json(table.as_json()))
+        return 0
+    print(format_compiled(table, columns=terminal_columns()))
     return 0

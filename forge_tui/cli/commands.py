@@ -416,6 +416,7 @@ def cmd_optimize(args, store: Store) -> int:
         new=args.new,
         seed=args.seed,
         precision=getattr(args, "precision", DEFAULTS.precision),
+        rank=args.rank,
     )
     from forge_tui.campaign.driver import check_options
 

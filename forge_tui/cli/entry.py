@@ -8,16 +8,20 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from forge_tui.cli.commands import COMMANDS
+from forge_tui.cli.commands import COMMANDS, preflight
 from forge_tui.cli.parse import build_parser
 from forge_tui.cli.render import fail
 from forge_tui.core.errors import user_message
-from store import Store, StoreNeedsWrite, default_db_path
+from store import Store, StoreNeedsWrite, default_db_path, path_writable
+from store.errors import read_only
 
 #: Commands that never open the database.
 NO_STORE = ("tasks", "llm", "apply", "eval", "cache")
 #: Commands that only read it: they create nothing (no directory, file or lock).
 READ_ONLY = ("ls", "show", "export")
+#: Commands that change a run that must exist: without a database there is none, and they
+#: create nothing either (no directory, no empty database).
+EXISTING_RUN = ("stop", "rm", "resume")
 
 
 def _read_only_store(path: Path) -> Store:
@@ -53,7 +57,15 @@ def _dispatch(args) -> int:
                 return 0
             return fail(f"no database at {path}: pass --db PATH, or start a run first")
         store = _read_only_store(path)
+    elif path.exists() and not path_writable(path):  # a read-only mount, file or directory
+        if args.cmd is not None:  # a command that writes stops here, before its work
+            raise read_only(path)
+        store = _read_only_store(path)  # the runs browser browses it (its title says read-only)
     else:
+        if args.cmd in EXISTING_RUN and not path.exists():
+            if args.cmd == "resume":
+                preflight()  # a broken config file is said first, as with a database
+            return fail(f"no run with id {args.run_id}: no database at {path} (pass --db PATH, the one the run is in)")
         store = Store(path)
         if args.cmd is not None:  # a command that writes learns now, before its work (the app browses)
             store.check_writable()

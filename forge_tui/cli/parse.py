@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     rm.add_argument("-y", "--yes", action="store_true", help="do not ask (never asked without a terminal)")
     _db_arg(rm)
     ca = sub.add_parser("cache", help="the compile cache")
-    ca_sub = ca.add_subparsers(dest="cache_cmd", required=True)
+    ca_sub = ca.add_subparsers(dest="cache_cmd", required=True, metavar="{prune}")
     cp_ = ca_sub.add_parser("prune", help="remove compiled builds, least recently used first")
     cp_.add_argument(
         "--max-size",
@@ -92,11 +92,19 @@ def build_parser() -> argparse.ArgumentParser:
     _model_parsers(sub)
     _optimize_parser(sub)
     lm = sub.add_parser("llm", help="LLM endpoint tools")
-    lm_sub = lm.add_subparsers(dest="llm_cmd", required=True)
-    lc = lm_sub.add_parser("check", help="send one small request to the configured endpoint")
+    lm_sub = lm.add_subparsers(dest="llm_cmd", required=True, metavar="{check}")
+    lc = lm_sub.add_parser(
+        "check", help="send one small request to the configured endpoint and check its advertised context"
+    )
     lc.add_argument("--base-url", default=None)
     lc.add_argument("--model", default=None)
     lc.add_argument("--timeout", type=float, default=30.0, help="seconds until the server answers (default 30)")
+    lc.add_argument(
+        "--full",
+        action="store_true",
+        help="send a request of the search's full size (its longest prompt and max_tokens) instead of a small "
+        "one: checks the context exactly, at the cost of ~22k prompt tokens on a hosted API",
+    )
     return p
 
 
@@ -205,9 +213,20 @@ def _model_parsers(sub) -> None:
     cp.add_argument(
         "-o", "--output", default=None, metavar="DIR", help="where task files go (default forge-tasks/<model>/)"
     )
+    cp.add_argument(
+        "--compiled",
+        action="store_true",
+        help="profile the torch.compile'd forward instead (CUDA graph replay on cuda): its kernels by kind "
+        "(gemm, attention, fused, copy, other), the glue budget and the GEMMs' roofline share",
+    )
     _backend_arg(cp, help="run the model on the GPU (cuda) or the CPU (host); auto: GPU when torch sees one")
     cp.add_argument("--samples", type=int, default=None, help="timing samples per operator (default 50 cuda, 15 host)")
     cp.add_argument("--no-time", action="store_true", help="record only; skip timing the operators")
+    cp.add_argument(
+        "--force",
+        action="store_true",
+        help="with --select: overwrite task files edited since capture wrote them (default: refuse, write nothing)",
+    )
     cp.add_argument("--json", action="store_true")
     _mode_arg(cp, what="the task files it writes")
     _db_arg(cp)
@@ -296,6 +315,13 @@ def _optimize_parser(sub) -> None:
         choices=("auto", *PROPOSER_CHOICES),
         default="auto",
         help="auto (default): tune where a region has a seed kernel, else llm when an endpoint is configured",
+    )
+    op.add_argument(
+        "--rank",
+        choices=("auto", "compiled", "eager"),
+        default="auto",
+        help="order regions by what is left inside torch.compile (compiled: profiles the compiled forward) or by "
+        "eager share; auto (default): compiled on cuda, eager on the host",
     )
     op.add_argument("--seed", type=int, default=DEFAULTS.seed, help="random seed of the searches")
     _precision_arg(op)

@@ -8,6 +8,7 @@ command prints on stderr (:func:`fail`, :func:`fail_with`).
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Any, Iterable, Optional
 
@@ -232,14 +233,25 @@ def show_text(run, nodes: list) -> str:
     return "\n".join(lines)
 
 
+def _geomean(values: list[float]) -> Optional[float]:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values and min(values) > 0 else None
+
+
 def eval_dict(res, base: dict) -> dict:
-    """``eval --json``: one evaluation's result (``base``: the evaluator's baseline and device facts)."""
-    baseline_ms = sum(v["baseline_ms"] for v in res.shapes.values()) if res.shapes else None
+    """``eval --json``: one evaluation's result (``base``: the evaluator's baseline and device facts).
+
+    ``speedup`` is the geometric mean of the shapes' speedups, so the top-level ``median_ms`` and
+    ``baseline_ms`` are the geometric means of the shapes' candidate and eager medians (ms):
+    ``baseline_ms / median_ms == speedup``. Each shape's own figures are under ``shapes``."""
+    shapes = list(res.shapes.values()) if res.shapes else []
+    median_ms = _geomean([v["median_ms"] for v in shapes]) if shapes else res.median_ms
+    baseline_ms = _geomean([v["baseline_ms"] for v in shapes]) if shapes else None
     return {
         "status": res.status,
         "speedup": res.speedup,
-        "median_ms": res.median_ms,
+        "median_ms": median_ms,
         "baseline_ms": baseline_ms,
+        "over_shapes": "geometric mean",
         "error": res.error,
         "shapes": res.shapes,
         "flags": res.flags,

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Mapping, Optional
 
 from forge_tui.core.status import NodeStatus
 
-#: Timing modes (issue 14): ``cold`` = the cache is flushed before each timed window, so
+#: Timing modes: ``cold`` = the cache is flushed before each timed window, so
 #: every launch reads its inputs from memory (catalog shapes); ``warm`` = the window's
 #: inputs were just read into the cache, as inside a forward where the producer just wrote
 #: them (tasks captured from a model).
@@ -243,8 +243,8 @@ class ShapeResult:
     mode, launches, baseline_p10_ms, baseline_p90_ms, baseline_cv, speedup_lo, speedup_hi,
     straddles_1}``. ``baseline_*`` is the eager time interleaved with this candidate (the one
     eager figure of this node and shape); ``speedup_lo``/``speedup_hi`` its spread
-    (:func:`speedup_interval`); ``straddles_1``: that interval holds 1.0. Older rows lack the
-    fields added in session 5 (mode ``""``, spread None).
+    (:func:`speedup_interval`); ``straddles_1``: that interval holds 1.0. Rows stored before
+    schema 4 lack the timing-mode fields (mode ``""``, spread None).
 
     ``sol_pct`` is ``100 * floor_ms / median_ms``: the share of the roofline speed reached, with
     ``floor_ms = max(bytes / copy bandwidth, FLOPs / peak rate at the task's dtype and fp32

@@ -67,8 +67,8 @@ def nothing_to_resume(state: str, proposer: str, reason: str, done: int, target:
 
     A running run is driven already; a finished run at its target has no iteration left; a
     finished ``tune`` run that ended with :data:`EXHAUSTED_REASON` has no configuration left
-    (the tuner's space is finite and fixed: a resume would start a process that finishes
-    again, a new user's trial, session 8). An ``llm`` run that ended so can resume: the
+    (the tuner's space is finite and fixed: a resume would only start a process that
+    finishes again). An ``llm`` run that ended so can resume: the
     model may propose anew."""
     if state == RunStatus.RUNNING:
         return "it is running"

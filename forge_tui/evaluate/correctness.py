@@ -1,4 +1,4 @@
-"""Correctness trials of a candidate library, inside the worker process (moved from trials).
+"""Correctness trials of a candidate library, inside the worker process.
 
 The candidate runs first, its output is copied out, the reference after in fp64 (checks 2,
 3, 4, 5, 6, 8, 9 and 10 of EVALUATION-CHECKS.md; see :mod:`forge_tui.evaluate.trials`).

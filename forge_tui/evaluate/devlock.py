@@ -1,9 +1,9 @@
 """The per-device lock between processes: timing exclusive, other device work shared.
 
-Two searches on one device disturbed each other's timings (issue 17): the lock covered a
-timing job only, so another search's correctness trials and fp64 reference ran on the GPU
-inside the first one's timing windows, and on the host backend its compiles ran on the very
-CPU being timed. Now every process that uses the device takes an ``flock`` on
+Two searches on one device must not disturb each other's timings: a lock over a
+timing job only would let another search's correctness trials and fp64 reference run on the GPU
+inside the first one's timing windows, and on the host backend its compiles run on the very
+CPU being timed. So every process that uses the device takes an ``flock`` on
 ``/tmp/forge-tui-gpu-<device id>.lock`` (the id: the GPU's UUID, ``cpu`` on the host): a
 timing block takes it exclusive (``LOCK_EX``), every other piece of device work (correctness
 trials, the fp64 reference, the output check, a host-backend compile) takes it shared

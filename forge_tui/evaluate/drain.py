@@ -1,4 +1,4 @@
-"""The reader of the evaluation worker's stdout/stderr (moved from ``evaluator``)."""
+"""The reader of the evaluation worker's stdout/stderr."""
 
 from __future__ import annotations
 

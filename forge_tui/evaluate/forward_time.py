@@ -10,8 +10,8 @@ drift hits all alike; medians with p10-p90):
   one call before anything is timed; a build that raises leaves that column out with its
   error's first line (the others are still timed);
 * on cuda every column is captured into a CUDA graph (:func:`~forge_tui.evaluate.optime.cuda_graph`)
-  and replayed: launch overhead is not what is compared, the kernels are (issue 15's
-  calibration: eager 3.09 ms, eager in a graph 1.40 ms on the same decoder). When a
+  and replayed: launch overhead is not what is compared, the kernels are (a small
+  decoder's eager forward can be twice its graph replay, all launch overhead). When a
   column's capture fails, it and its partner (eager with eager + forge, the compiled pair
   together) are timed eagerly and say so in their ``method``;
 * on the host the callables run as they are.

@@ -1,8 +1,8 @@
 """Faults of the harness, not of the kernel: a full disk, memory taken by another process.
 
 A candidate that did nothing wrong must never be recorded ``compile_error``, ``crashed`` or
-``failed`` because the machine ran out of something (issue 17: a full compile cache was
-recorded as ``compile_error`` on good kernels, then "the seed kernel failed"). These errors
+``failed`` because the machine ran out of something (a full compile cache would otherwise read
+as ``compile_error`` on good kernels, then "the seed kernel failed"). These errors
 escape the evaluator instead of becoming a node's verdict; the search ends the run
 ``interrupted`` (resumable, exit 3) with the cause in one line, and the node in flight is
 evaluated again by ``forge-tui resume``.

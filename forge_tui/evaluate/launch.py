@@ -1,4 +1,4 @@
-"""Loading and calling a candidate library, inside the worker process (moved from trials).
+"""Loading and calling a candidate library, inside the worker process.
 
 :class:`Launcher` calls ``forge_launch`` with tensors' pointers; the helpers here draw
 inputs, allocate NaN-poisoned outputs (EVALUATION-CHECKS.md 4) and turn a sticky device

@@ -80,8 +80,8 @@ def pressure(floor: float) -> str:
 
 
 #: A worker killed by the floor that grew less than this (MB) since it started did not take the
-#: memory itself: another process did (issue 17: "worker killed during init ... 370 MB" failed a
-#: run). The candidate is not blamed; the evaluation is retried once, then the run pauses.
+#: memory itself: another process did (a worker killed during init at 370 MB
+#: is not the candidate's doing). The candidate is not blamed; the evaluation is retried once, then the run pauses.
 OTHERS_GROWTH_MB = 256.0
 #: Seconds to wait before starting a worker again after another process took the memory.
 RETRY_PAUSE_S = 2.0

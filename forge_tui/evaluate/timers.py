@@ -1,11 +1,11 @@
-"""Timers, timing statistics, the per-GPU lock and NVML telemetry (moved from trials).
+"""Timers, timing statistics, the per-GPU lock and NVML telemetry.
 
 One :class:`Timer` subclass per backend's clock: CUDA events with a whole-device
 synchronise and a host-clock cross-check (check 12), or the host clock; an L2 / cache
 flush before every sample (15). A sample is a *window* of ``n`` launches, each on its own
 input/output set (:meth:`Timer.window`): on cuda the launches are replayed from one CUDA
 graph, so a 5 us kernel is not measured against the host's launch latency, and the
-per-launch time is the window's time over ``n`` (issue 14). ``cold`` mode evicts the cache
+per-launch time is the window's time over ``n``. ``cold`` mode evicts the cache
 before the window (every set is then touched for the first time inside it); ``warm`` mode
 reads the window's inputs into the cache first (as inside a forward, where the producer
 just wrote them). :class:`Telemetry` reads clocks, temperature and throttle
@@ -55,7 +55,7 @@ class Stats:
 
 
 #: A window should last at least this long (ms): CUDA event resolution is ~0.5 us and a
-#: graph's launch gaps are < 1 us, so at 100 us both are below 1% of the window (issue 14).
+#: graph's launch gaps are < 1 us, so at 100 us both are below 1% of the window.
 WINDOW_MS = 0.1
 #: Most launches in one window (graph size and the sets' memory stay small).
 MAX_LAUNCHES = 64

@@ -1,4 +1,4 @@
-"""The verdict of an evaluation, assembled in the parent from the worker's reply (moved from evaluator).
+"""The verdict of an evaluation, assembled in the parent from the worker's reply.
 
 Speedups over eager, roofline figures and the suspect gates (EVALUATION-CHECKS.md 12, 13,
 19), plus the small helpers that turn a compile or the worker's rows into

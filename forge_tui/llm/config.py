@@ -49,7 +49,11 @@ class LLMConfig:
     max_retries: retries after the first attempt on rate limits, timeouts, connection errors, 5xx.
     retry_wait_s: first backoff (seconds); doubles per retry, with full jitter.
     retry_max_wait_s: the longest single backoff (seconds).
-    retry_budget_s: total time across attempts before giving up (seconds).
+    retry_budget_s: total time across attempts before giving up (seconds); it bounds the wait for
+        a server that never answers too (each attempt's wait is cut to what is left of it).
+    wait_notice_s: how often a request still waiting for its first token says so, on the run's
+        output and in the app's transcript ("waiting for the first token from URL, 90 s");
+        0: never.
     temperature / max_tokens: sampling settings sent with every request.
     prices: ``{model: {"input": $, "output": $}}`` per 1M tokens, from ``[llm.prices]``; the
         cost shown is computed from these only (none are built in).
@@ -64,6 +68,7 @@ class LLMConfig:
     retry_wait_s: float = 1.0
     retry_max_wait_s: float = 30.0
     retry_budget_s: float = 900.0
+    wait_notice_s: float = 30.0
     temperature: float = 0.7
     max_tokens: int = 16384
     prices: dict = field(default_factory=dict)
@@ -96,6 +101,8 @@ class LLMConfig:
             raise ConfigError(f"max_tokens must be above 0 (in {where})")
         if self.retry_wait_s < 0 or self.retry_max_wait_s < 0 or self.retry_budget_s <= 0:
             raise ConfigError(f"retry times must be positive (in {where})")
+        if self.wait_notice_s < 0:
+            raise ConfigError(f"wait_notice_s must be 0 or more (in {where})")
 
 
 def _prices(val: Any, where: str) -> dict:

@@ -22,11 +22,14 @@ class LLMError(ForgeError, RuntimeError):
     """The endpoint could not answer; the message is one line for a person.
 
     retry_after_s: the wait the server asked for (``Retry-After``), in seconds, if it did.
+    sent: the parameters of the request that failed (``max_tokens`` or ``max_completion_tokens``,
+        ``temperature``, ``stream``, ``stream_options``), set by the client.
     """
 
     transient = False
     kind = "error"
     retry_after_s: Optional[float] = None
+    sent: Optional[dict] = None
 
 
 class Unreachable(LLMError):
@@ -89,15 +92,31 @@ class BadReply(LLMError):
     kind = "bad_reply"
 
 
+class StreamCut(LLMError):
+    """A streamed reply that ended without a finish reason (no ``finish_reason`` chunk, no
+    ``data: [DONE]``): the connection dropped or a proxy closed it. A transport fault, retried;
+    never the model's reply."""
+
+    transient = True
+    kind = "stream_cut"
+
+
 #: 400 classes the client fixes itself by changing the request (learned once per client).
 ADAPTABLE = {"max_tokens_unsupported", "temperature_unsupported", "stream_unsupported", "stream_options_unsupported"}
 
 
-def classify_400(message: str) -> str:
-    """The class of a 400 from the server's message: ``context_length``, ``cannot_chat``,
-    ``max_tokens_unsupported``, ``temperature_unsupported``, ``stream_options_unsupported``,
-    ``stream_unsupported``, or ``bad_request`` (anything else)."""
+def classify_400(message: str, param: str = "") -> str:
+    """The class of a 400 from the server's message and the ``param`` its error body names
+    (OpenAI's ``error.param``): ``context_length``, ``cannot_chat``, ``max_tokens_unsupported``,
+    ``temperature_unsupported``, ``stream_options_unsupported``, ``stream_unsupported``, or
+    ``bad_request`` (anything else).
+
+    OpenAI refuses streaming for some models to unverified organizations with a 400 whose param
+    is ``stream``: "Your organization must be verified to stream this model. ..." (type
+    ``invalid_request_error``, code ``unsupported_value``): that is ``stream_unsupported``.
+    """
     m = (message or "").lower()
+    param = (param or "").lower()
     if (
         "context length" in m
         or "context_length" in m
@@ -113,16 +132,18 @@ def classify_400(message: str) -> str:
         return "max_tokens_unsupported"
     if "temperature" in m and ("unsupported" in m or "not support" in m or "only the default" in m):
         return "temperature_unsupported"
-    if "stream_options" in m:
+    if "stream_options" in m or param == "stream_options":
         return "stream_options_unsupported"
+    if param == "stream" or "verified to stream" in m:
+        return "stream_unsupported"
     if re.search(r"\bstream(ing)?\b", m) and ("unsupported" in m or "not support" in m or "not allowed" in m):
         return "stream_unsupported"
     return "bad_request"
 
 
-def bad_request(url: str, code: int, message: str) -> BadRequest:
+def bad_request(url: str, code: int, message: str, param: str = "") -> BadRequest:
     """The one-line error for a 400-class answer, typed by :func:`classify_400`."""
-    reason = classify_400(message)
+    reason = classify_400(message, param)
     if reason == "cannot_chat":
         return CannotChat(f"{url}: the model cannot chat ({code}): {message}; pick a chat model with --model")
     if reason == "context_length":

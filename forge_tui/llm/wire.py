@@ -40,6 +40,32 @@ def server_message(exc: Exception) -> str:
     return getattr(exc, "message", "") or str(exc)
 
 
+def server_param(exc: Exception) -> str:
+    """The request parameter an error body blames (OpenAI's ``error.param``), or ''."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("param"), str):
+            return inner["param"]
+    return ""
+
+
+def is_markup(text: str) -> bool:
+    """True when an error body is an HTML (or XML) page rather than a server's message: a proxy's
+    or load balancer's error page (nginx, Cloudflare) in front of the model server."""
+    head = (text or "").lstrip()[:200].lower()
+    return head.startswith("<") and (
+        "<html" in head
+        or "<!doctype" in head
+        or "<head" in head
+        or "<?xml" in head
+        or "<body" in head
+        or "<h1" in head
+        or "<center" in head
+        or "<title" in head
+    )
+
+
 def named(exc: BaseException, *names: str) -> bool:
     """True when a class of ``exc``'s MRO has one of ``names`` (httpx errors, whatever its module)."""
     return any(c.__name__ in names for c in type(exc).__mro__)

@@ -2,10 +2,9 @@
 
 A kernel that wins over eager can still lose inside a compiled forward: Inductor fuses the
 region's ops with their neighbours (a residual add, a cast, the next norm's reads), and an
-opaque custom operator splits that fusion. Measured on the H200 (session 6, a transformers
-Llama decoder, 2 layers): torch.compile 1.188 ms, torch.compile with all four region kernels
-1.751 ms. So ``apply`` decides per kernel, as guarded dispatch decides per shape
-(issue 15: "a kernel is used only where its measurement says it wins"):
+opaque custom operator splits that fusion. So ``apply`` decides per kernel, as guarded
+dispatch decides per shape: a kernel is used only where its measurement says it wins
+(docs/architecture.md, "Where the code differs from DESIGN.md", has the measured cases):
 
 1. the forward is traced again once per used kernel, with only that kernel swapped in
    (:func:`rewrite`), and each is compiled; so is the traced forward with nothing swapped;
@@ -21,20 +20,16 @@ Llama decoder, 2 layers): torch.compile 1.188 ms, torch.compile with all four re
    branches the eager forward took, where dynamo may take others, e.g. a model's own
    ``is_compiling()`` paths, and Inductor is handed a different graph): a kernel must not be
    credited, or blamed, for that. Its figure against torch.compile of the model is reported
-   as the trace's own effect. Measured on the H200 (session 8, the same decoder): the traced
-   forward compiled ran 4.4% faster than the model compiled (its GEMMs 589 against 621 us
-   per forward, the glue the same), and session 7's choice, made against the model
-   compiled, had credited that to each kernel (1.03-1.06x each); against the traced forward
-   they read 0.95-1.001x.
+   as the trace's own effect; a choice made against the model compiled would credit that
+   effect to every kernel.
 
 The four-way table then times torch.compile + forge with the kept kernels only (a fresh
 trace), in its own interleaved run, so the figure reported is not the one the choice was made
 on (no winner's curse in the report). With no kernel kept, torch.compile + forge is
 torch.compile of the model as written, not timed twice (the report repeats torch.compile's
 figure, speedup 1.0 by construction: a second timing of one program differs only by noise,
-which read 1.026x on the host, session 8; forge adds nothing there;
-the traced forward with nothing swapped, compiled, read 0.4% slower than the module compiled
-on ResNet-50, H200, session 7, which is not a cost forge should report). The eager +
+and forge adds nothing there; nor is the traced forward's own small difference from the module
+compiled a cost forge should report). The eager +
 forge column keeps every kernel (each won over eager in its search and its guard).
 
 Imports torch: only ``apply`` imports this module.

@@ -5,8 +5,8 @@
 speedup over eager (the confirmation's when the node was confirmed, else the search's),
 its p10-p90 spread and the timing mode. The module calls the kernel only on a shape whose
 entry is ``used`` (speedup > 1); on any other shape it runs the reference, unless
-``FORGE_DISPATCH=always`` (issue 14: a softmax tuned on two shapes ran at 0.93x of eager
-on a third, and the export used it there anyway). ``export --shapes "8192x1024,..."`` times
+``FORGE_DISPATCH=always`` (a softmax tuned on two shapes can run at 0.93x of eager on a
+third: a kernel is used only where it was measured to win). ``export --shapes "8192x1024,..."`` times
 the node on more shapes first (:func:`time_shapes`), and ``export --shapes-from`` on the
 shapes at which a model calls the task's operator (:mod:`forge_tui.model.capture_shapes`).
 """
@@ -43,6 +43,9 @@ def parse_shapes(text: str, task: Any, backend: str) -> dict[str, dict[str, int]
         if not _SHAPE.match(raw):
             raise ExportError(f"--shapes: {raw!r} is not a shape like 8192x1024 (integers joined by x)")
         vals = [int(v) for v in raw.split("x")]
+        if len(vals) == len(names) and any(v <= 0 for v in vals):
+            bad = ", ".join(f"{name} = {v}" for name, v in zip(names, vals) if v <= 0)
+            raise ExportError(f"--shapes: {raw} has {bad}: every dim must be 1 or more")
         if len(vals) != len(names) or any(v <= 0 for v in vals):
             raise ExportError(
                 f"--shapes: {raw} has {len(vals)} dims; task {task.name}'s shapes have {len(names)} "

@@ -193,8 +193,8 @@ def make_proposer(name: str, run: Any, store: Any) -> Proposer:
 
 
 def resume_target(store: Any, run: Any, more: int) -> tuple[int, int]:
-    """``(target, in_flight)`` for ``resume --iterations MORE``: MORE evaluations from now (the
-    README's "that many more iterations from now"), so the target is the run's stored
+    """``(target, in_flight)`` for ``resume --iterations MORE``: MORE evaluations from now (docs/cli.md:
+    "that many more iterations from now"), so the target is the run's stored
     ``iterations_done`` plus MORE. The ``in_flight`` nodes a killed search left are evaluated
     again first and count among the MORE; the pipeline proposes only the rest, so the
     progress ``[done/target]`` never passes its target.
@@ -250,6 +250,9 @@ class Search(NodeSteps):
         writer: Any = self.proposer  # an LLM proposer stores its exchanges: not part of the Proposer protocol
         if getattr(writer, "store", None) is store:
             writer.store = self.store  # a proposer writing from its thread goes through the lock too
+        client = getattr(writer, "client", None)
+        if client is not None and getattr(client, "on_status", "") is None:
+            client.on_status = self.log  # "waiting for the first token from URL, 90 s" on the run's output
         self.gate = TimingGate()
         # host backend: the CPU is the device being timed, so no compile runs during an evaluation
         self.cpu_gate = TimingGate(
@@ -257,6 +260,9 @@ class Search(NodeSteps):
         )
         self.records: list[dict] = []
         self._status_seen: dict[int, str] = {}
+        #: The last ``waiting for device (pid N)`` line said (said again only for another holder).
+        self._device_wait_said = ""
+        self._device_wait_lock = threading.Lock()
         self.evaluator_factory = evaluator_factory or (lambda t, b: Evaluator(t, b, task_ref=task_ref(t)))
         self.evaluator: Optional[Evaluator] = None
         self.lease = Lease(self.store, run_id, self.log)
@@ -371,7 +377,13 @@ class Search(NodeSteps):
 
     def _device_wait(self, line: str) -> None:
         """Another process times on this run's device: say so (``waiting for device (pid N)``) in
-        the log and as a ``device_wait`` event (any thread; the store calls are serialised)."""
+        the log and as a ``device_wait`` event (any thread; the store calls are serialised), once
+        per holder: a shared machine makes every evaluation wait, and the same holder said again
+        each time only buries the run's own lines. A new holder is said again."""
+        with self._device_wait_lock:
+            if line == self._device_wait_said:
+                return
+            self._device_wait_said = line
         self.log(line)
         try:
             self.store.add_event(self.run_id, "device_wait", payload={"message": line})

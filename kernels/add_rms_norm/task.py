@@ -1,4 +1,4 @@
-"""Residual add + RMS norm, as transformers' decoders write it (issue 15's ``add_rms_norm``).
+"""Residual add + RMS norm, as transformers' decoders write it (the ``add_rms_norm`` region pattern).
 
 A decoder layer ends ``hidden = residual + hidden`` and the next layer (or the final norm)
 starts with its RMSNorm; where the sum is read by nothing else, one kernel can add, norm and

@@ -1,6 +1,6 @@
 """BatchNorm (eval) then ReLU over an NCHW fp32 tensor, and with a residual add before the
 ReLU: ResNet's ``relu(bn(conv(x)))`` and its bottleneck's ``relu(bn3(conv3(x)) + identity)``
-(issue 15's ``batch_norm_relu`` and ``batch_norm_add_relu``).
+(the ``batch_norm_relu`` and ``batch_norm_add_relu`` region patterns).
 
 In eval mode BatchNorm is a per-channel affine map of the running statistics, eps = 1e-5
 (``torch.nn.BatchNorm2d``'s default); eager runs it and the ReLU (and the add) as separate

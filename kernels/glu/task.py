@@ -3,7 +3,7 @@
 
 Eager runs two kernels (the activation, then the multiply), each a pass over memory; a fused
 kernel reads ``gate`` and ``up`` once and writes the product once. Shapes are the MLP
-intermediate activation of 4 x 512 = 2048 tokens (issue 15's Llama benchmark):
+intermediate activation of 4 x 512 = 2048 tokens (the Llama benchmark's):
 TinyLlama-1.1B's intermediate size is 5632, Llama-2-7B's 11008; Llama-3-8B's is 14336, taken
 at 8192 tokens. GeGLU with the tanh approximation is Gemma's MLP (``gelu_pytorch_tanh``;
 intermediate 16384 for Gemma-2B, 24576 for Gemma-7B); the exact form is Stable Diffusion

@@ -1,6 +1,6 @@
 """GroupNorm then SiLU, as diffusion UNets write it:
 ``silu(group_norm(x, 32, weight, bias, eps=1e-5))`` over a contiguous NCHW tensor (fp32 and
-bf16; issue 15: the ``group_norm_silu`` pattern of ``capture --regions``).
+bf16; the ``group_norm_silu`` pattern of ``capture --regions``).
 
 Every ResnetBlock2D of Stable Diffusion 1.5's UNet opens with GroupNorm(32 groups,
 eps 1e-5, its config's ``norm_eps``) followed by SiLU. Shapes: a batch of 8 latents of a

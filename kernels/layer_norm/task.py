@@ -1,6 +1,6 @@
 """layer_norm over the last dim of a 2-D tensor with weight and bias, eps=1e-5 (fp32 and bf16),
 alone and followed by GELU (``layer_norm_gelu*``, exact and tanh: the ``layer_norm_gelu``
-pattern of ``capture --regions``, issue 15).
+pattern of ``capture --regions``).
 
 Shapes: (4096, 2048) are 4096 tokens through a GPT-Neo-1.3B block's LayerNorm (hidden
 2048); (8192, 4096) are 8192 tokens through an OPT-6.7B block's LayerNorm (hidden 4096).

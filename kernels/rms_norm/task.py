@@ -6,7 +6,7 @@ over memory; a fused kernel reads x once. Shapes: 8192 tokens at Llama-2-7B's hi
 bf16 the eager baseline computes in bf16 exactly as written, while correctness is judged
 against the same expression evaluated in fp64.
 
-Two more forms that today's decoders use (issue 15), bf16 with eps = 1e-6, on a batch of
+Two more forms that today's decoders use, bf16 with eps = 1e-6, on a batch of
 4 x 512 tokens and on 8192 tokens:
 
 - ``rms_norm_upcast_bf16``: Llama/Qwen in transformers (``LlamaRMSNorm``, ``Qwen2RMSNorm``):

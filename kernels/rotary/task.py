@@ -8,7 +8,7 @@ does; cos_batch 1), or one table per batch row, (B, 1, S, D) (transformers'
 ``LlamaRotaryEmbedding`` output, per-row position ids, unsqueezed over heads; cos_batch B).
 Eager runs the chain as five kernels (mul, neg, cat, mul, add; the slices are views), each a
 pass over x or a copy of it; a fused kernel reads x once and writes once. Shapes: 4 x 512
-tokens (issue 15's Llama benchmark): examples/llama_block.py (16 heads of 128), Llama-2-7B
+tokens (the Llama benchmark's): examples/llama_block.py (16 heads of 128), Llama-2-7B
 (32 heads of 128), Llama-3.2-1B (32 query heads of 64). bf16.
 """
 

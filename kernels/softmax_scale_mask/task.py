@@ -1,6 +1,6 @@
 """Attention-score softmax with a scale and an additive mask, as model code writes it:
 ``torch.softmax(scores * scale + mask, dim=-1)`` (``softmax_scale_mask*``) and
-``torch.softmax(scores * scale, dim=-1)`` (``softmax_scale*``), fp32 and bf16 (issue 15: the
+``torch.softmax(scores * scale, dim=-1)`` (``softmax_scale*``), fp32 and bf16 (the
 ``softmax_scale`` / ``softmax_scale_mask`` patterns of ``capture --regions``).
 
 scores are (B, H, S, S); scale = 0.125 = 1/sqrt(64), the head size of BERT, GPT-2 and

@@ -79,3 +79,64 @@ def test_a_400_every_request_gets_pauses_the_run_exit_3(tmp_path, fake_llm, monk
     assert data["run"]["status"] == "paused"
     assert "too many roles" in data["run"]["status_reason"] and "\n" not in data["run"]["status_reason"]
     assert len(fake_llm.chat_requests()) <= 3  # not one per iteration
+
+
+@pytest.mark.slow
+def test_a_server_that_never_answers_says_so_on_headless_output_then_pauses(tmp_path, fake_llm, monkeypatch, capsys):
+    from tests.fakellm import hang
+
+    fake_llm.fallback = lambda b: hang()
+    env = _env(tmp_path, fake_llm)
+    cfg = tmp_path / "xdg" / "forge-tui" / "config.toml"
+    cfg.write_text(cfg.read_text().replace("retry_budget_s = 10", "retry_budget_s = 2\nwait_notice_s = 0.3"))
+    try:
+        db, rc, out, err = _run(tmp_path, env, monkeypatch, capsys, iterations="2")
+    finally:
+        fake_llm.release.set()
+    assert rc == 3, out + err  # paused: the endpoint did not answer within retry_budget_s
+    waits = [ln for ln in (out + err).splitlines() if "waiting for the first token from" in ln]
+    assert waits and all(fake_llm.base_url in ln and ln.rstrip().endswith(" s") for ln in waits)
+    data = _show(capsys, db)
+    assert data["run"]["status"] == "paused" and "retry_budget_s" in data["run"]["status_reason"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("parallel", ["2", "4"])
+def test_a_400_learned_under_parallel_requests_rejects_no_node(tmp_path, fake_llm, monkeypatch, capsys, parallel):
+    """The first requests in flight all get OpenAI's max_tokens 400 (held until they are all
+    there); each is sent again as learned: no node rejected, the run not paused."""
+    import threading
+
+    from tests.fakellm import BODIES
+
+    together = threading.Barrier(int(parallel))
+    n = [0]
+
+    def serve(body):
+        if "max_tokens" in body:
+            try:
+                together.wait(timeout=10)
+            except threading.BrokenBarrierError:  # fewer in flight at once: refused all the same
+                pass
+            return raw(400, BODIES["openai_max_tokens"])
+        with fake_llm.lock:
+            n[0] += 1
+            k = n[0]
+        return reply(answer(variant(2 ** (k % 5 + 1)), f"ACC variant {k}"))
+
+    fake_llm.fallback = serve
+    env = _env(tmp_path, fake_llm)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    from tests.helpers import main_rc
+
+    db = tmp_path / "runs.db"
+    argv = ["--db", db, "run", "softmax", "--backend", "host", "--proposer", "llm", "--headless"]
+    rc, out, err = main_rc(capsys, *argv, "--iterations", "4", "--parallel", parallel)
+    assert rc == 0, out + err
+    data = _show(capsys, db)
+    assert data["run"]["status"] == "finished"
+    rejected = [x for x in data["nodes"] if x["status"] == "rejected"]
+    assert not rejected, rejected
+    sent = [r["body"] for r in fake_llm.chat_requests()]
+    assert sum("max_tokens" in b for b in sent) >= 1 and all("max_tokens" not in b for b in sent[int(parallel) :])

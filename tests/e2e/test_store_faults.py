@@ -101,7 +101,7 @@ def test_disk_full_mid_search_stops_then_resume_continues(tmp_path, searched_db)
         env={"FORGE_FAULT_MAX_PAGE_COUNT": str(_page_count(db) + 3)},
         timeout=180,
     )
-    # exit 3: interrupted, resumable (README), not 2 (a usage error)
+    # exit 3: interrupted, resumable (docs/cli.md), not 2 (a usage error)
     line = _one_line_error(res, "disk full", f"resume with forge-tui resume {run_id}", code=3)
     assert "device:" in res.stdout, "the search had started"
     s = Store(db, readonly=True)

@@ -103,6 +103,7 @@ def test_eval_json_seed_and_a_cheat(tmp_path):
     out = json.loads(res.stdout)
     assert EVAL_KEYS <= set(out)
     assert out["status"] == "ok" and out["speedup"] > 0 and out["median_ms"] > 0 and out["baseline_ms"] > 0
+    assert out["baseline_ms"] / out["median_ms"] == pytest.approx(out["speedup"])  # geometric means
     assert out["error"] == ""
     cheat = run_cli(
         "--db",

@@ -50,6 +50,13 @@ for mode in ("guarded", "always", "never"):
     res["op"] = which(torch.ops.forge.softmax(x), x)
     res["stats"] = fk.stats()
     out[mode] = res
+os.environ["FORGE_DISPATCH"] = "always"
+before = fk.stats()["calls"]
+try:
+    fk.forward(torch.randn(256, 1024, dtype=torch.float64))  # the kernel takes float32: raises
+    out["raised"] = None
+except Exception as exc:
+    out["raised"] = [type(exc).__name__, before, fk.stats()["calls"]]
 print(json.dumps(out))
 """
 
@@ -105,6 +112,8 @@ def test_untimed_and_lost_shapes_run_the_reference_unless_forced(tmp_path, softm
     assert {forced[k] for k in ("won", "lost", "untimed", "rank3", "op")} == {"kernel"}
     assert forced["stats"]["calls"] == {"kernel": 7, "reference": 3}
     assert runs["never"]["stats"]["calls"] == {"kernel": 7, "reference": 8}
+    name, before, after = runs["raised"]  # a call that raised is not counted
+    assert name == "TypeError" and before == after
 
 
 def test_parse_shapes(softmax_task):

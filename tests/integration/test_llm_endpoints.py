@@ -133,7 +133,7 @@ def test_llm_check_sends_a_search_sized_request_and_reports_what_it_learned(llm_
     from forge_tui.llm.check import check
 
     llm_env.fallback = lambda b: raw(400, BODIES["openai_max_tokens"]) if "max_tokens" in b else reply("ready")
-    ok, line = check()
+    ok, line = check(full=True)
     assert ok, line
     body = llm_env.chat_requests()[-1]["body"]
     size = sum(len(m["content"]) for m in body["messages"])
@@ -141,7 +141,7 @@ def test_llm_check_sends_a_search_sized_request_and_reports_what_it_learned(llm_
     assert body["max_completion_tokens"] == 16384 and body["stream"] is True  # the search's defaults
     assert "learned: max_completion_tokens" in line and "search-sized" in line and "\n" not in line
     llm_env.fallback = lambda b: raw(400, BODIES["vllm_context"])
-    ok, line = check()
+    ok, line = check(full=True)
     assert not ok and "maximum context length" in line
 
 
@@ -149,3 +149,69 @@ def test_server_ignoring_stream_and_sending_json_is_read(fake_llm):
     fake_llm.script = [reply("whole reply at once", reasoning="r", ignore_stream=True)]
     res = client(fake_llm).chat(HI)
     assert res.text == "whole reply at once" and res.reasoning == "r" and res.prompt_tokens
+
+
+def test_llm_check_sends_a_small_request_by_default(llm_env):
+    from forge_tui.llm.check import PING_MAX_TOKENS, check
+
+    llm_env.fallback = lambda b: reply("ready")
+    ok, line = check()
+    assert ok, line
+    body = llm_env.chat_requests()[-1]["body"]
+    assert sum(len(m["content"]) for m in body["messages"]) < 200 and body["max_tokens"] == PING_MAX_TOKENS
+    assert "a small request" in line and "advertises no context length" in line and "--full" in line
+
+
+@pytest.mark.parametrize(
+    "info,where",
+    [
+        ({"max_model_len": 32768}, "max_model_len"),  # vLLM
+        ({"max_context_length": 32768}, "max_context_length"),  # LM Studio's /api/v0 fields, if listed
+        ({"owned_by": "llamacpp", "meta": {"n_ctx_train": 32768, "n_vocab": 152064}}, "meta.n_ctx_train"),  # llama.cpp
+    ],
+)
+def test_llm_check_compares_the_advertised_context_with_the_search_request(llm_env, info, where):
+    from forge_tui.llm.check import check, search_request_tokens
+
+    llm_env.fallback = lambda b: reply("ready")
+    llm_env.model_info = info
+    ok, line = check()  # max_tokens 16384 + a ~30k-token prompt do not fit 32768
+    assert not ok and "32,768 tokens" in line and where in line and "--full" in line and "\n" not in line
+    assert llm_env.chat_requests() == []  # refused before any request
+    big = search_request_tokens(16384) + 1000
+    llm_env.model_info = {
+        k: ({**v, "n_ctx_train": big} if k == "meta" else big if k != "owned_by" else v) for k, v in info.items()
+    }
+    ok, line = check()
+    assert ok and f"context {big:,} tokens ({where})" in line
+
+
+def test_llm_check_cli_full_flag(llm_env):
+    from forge_tui.llm import prompts
+    from tests.fakellm import run_cli
+
+    llm_env.fallback = lambda b: reply("ready")
+    r = run_cli("llm", "check", "--full", timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "search-sized" in r.stdout
+    size = sum(len(m["content"]) for m in llm_env.chat_requests()[-1]["body"]["messages"])
+    assert size > prompts.MAX_PROMPT_CHARS - 200
+
+
+def test_llm_check_reads_llamacpp_props_n_ctx_before_the_training_context(llm_env):
+    from forge_tui.llm.check import check
+
+    llm_env.fallback = lambda b: reply("ready")
+    llm_env.model_info = {"owned_by": "llamacpp", "meta": {"n_ctx_train": 262144}}
+    llm_env.props = {"default_generation_settings": {"n_ctx": 8192}, "total_slots": 4}
+    ok, line = check()
+    assert not ok and "8,192 tokens (/props n_ctx)" in line
+
+
+def test_llm_check_reads_lm_studio_rest_api_context(llm_env):
+    from forge_tui.llm.check import check
+
+    llm_env.fallback = lambda b: reply("ready")
+    llm_env.lmstudio = {"type": "llm", "state": "loaded", "max_context_length": 131072, "loaded_context_length": 8192}
+    ok, line = check()
+    assert not ok and "8,192 tokens (loaded_context_length)" in line

@@ -141,3 +141,25 @@ def test_check_writable_waits_only_as_long_as_asked(tmp_path):
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 600_000
     store.check_writable(wait_s=0.2)  # free again: no error
     store.close()
+
+
+@pytest.mark.parametrize("argv", [["stop", "1"], ["rm", "1", "--yes"], ["resume", "1", "--headless"]])
+def test_write_commands_on_a_read_only_mount_say_read_only(readonly_dir, argv, capsys):
+    """No WAL in use: SQLite cannot even open the file for writing there. The documented
+    read-only line, not "cannot open database ... check the directory exists and is writable"."""
+    from tests.helpers import main_rc, one_line_error
+
+    db = readonly_dir / "forge.db"
+    line = one_line_error(*main_rc(capsys, "--db", db, *argv), "read-only", str(db))
+    assert "cannot open" not in line
+    assert sorted(p.name for p in readonly_dir.iterdir()) == ["forge.db"]
+
+
+@pytest.mark.parametrize("argv", [["stop", "1"], ["rm", "1", "--yes"], ["resume", "1", "--headless"]])
+def test_commands_on_a_missing_database_create_nothing(tmp_path, argv, capsys):
+    from tests.helpers import main_rc, one_line_error
+
+    db = tmp_path / "nope" / "x.db"
+    line = one_line_error(*main_rc(capsys, "--db", db, *argv), "no database at", str(db))
+    assert "--db" in line
+    assert not (tmp_path / "nope").exists()

@@ -1,4 +1,4 @@
-"""``resume --iterations N`` means N more evaluations from now (README), the nodes a killed
+"""``resume --iterations N`` means N more evaluations from now (docs/cli.md), the nodes a killed
 search left in flight among them: the progress ``[done/target]`` never passes its target, and
 an N below the nodes in flight is refused with one line (forge_tui.search.runner.resume_target).
 

@@ -150,7 +150,7 @@ class MeasurementsPane(VerticalScroll):
         node_meas = {
             m.shape: m for m in (d.measurements if d else []) if m.subject == "candidate" and not _confirmation(m)
         }
-        # the eager time interleaved with this node: the one eager figure of its rows (issue 14)
+        # the eager time interleaved with this node: the one eager figure of its rows
         node_eager = {
             m.shape: m for m in (d.measurements if d else []) if m.subject == "eager" and not _confirmation(m)
         }

@@ -178,8 +178,8 @@ def functional_name(func) -> Optional[str]:
 
 #: Backend-specific aten operators a forward on the GPU dispatches to, and the portable operator
 #: with the same arguments and the same first output that a task file calls instead (a task
-#: file loads on the CPU first, where ``aten::cudnn_batch_norm`` has no kernel; H200, session 7:
-#: a ResNet-50 region's task failed to load). The model's own calls keep their names
+#: file loads on the CPU first, where ``aten::cudnn_batch_norm`` has no kernel:
+#: a ResNet-50 region captured on the GPU would not load). The model's own calls keep their names
 #: (``captured_op``, the region signature), which is what ``apply`` matches.
 PORTABLE_OPS = {
     "aten.cudnn_batch_norm.default": "aten.native_batch_norm.default",

@@ -4,7 +4,7 @@
 aside) and a few data-flow facts (which call reads a parameter, a scalar, two activations).
 A pattern matches when the region's calls are exactly a pattern's calls (plus dtype casts
 where the pattern allows them), so a region holding more than a pattern is left unnamed
-rather than named wrongly. The names, as issue 15 lists them:
+rather than named wrongly. The names:
 
 =====================  ===============================================================
 ``rms_norm``           ``x * rsqrt(mean(x^2) + eps) * w`` (``upcast``: fp32 inside, cast back)

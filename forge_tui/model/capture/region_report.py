@@ -124,7 +124,8 @@ def format_region_tasks(tasks: Sequence[dict]) -> str:
         seed = (
             f"the {t['seed']} seed, adapted"
             if t.get("seed")
-            else f"no seed ({t.get('seed_reason') or 'none'}): an LLM writes it"
+            else f"no seed ({t.get('seed_reason') or 'none'})"
+            + (": an LLM writes it" if "--proposer llm" in t["run_command"].split(" (")[0] else "")
         )
         lines.append(f"  seed: {seed}")
         lines.append(f"  search it: {t['run_command']}")

@@ -1,4 +1,4 @@
-"""Seeds for fusion regions: a catalog pattern's seed adapted to a region task (issue 15).
+"""Seeds for fusion regions: a catalog pattern's seed adapted to a region task.
 
 A region that :mod:`.patterns` names (``rms_norm``, ``rotary_rotate_half``, ``swiglu``...) is
 computed by a catalog task whose :class:`kernels.base.PatternSeed` says how: which of its

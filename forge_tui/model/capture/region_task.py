@@ -300,12 +300,15 @@ def region_filename(rs: RegionSet, region: Region) -> str:
     return f"region_{region.id}{'_' + region.pattern_name if region.pattern_name else ''}.py"
 
 
-def write_region_tasks(store, rs: RegionSet, regions: Sequence[Region], out_dir=None) -> list[dict]:
+def write_region_tasks(
+    store, rs: RegionSet, regions: Sequence[Region], out_dir=None, *, force: bool = True
+) -> list[dict]:
     """Write one task file per region, load it and register it in the store (origin ``captured``).
 
     Args:
         store: an open :class:`store.Store`.
         out_dir: where the files go; default ``forge-tasks/<model stem>/``.
+        force: overwrite task files the user edited (False: refused first, nothing written).
 
     Returns:
         Per region: ``{"region", "path", "name", "task_id", "run_command"}``.
@@ -313,9 +316,10 @@ def write_region_tasks(store, rs: RegionSet, regions: Sequence[Region], out_dir=
     Raises:
         CaptureError: a file cannot be written, or the written file does not load as a task.
     """
-    from forge_tui.model.capture.register import task_dir, write_and_register
+    from forge_tui.model.capture.register import refuse_edited, task_dir, write_and_register
 
     out = task_dir(out_dir, rs.capture.model_file.stem)
+    refuse_edited([out / region_filename(rs, r) for r in regions], force)
     made = []
     for r in regions:
         path = out / region_filename(rs, r)

@@ -301,15 +301,19 @@ class LLMProposer:
 
 def _from_reasoning(result: ChatResult, parsed: ParsedReply) -> ParsedReply:
     """A reply whose answer is only in its reasoning field (Ollama does this with some models):
-    the reasoning's last kernel block when there is one, else why there is no answer."""
-    blocks, _ = code_blocks(result.reasoning)
-    chosen = choose_block(blocks)
-    if chosen is not None and defines_launch(chosen.code):
-        return ParsedReply(chosen.code.strip("\n") + "\n", "kernel taken from the model's reasoning field")
+    the reasoning's last kernel block when the model finished, else why there is no answer.
+
+    A reply cut at max_tokens (finish_reason ``length``) with no content was cut while the model
+    still reasoned: a closed block in that reasoning is a draft the model had not settled on,
+    never compiled (the finish reason is read before any block)."""
     if result.finish_reason == "length":
         return ParsedReply(
             "",
             "reply cut",
             "the reply was cut (finish_reason length) while the model was still reasoning: raise max_tokens",
         )
+    blocks, _ = code_blocks(result.reasoning)
+    chosen = choose_block(blocks)
+    if chosen is not None and defines_launch(chosen.code):
+        return ParsedReply(chosen.code.strip("\n") + "\n", "kernel taken from the model's reasoning field")
     return ParsedReply("", "empty reply", "the model answered only in its reasoning field, with no kernel in it")

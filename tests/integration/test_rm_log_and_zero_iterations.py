@@ -1,4 +1,4 @@
-"""Small CLI defects of the session-7 trial (trial_report.md sections 6 and 7): ``rm`` removes
+"""``rm`` removes
 the run's background-search log with the run, and a run with nothing to expand
 (``--iterations 0``) says so instead of describing a pipeline that starts nothing."""
 

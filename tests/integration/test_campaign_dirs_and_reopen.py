@@ -1,4 +1,4 @@
-"""``forge-tui optimize`` defects a new user found (host backend): another campaign's ``-o DIR``
+"""``forge-tui optimize`` directories and reopened regions (host backend): another campaign's ``-o DIR``
 refused before anything is written, ``rm`` of a campaign region's run named and the region
 searched again, no empty table when nothing can be searched, the searches left counted.
 

@@ -1,4 +1,4 @@
-"""Trial 8's CLI wording: ``resume`` of an unknown run says so first, and ``resume --headless``
+"""CLI wording: ``resume`` of an unknown run says so first, and ``resume --headless``
 on a read-only database prints no ``run N`` line before its error."""
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_run_line_only_once_the_search_says_something(tmp_path, capsys, monkeypa
 
 
 def test_ls_fits_an_80_column_terminal(tmp_path):
-    """A new user's trial (session 9): ``ls`` rows were 94 columns and wrapped at 80. Printed to a
+    """``ls`` rows must not wrap at 80 columns (they were 94). Printed to a
     terminal, a row fits (backend/proposer in one column, created MM-DD HH:MM, the task cut)."""
     from forge_tui.cli import render
 

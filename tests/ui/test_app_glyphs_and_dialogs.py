@@ -1,4 +1,4 @@
-"""The app's small defects from the session-7 trial (trial_report.md sections 6 and 7), at 80x24:
+"""The app's glyphs and dialogs at 80x24:
 the new-search form's error wraps inside the dialog with no toast over it, the iterations field
 keeps what is typed and says what it expects, no toast covers a modal dialog, every glyph is one
 plain cell, and deleting a run removes its log."""

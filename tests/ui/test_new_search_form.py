@@ -1,4 +1,4 @@
-"""Trial 8's new-search form findings: an error goes once a field is edited, the llm error
+"""The new-search form: an error goes once a field is edited, the llm error
 names the form's fields (not CLI flags), and an endpoint that is not http(s) is refused with
 any proposer."""
 
@@ -37,7 +37,7 @@ def test_llm_errors_name_the_form_fields(monkeypatch, tmp_path):
 
 
 def test_the_iterations_limit_names_the_field_not_the_flag():
-    """A new user's trial (session 9): 99999999999 in the form said ``--iterations must be ...``."""
+    """99999999999 in the form is refused in the form's words, not as ``--iterations must be ...``."""
     from forge_tui.core.config import RunConfig
 
     why = RunConfig(task="softmax", iterations=99_999_999_999).problem()

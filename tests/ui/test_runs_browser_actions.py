@@ -1,4 +1,4 @@
-"""Trial 8's runs-browser findings: the best column keeps its mark at 80 columns with the
+"""The runs browser's actions and narrow layout: the best column keeps its mark at 80 columns with the
 campaign column, the cursor returns to the run just left, and the delete dialog names a
 campaign region's search."""
 
@@ -65,7 +65,7 @@ async def test_cursor_returns_to_the_run_just_left(make_app, db):
 
 async def test_r_on_an_exhausted_tune_run_starts_nothing(make_app, db, spawner):
     """A tune run that tried its whole space (finished below its target) has nothing to resume:
-    ``r`` says so and starts no process (a new user's trial saw one start and finish again)."""
+    ``r`` says so and starts no process (rather than one that starts and finishes again)."""
     from forge_tui.core.status import EXHAUSTED_REASON
 
     s = Store(db)
@@ -99,8 +99,8 @@ async def test_delete_dialog_names_the_campaign_region(make_app, db):
 @pytest.mark.parametrize("fault", ["store", "log"])
 async def test_r_that_cannot_start_says_why_and_the_app_lives(make_app, spawner, fault, monkeypatch):
     """A read-only database (or a log directory that cannot be made) when ``r`` starts a search:
-    a toast with the one line, no child, the app still up (a new user's trial, session 9: the
-    app crashed with a traceback and exit code 0)."""
+    a toast with the one line, no child, the app still up (not a
+    traceback with exit code 0)."""
     from store.errors import StoreReadOnly
 
     app = make_app()
@@ -126,7 +126,7 @@ async def test_r_that_cannot_start_says_why_and_the_app_lives(make_app, spawner,
 
 
 def test_narrow_created_keeps_the_time_when_all_runs_are_of_one_day():
-    """A new user's trial (session 9): ``created`` cut to ``12-01`` on every row told nothing."""
+    """``created`` cut to ``12-01`` on every row would tell nothing when every run is of one day."""
     from forge_tui.app.screens.runs_table import fit_narrow
 
     def rows(*created):
@@ -142,8 +142,8 @@ def test_narrow_created_keeps_the_time_when_all_runs_are_of_one_day():
 
 
 async def test_q_on_a_finished_run_reads_quit(make_app):
-    """q stops only a run something drives: on a finished run the narrow footer says Quit (a new
-    user's trial, session 9, read Stop there)."""
+    """q stops only a run something drives: on a finished run the narrow footer says Quit, not
+    Stop."""
     from tests.ui.test_app_pilot import footer_keys
 
     app = make_app(run_id=1)  # finished
@@ -154,7 +154,7 @@ async def test_q_on_a_finished_run_reads_quit(make_app):
 
 
 async def test_a_read_only_database_is_marked_in_the_title(make_app, monkeypatch):
-    """A new user's trial (session 9): nothing said the database was read-only until an action
+    """Nothing would say the database was read-only until an action
     failed. The first poll tries a write (rolled back); the title then says so."""
     from store.errors import StoreReadOnly
 
