@@ -125,6 +125,51 @@ def roofline_floor_ms(bytes_moved: int, flops: int, bandwidth_gbs: float, tflops
     return max(t_mem, t_fl) * 1e3
 
 
+#: Which roof binds a shape: its bytes at the copy bandwidth, or its FLOPs at the peak rate.
+MEMORY_BOUND, COMPUTE_BOUND = "memory", "compute"
+
+
+def roofline(bytes_moved: int, flops: int, copy_gbs: Optional[float], tflops: float) -> tuple[float, str]:
+    """A shape's floor and the roof that sets it: ``(floor_ms, bound)``.
+
+    ``floor_ms = max(bytes_moved / copy_gbs, flops / tflops)`` in ms (Williams, Waterman,
+    Patterson, CACM 2009); ``bound`` is :data:`COMPUTE_BOUND` when the FLOP term is the larger,
+    :data:`MEMORY_BOUND` otherwise, ``""`` when neither figure is known (floor 0). ``copy_gbs``
+    in GB/s (bytes read + written), ``tflops`` in TFLOP/s (:func:`tflops_for`; 0: no compute
+    roof, e.g. the host backend or an unknown GPU).
+    """
+    t_mem = bytes_moved / (copy_gbs * 1e9) * 1e3 if copy_gbs else 0.0
+    t_fl = flops / (tflops * 1e12) * 1e3 if tflops and flops else 0.0
+    if not t_mem and not t_fl:
+        return 0.0, ""
+    return (t_fl, COMPUTE_BOUND) if t_fl > t_mem else (t_mem, MEMORY_BOUND)
+
+
+def peak_tflops(gpu: Optional[str], dtype: str, precision: Optional[str]) -> float:
+    """The dense peak TFLOP/s of GPU ``gpu`` (a device name) for ``dtype`` under ``precision``
+    (:func:`tflops_for`), or 0.0 where the GPU is unknown or absent (the host backend)."""
+    peak = peak_for(gpu) if gpu else None
+    if peak is None:
+        return 0.0
+    return tflops_for(peak, dtype, precision if precision in MATMUL_PRECISIONS else "highest")
+
+
+def rate_text(dtype: str, precision: Optional[str]) -> str:
+    """What :func:`tflops_for` rates ``dtype`` at under ``precision``, in words:
+    ``float32 on CUDA cores``, ``float32 as TF32 on tensor cores``, ``bfloat16 on tensor cores``."""
+    name = dtype.removeprefix("torch.")
+    if name in ("bfloat16", "float16", "bf16", "fp16", "half"):
+        return f"{name} on tensor cores"
+    return {"high": f"{name} as TF32 on tensor cores", "medium": f"{name} as bf16 on tensor cores"}.get(
+        precision or "", f"{name} on CUDA cores"
+    )
+
+
+def sol_pct(floor_ms: float, median_ms: Optional[float]) -> Optional[float]:
+    """The share of roofline speed a time reaches, in %: ``100 * floor_ms / median_ms`` (None when unknown)."""
+    return 100.0 * floor_ms / median_ms if floor_ms and median_ms and median_ms > 0 else None
+
+
 def achieved_gbs(bytes_moved: int, median_ms: float) -> float:
     """Achieved bandwidth in GB/s of a kernel moving ``bytes_moved`` in ``median_ms``."""
     return bytes_moved / (median_ms * 1e-3) / 1e9 if median_ms > 0 else 0.0

@@ -43,16 +43,6 @@ _C_TYPES = {
 #: Bytes per element.
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8, "int64": 8, "int32": 4, "bool": 1}
 
-#: Correctness tolerances per output dtype against an fp64 reference:
-#: ``|out - ref| <= atol_scale * max|ref| + rtol * |ref|`` elementwise, and
-#: ``||out - ref|| / ||ref|| <= rtol`` overall. fp32 values follow METHOD.md ("fp32 lands far
-#: under 1e-3"); bf16 has an 8-bit mantissa, so one rounding is 2^-9 = 2e-3 relative.
-TOLERANCES = {
-    "float32": {"rtol": 1e-4, "atol_scale": 1e-5},
-    "float16": {"rtol": 2e-3, "atol_scale": 1e-3},
-    "bfloat16": {"rtol": 1.6e-2, "atol_scale": 8e-3},
-}
-
 
 #: The seed files of a catalog operator: one per backend, for every dtype and variant.
 SEED_FILES: dict[str, str] = {BackendName.CUDA: "seed.cu", BackendName.HOST: "seed.cpp"}
@@ -272,11 +262,6 @@ def launch_signature(args: Sequence[Arg], backend: str) -> str:
     if backend == BackendName.CUDA:
         parts.append("cudaStream_t stream")
     return f'extern "C" int forge_launch({", ".join(parts)})'
-
-
-def tolerance_for(dtype: str) -> dict:
-    """Correctness tolerance of an output dtype (see :data:`TOLERANCES`)."""
-    return TOLERANCES.get(dtype, TOLERANCES["float32"])
 
 
 def random_tensor(shape: Sequence[int], generator, distribution: str, dtype: str = "float32"):

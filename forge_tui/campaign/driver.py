@@ -48,6 +48,7 @@ class Options:
     json: bool = False
     new: bool = False
     seed: int = 0
+    precision: str = "highest"  # torch.set_float32_matmul_precision for every search (core.config)
     rank: str = "auto"  # auto | compiled | eager: how regions are ranked (forge_tui.campaign.plan)
 
 
@@ -329,6 +330,7 @@ class Campaigner:
             "budget_s": o.budget_s,
             "gpus": o.gpus,
             "seed": o.seed,
+            "precision": o.precision,
             "floor": max(1, iterations // 4),
             **facts,
         }
@@ -390,6 +392,8 @@ class Campaigner:
         ]
         if o.seed != DEFAULTS.seed and o.seed != cfg.get("seed", DEFAULTS.seed):
             kept.append(f"--seed {cfg.get('seed', DEFAULTS.seed)} (asked {o.seed})")
+        if o.precision != DEFAULTS.precision and o.precision != cfg.get("precision", DEFAULTS.precision):
+            kept.append(f"--precision {cfg.get('precision', DEFAULTS.precision)} (asked {o.precision})")
         if o.proposer != "auto" and o.proposer != c.proposer:
             kept.append(f"--proposer {c.proposer} (asked {o.proposer})")
         if o.backend != "auto" and o.backend != c.backend:  # only --resume ID can name another backend's campaign

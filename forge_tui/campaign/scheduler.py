@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from forge_tui.core.config import DEFAULTS, default_parallel
+from forge_tui.core.config import DEFAULTS, default_parallel, run_precision
 from forge_tui.core.errors import ForgeError, one_line
 from forge_tui.core.present import run_best, speedup_cell
 from forge_tui.core.status import RunStatus
@@ -137,7 +137,11 @@ def new_run(store, campaign, region, task=None, proposer: Optional[str] = None):
         proposer, why = choose_proposer(task, campaign.backend, campaign.proposer, llm_ok)
         if proposer is None:
             raise CampaignError(why or "no proposer can search it")
-    config: dict = {"repairs": DEFAULTS.repairs, "parallel": default_parallel(proposer, campaign.backend)}
+    config: dict = {
+        "repairs": DEFAULTS.repairs,
+        "parallel": default_parallel(proposer, campaign.backend),
+        "precision": run_precision(campaign.config),
+    }
     if proposer == "llm":
         why = llm_problem()
         if why:

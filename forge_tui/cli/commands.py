@@ -16,7 +16,7 @@ from forge_tui.app.spawn import delete_run, start_search
 from forge_tui.cli import render
 from forge_tui.cli.capture_cmd import cmd_capture
 from forge_tui.cli.render import fail, fail_with
-from forge_tui.core.config import RunConfig, flag_problem
+from forge_tui.core.config import DEFAULTS, RunConfig, flag_problem
 from forge_tui.core.status import NodeStatus, ProposerName, RunStatus
 from forge_tui.search.create import preflight
 from forge_tui.tasks.refs import load_task
@@ -100,6 +100,7 @@ def run_config(args) -> RunConfig:
         base_url=args.base_url or "",
         seed_kernel=str(args.seed_kernel) if args.seed_kernel is not None else None,
         mode=getattr(args, "mode", "eval"),
+        precision=getattr(args, "precision", DEFAULTS.precision),
     )
 
 
@@ -292,7 +293,7 @@ def cmd_eval(args, store: Optional[Store]) -> int:
     why = backend_mismatch(path, backend)
     if why:
         return fail(why)
-    ev = Evaluator(task, backend, task_ref=task_ref(task))
+    ev = Evaluator(task, backend, task_ref=task_ref(task), precision=getattr(args, "precision", DEFAULTS.precision))
     try:
         base = ev.start()
         res = ev.evaluate(source, seed=args.seed)
@@ -417,6 +418,7 @@ def cmd_optimize(args, store: Store) -> int:
         json=args.json,
         new=args.new,
         seed=args.seed,
+        precision=getattr(args, "precision", DEFAULTS.precision),
         rank=args.rank,
     )
     from forge_tui.campaign.driver import check_options

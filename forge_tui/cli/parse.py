@@ -6,7 +6,7 @@ import argparse
 import re
 from pathlib import Path
 
-from forge_tui.core.config import BACKEND_CHOICES, DEFAULTS, PROPOSER_CHOICES
+from forge_tui.core.config import BACKEND_CHOICES, DEFAULTS, PRECISION_CHOICES, PROPOSER_CHOICES
 
 _PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
@@ -76,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=DEFAULTS.seed)
     ev.add_argument("--json", action="store_true")
     _mode_arg(ev)
+    _precision_arg(ev)
     _db_arg(ev)
     tk = sub.add_parser("tasks", help="list the task catalog, or show one task (a name or a task file)")
     tk.add_argument(
@@ -107,6 +108,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _precision_arg(p) -> None:
+    p.add_argument(
+        "--precision",
+        choices=PRECISION_CHOICES,
+        default=DEFAULTS.precision,
+        help="fp32 matmul precision, as torch.set_float32_matmul_precision: highest (default, fp32), high (TF32 "
+        "tensor cores) or medium (bf16); the reference, eager and torch.compile run under it and the fp32 "
+        "tolerance follows it",
+    )
+
+
 def _mode_arg(p, what: str = "a task file's model") -> None:
     p.add_argument(
         "--mode",
@@ -121,6 +133,7 @@ def _run_parser(sub) -> None:
     r = sub.add_parser("run", help="start a search on a task")
     r.add_argument("task", help="catalog task name (see `forge-tui tasks`) or a task file")
     _mode_arg(r)
+    _precision_arg(r)
     r.add_argument(
         "--iterations",
         type=int,
@@ -207,7 +220,12 @@ def _model_parsers(sub) -> None:
         "(gemm, attention, fused, copy, other), the glue budget and the GEMMs' roofline share",
     )
     _backend_arg(cp, help="run the model on the GPU (cuda) or the CPU (host); auto: GPU when torch sees one")
-    cp.add_argument("--samples", type=int, default=None, help="timing samples per operator (default 50 cuda, 15 host)")
+    cp.add_argument(
+        "--samples",
+        type=int,
+        default=None,
+        help="timing samples per operator (default 50 cuda, 15 host); with --compiled, timed forwards (default 150 cuda, 31 host)",
+    )
     cp.add_argument("--no-time", action="store_true", help="record only; skip timing the operators")
     cp.add_argument(
         "--force",
@@ -311,6 +329,7 @@ def _optimize_parser(sub) -> None:
         "eager share; auto (default): compiled on cuda, eager on the host",
     )
     op.add_argument("--seed", type=int, default=DEFAULTS.seed, help="random seed of the searches")
+    _precision_arg(op)
     op.add_argument(
         "-o",
         "--output",

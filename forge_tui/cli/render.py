@@ -12,10 +12,12 @@ import math
 import sys
 from typing import Any, Iterable, Optional
 
+from forge_tui.core.config import DEFAULT_PRECISION, run_precision
 from forge_tui.core.errors import ForgeError, user_message
 from forge_tui.core.present import (
     CONFIRMATION_JSON,
     confirmation,
+    duration_text,
     legends,
     run_best,
     shown_speedup,
@@ -161,6 +163,7 @@ def show_json(run, nodes: list, llm: dict, llm_usage: Optional[dict] = None) -> 
     summary = run_summary(run, best)
     summary["baseline"] = run.baseline
     summary["device_facts"] = run.device
+    summary["precision"] = run_precision(run.config)
     if llm_usage is not None:
         summary["llm_usage"] = llm_usage
     return to_json({"run": summary, "nodes": node_dicts(nodes, llm)})
@@ -179,19 +182,38 @@ def _depth_first(out_nodes: list[dict]) -> list[dict]:
     return ordered
 
 
+def _roofs(run, best) -> dict[str, str]:
+    """Per shape, ``   floor 277.0 us, compute-bound`` from the best node's figures (``ShapeResult``
+    ``floor_ms`` and ``bound``: max(bytes / copy bandwidth, FLOPs / peak rate)); empty without them."""
+    out: dict[str, str] = {}
+    for shape, v in ((best.shapes if best is not None else None) or {}).items():
+        if isinstance(v, dict) and v.get("floor_ms") and v.get("bound"):
+            out[shape] = f"   floor {duration_text(float(v['floor_ms']))}, {v['bound']}-bound"
+            if v.get("sol_pct") is not None:
+                out[shape] += f" (best node at {float(v['sol_pct']):.0f}% of roofline speed)"
+    return out
+
+
 def show_text(run, nodes: list) -> str:
     """``forge-tui show RUN``: the run, its eager baseline, its best, then its tree of nodes."""
     best = next((n for n in nodes if n.id == run.best_node_id), None)
     device = _device(run.device_json)
     status, reason = effective_state(run)
+    precision = run_precision(run.config)
     lines = [
-        f"run {run.id}: {run.task_name} on {device or run.backend} ({run.backend}, {run.proposer}) "
-        f"{status}{' - ' + reason if reason else ''}"
+        f"run {run.id}: {run.task_name} on {device or run.backend} ({run.backend}, {run.proposer}"
+        + (f", fp32 matmul precision {precision}" if precision != DEFAULT_PRECISION else "")
+        + f") {status}{' - ' + reason if reason else ''}"
     ]
     base = run.baseline
+    roofs = _roofs(run, best)
     for shape, ms in (base.get("eager") or {}).items():
         comp = (base.get("compile") or {}).get(shape)
-        lines.append(f"  eager {shape}: {ms * 1e3:.1f} us" + (f"   torch.compile: {comp * 1e3:.1f} us" if comp else ""))
+        lines.append(
+            f"  eager {shape}: {ms * 1e3:.1f} us"
+            + (f"   torch.compile: {comp * 1e3:.1f} us" if comp else "")
+            + roofs.get(shape, "")
+        )
     value, kind = run_best(run, best)
     mark = f" {speedup_mark(kind)}" if speedup_mark(kind) else ""
     shown = f"{value:.3f}x{mark} {kind} (node {run.best_node_id})" if value else "-"
@@ -235,6 +257,7 @@ def eval_dict(res, base: dict) -> dict:
         "flags": res.flags,
         "memory": getattr(res, "memory", None) or {},
         "device": base.get("gpu") or base.get("cpu"),
+        "precision": base.get("precision") or DEFAULT_PRECISION,
     }
 
 
@@ -253,7 +276,13 @@ def eval_text(res) -> str:
     for shape, v in res.shapes.items():
         lines.append(
             f"  {shape}: {v['median_ms'] * 1e3:.1f} us vs eager {v['baseline_ms'] * 1e3:.1f} us "
-            f"({v['speedup']:.3f}x, {v['gbps']:.0f} GB/s, CV {100 * v['cv']:.1f}%)"
+            f"({v['speedup']:.3f}x, {v['gbps']:.0f} GB/s, CV {100 * v['cv']:.1f}%"
+            + (
+                f", {v['sol_pct']:.0f}% of the {v['bound']}-bound floor {duration_text(v['floor_ms'])}"
+                if v.get("sol_pct") is not None and v.get("bound") and v.get("floor_ms")
+                else ""
+            )
+            + ")"
         )
     mem = getattr(res, "memory", None) or {}
     if mem.get("peak_bytes") and mem.get("problem_bytes"):

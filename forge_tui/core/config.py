@@ -24,6 +24,14 @@ PROPOSER_CHOICES: tuple[str, ...] = tuple(ProposerName)
 #: ``profile``: ``auto`` captures an Nsight Compute profile of each ok node on cuda where ncu
 #: exists (forge_tui.evaluate.profile); ``off`` never runs ncu.
 PROFILE_CHOICES: tuple[str, ...] = (AUTO, "off")
+#: ``precision``: PyTorch's fp32 matmul precision (``torch.set_float32_matmul_precision``):
+#: ``highest`` fp32 arithmetic (PyTorch's default), ``high`` TF32 tensor cores (10-bit
+#: mantissa inputs), ``medium`` bf16 tensor cores (7-bit mantissa inputs). The worker sets it
+#: before the reference and the baselines run, and the fp32 tolerance follows it
+#: (``forge_tui.core.tolerance.tolerance_for``).
+PRECISION_CHOICES: tuple[str, ...] = ("highest", "high", "medium")
+#: The precision of a run stored before the setting existed, and of every run not given one.
+DEFAULT_PRECISION = "highest"
 
 #: Largest ``iterations`` (a search this long would run for weeks) and ``parallel``.
 MAX_ITERATIONS = 10_000_000
@@ -58,6 +66,7 @@ class RunConfig:
         seed_kernel: a kernel source file for the root node instead of the task's seed.
         profile: ``auto`` or ``off``: a hardware profile (ncu) of each ok node on cuda.
         mode: a task file's model in ``eval`` (default) or ``train`` mode (as constructed).
+        precision: the fp32 matmul precision policy, one of :data:`PRECISION_CHOICES`.
     """
 
     task: str
@@ -73,6 +82,7 @@ class RunConfig:
     seed_kernel: Optional[str] = None
     profile: str = AUTO
     mode: str = "eval"
+    precision: str = DEFAULT_PRECISION
 
     def problem(self) -> Optional[str]:
         """One line naming a setting out of range, else None."""
@@ -82,6 +92,8 @@ class RunConfig:
             return f"unknown proposer {self.proposer!r}: use {' or '.join(PROPOSER_CHOICES)}"
         if self.profile not in PROFILE_CHOICES:
             return f"unknown profile setting {self.profile!r}: use {' or '.join(PROFILE_CHOICES)}"
+        if self.precision not in PRECISION_CHOICES:
+            return f"unknown precision {self.precision!r}: use {', '.join(PRECISION_CHOICES)}"
         return flag_problem(
             parallel=self.parallel, c=self.c, repairs=self.repairs, iterations=self.iterations, seed=self.seed
         )
@@ -118,6 +130,13 @@ def flag_problem(
     if seed is not None and not 0 <= seed <= MAX_SEED:
         return f"--seed must be between 0 and {MAX_SEED}"
     return None
+
+
+def run_precision(config: dict) -> str:
+    """The fp32 matmul precision a stored run's ``config`` asks for (:data:`DEFAULT_PRECISION`
+    for a run stored before the setting existed)."""
+    value = config.get("precision") if isinstance(config, dict) else None
+    return value if value in PRECISION_CHOICES else DEFAULT_PRECISION
 
 
 def default_parallel(proposer: str, backend: str) -> int:

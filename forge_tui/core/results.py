@@ -252,6 +252,12 @@ class ShapeResult:
     eager figure of this node and shape); ``speedup_lo``/``speedup_hi`` its spread
     (:func:`speedup_interval`); ``straddles_1``: that interval holds 1.0. Rows stored before
     schema 4 lack the timing-mode fields (mode ``""``, spread None).
+
+    ``sol_pct`` is ``100 * floor_ms / median_ms``: the share of the roofline speed reached, with
+    ``floor_ms = max(bytes / copy bandwidth, FLOPs / peak rate at the task's dtype and fp32
+    matmul precision)`` (:func:`forge_tui.hardware.roofline`); ``bound`` says which term is
+    larger (``memory`` or ``compute``; ``""`` in rows stored before it was recorded, whose
+    ``sol_pct`` is the bandwidth share).
     """
 
     median_ms: float
@@ -271,6 +277,8 @@ class ShapeResult:
     baseline_cv: Optional[float] = None
     speedup_lo: Optional[float] = None
     speedup_hi: Optional[float] = None
+    floor_ms: Optional[float] = None
+    bound: str = ""
 
     @property
     def straddles_1(self) -> bool:
@@ -299,6 +307,8 @@ class ShapeResult:
             "speedup_lo": self.speedup_lo,
             "speedup_hi": self.speedup_hi,
             "straddles_1": self.straddles_1,
+            "floor_ms": self.floor_ms,
+            "bound": self.bound,
         }
 
     @staticmethod
@@ -321,6 +331,8 @@ class ShapeResult:
             d.get("baseline_cv"),
             d.get("speedup_lo"),
             d.get("speedup_hi"),
+            d.get("floor_ms"),
+            str(d.get("bound") or ""),
         )
 
     def to_json(self) -> str:

@@ -12,6 +12,7 @@ from typing import Callable, Optional
 
 import torch
 
+from forge_tui.core.tolerance import tolerance_for, tolerance_text
 from forge_tui.evaluate.backends import get_backend
 from forge_tui.evaluate.launch import (
     POISON_BYTE,
@@ -26,7 +27,7 @@ from forge_tui.evaluate.launch import (
     poison_storage_,
     reference_inputs,
 )
-from kernels.base import TaskSpec, tolerance_for
+from kernels.base import TaskSpec
 
 #: Two runs on identical inputs may differ (atomics, split reductions) when their largest
 #: difference is at most this fraction of the allowed error (:func:`allowed_error`): the
@@ -36,16 +37,24 @@ from kernels.base import TaskSpec, tolerance_for
 NONDETERMINISM_FRACTION = 0.01
 
 
+def matmul_precision(precision: Optional[str] = None) -> str:
+    """``precision``, or when None this process's ``torch.get_float32_matmul_precision()``: the
+    policy the worker set at start-up from the run's ``--precision``."""
+    return precision or torch.get_float32_matmul_precision()
+
+
 def allowed_error(
-    ref: "torch.Tensor", dtype: str, eager: Optional["torch.Tensor"] = None
+    ref: "torch.Tensor", dtype: str, eager: Optional["torch.Tensor"] = None, precision: Optional[str] = None
 ) -> tuple["torch.Tensor", float]:
     """The elementwise error bound and the relative-norm bound :func:`compare` holds an output to.
 
     ``ref``: the fp64 reference. Returns ``(limit, rtol_norm)`` with ``limit = atol_scale *
-    max|ref| + rtol * |ref|`` (0 where the reference is not finite), widened to twice
-    PyTorch's own error ``2 * |eager - ref|`` when ``eager`` is given (see :func:`compare`).
+    max|ref| + rtol * |ref|`` (0 where the reference is not finite; ``atol_scale`` and ``rtol``
+    from :func:`forge_tui.core.tolerance.tolerance_for` for ``dtype`` under the fp32 matmul ``precision``,
+    see :func:`matmul_precision`), widened to twice PyTorch's own error ``2 * |eager - ref|``
+    when ``eager`` is given (see :func:`compare`).
     """
-    tol = tolerance_for(dtype)
+    tol = tolerance_for(dtype, matmul_precision(precision))
     finite_ref = torch.isfinite(ref)
     scale = float(ref[finite_ref].abs().max()) if bool(finite_ref.any()) else 0.0
     r = torch.where(finite_ref, ref, torch.zeros_like(ref))
@@ -92,7 +101,11 @@ def compare_exact(out: "torch.Tensor", ref: "torch.Tensor", dtype: str) -> tuple
 
 # --------------------------------------------------------------------------- correctness
 def compare(
-    out: "torch.Tensor", ref: "torch.Tensor", dtype: str, eager: Optional["torch.Tensor"] = None
+    out: "torch.Tensor",
+    ref: "torch.Tensor",
+    dtype: str,
+    eager: Optional["torch.Tensor"] = None,
+    precision: Optional[str] = None,
 ) -> tuple[bool, float, float, str, str]:
     """Compare a candidate output with an fp64 reference (check 8).
 
@@ -105,13 +118,21 @@ def compare(
     ``2 * ||eager - ref|| / ||ref||`` for the norm. Without it a tiny output could fail a
     correct kernel: fp32 GELU at x = -5.3 is -6.8e-8 in fp64, and the textbook
     ``0.5 x (1 + erf(x / sqrt 2))`` (PyTorch's CUDA formula) gives -0 after cancellation.
+
+    ``precision``: the fp32 matmul policy the tolerance follows (None: this process's, see
+    :func:`matmul_precision`). A failing note names, at the first element out of tolerance,
+    the error found and the error allowed there, and the whole output's relative-norm error
+    against its bound.
     """
     if not (out.is_floating_point() or out.is_complex()):
         return compare_exact(out, ref, dtype)
     if tuple(out.shape) != tuple(ref.shape):
         return False, math.inf, math.inf, "", f"output shape {tuple(out.shape)} != reference {tuple(ref.shape)}"
-    tol = tolerance_for(dtype)
-    tol_text = f"|err| <= {tol['atol_scale']:g}*max|ref| + {tol['rtol']:g}*|ref|, rel-norm <= {tol['rtol']:g}"
+    precision = matmul_precision(precision)
+    tol = tolerance_for(dtype, precision)
+    tol_text = tolerance_text(dtype, precision) + (
+        f" (fp32 matmul precision {precision})" if precision != "highest" else ""
+    )
     st = _error_stats(out, ref, tol["atol_scale"], tol["rtol"], eager)
     if st.n_bad:
         note = (
@@ -119,6 +140,7 @@ def compare(
             f"(first at flat index {st.first_bad}; {st.nan_left} still hold the NaN poison: output not written?)"
         )
         return False, math.inf, math.inf, tol_text, note
+    norm_text = f"relative-norm error {st.rel_norm:.3g} (allowed {st.rtol_norm:.3g})"
     if st.n_over:
         return (
             False,
@@ -127,11 +149,13 @@ def compare(
             tol_text,
             (
                 f"{st.n_over} of {out.numel()} elements out of tolerance; first at flat index {st.first_over}: "
-                f"got {st.got:.6g}, expected {st.expected:.6g}"
+                f"got {st.got:.6g}, expected {st.expected:.6g}, error {st.first_err:.3g} where "
+                f"{st.first_allowed:.3g} is allowed; {norm_text}; worst at flat index {st.worst}: error "
+                f"{st.worst_err:.3g}, allowed {st.worst_allowed:.3g}; tolerance {tol_text}"
             ),
         )
     if st.rel_norm > st.rtol_norm:
-        return False, st.max_abs, st.max_rel, tol_text, f"relative norm error {st.rel_norm:.3g} over {st.rtol_norm:.3g}"
+        return False, st.max_abs, st.max_rel, tol_text, f"{norm_text}; tolerance {tol_text}"
     return True, st.max_abs, st.max_rel, tol_text, ""
 
 
@@ -148,7 +172,8 @@ class ErrorStats:
     one's flat index, and how many outputs are NaN at all. max_abs / max_rel: the largest
     absolute and relative error where the reference is finite. n_over / first_over: elements
     over the allowed error (:func:`allowed_error`), the first one's flat index, and ``got`` /
-    ``expected`` there. rel_norm / rtol_norm: ``||out - ref|| / ||ref||`` and its bound.
+    ``expected`` / ``first_err`` / ``first_allowed`` there; ``worst``: the flat index where the
+    error is the largest multiple of its allowance (``worst_err``, ``worst_allowed``). rel_norm / rtol_norm: ``||out - ref|| / ||ref||`` and its bound.
     """
 
     n_bad: int = 0
@@ -160,6 +185,12 @@ class ErrorStats:
     first_over: int = -1
     got: float = math.nan
     expected: float = math.nan
+    first_err: float = math.nan
+    first_allowed: float = math.nan
+    worst: int = -1
+    worst_err: float = math.nan
+    worst_allowed: float = math.nan
+    worst_ratio: float = -1.0
     rel_norm: float = 0.0
     rtol_norm: float = 0.0
 
@@ -240,6 +271,13 @@ def _error_stats(
         if k and st.first_over < 0:
             i = int(over.nonzero()[0])
             st.first_over, st.got, st.expected = a + i, float(o[i]), float(r[i])
+            st.first_err, st.first_allowed = float(diff[i]), float(limit[i])
+        if k:
+            ratio = diff / limit.clamp_min(1e-300)
+            j = int(torch.argmax(ratio))
+            if float(ratio[j]) > st.worst_ratio:
+                st.worst_ratio, st.worst = float(ratio[j]), a + j
+                st.worst_err, st.worst_allowed = float(diff[j]), float(limit[j])
         st.n_over += k
     st.rel_norm = math.sqrt(diff_sq) / norm_ref if norm_ref > 0 else st.max_abs
     return st
@@ -390,7 +428,7 @@ def _nondeterminism(
     else:
         d = (a.double() - b.double()).abs().nan_to_num(math.inf)
         diff = float(d.max()) if d.numel() else 0.0
-        limit, _ = allowed_error(ref.to(torch.float64).contiguous(), dtype, eager)
+        limit, _ = allowed_error(ref.to(torch.float64).contiguous(), dtype, eager)  # this process's precision
         frac = float((d / limit.clamp_min(1e-300)).max()) if d.numel() else 0.0
     if worst:
         diff, frac = max(diff, worst["max_abs_diff"]), max(frac, worst["tolerance_frac"])

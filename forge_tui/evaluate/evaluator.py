@@ -25,6 +25,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
+from forge_tui.core.config import DEFAULT_PRECISION
 from forge_tui.core.errors import ForgeError
 from forge_tui.core.results import BaselineResult, EvalResult
 from forge_tui.core.status import BackendName, NodeStatus
@@ -111,6 +112,11 @@ class Evaluator:
             worker's start-up size (default :func:`forge_tui.evaluate.worker.memory_budget`).
         free_bytes: the memory the pre-flight takes as free (bytes) instead of reading it
             (:func:`forge_tui.evaluate.footprint.free_memory`); for tests.
+        precision: the fp32 matmul precision policy (``highest``, ``high``, ``medium``;
+            :data:`forge_tui.core.config.PRECISION_CHOICES`): the worker calls
+            ``torch.set_float32_matmul_precision`` with it before the task is vetted and before
+            any reference, baseline or candidate runs, and the fp32 tolerance follows it
+            (:func:`forge_tui.core.tolerance.tolerance_for`). Set it before :meth:`start`.
 
     Raises:
         compiler.ToolchainError: the backend's compiler is missing (at construction).
@@ -127,11 +133,13 @@ class Evaluator:
         compile_timeout_s: float = compiler.COMPILE_TIMEOUT_S,
         memory_limit_mb: Optional[int] = None,
         free_bytes: Optional[int] = None,
+        precision: str = DEFAULT_PRECISION,
     ):
         self.be: Backend = get_backend(backend)
         self.backend: BackendName = self.be.name
         self.task, self.trials = task, trials
         self.memory_limit_mb = memory_limit_mb
+        self.precision = precision
         self.worker_rss_mb: Optional[float] = None
         self.task_ref = task_ref or {"module": task.module, "name": task.name}
         self.stage_overrides = dict(stage_limits or {})
@@ -213,6 +221,7 @@ class Evaluator:
                 "backend": self.backend.value,
                 "memory_limit_mb": self.memory_limit_mb,
                 "free_bytes": self.free_bytes,
+                "precision": self.precision,
             },
             "init",
         )

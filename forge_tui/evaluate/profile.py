@@ -133,25 +133,33 @@ def roofline_lines(
     compile_ms: Mapping[str, float],
     copy_gbs: Optional[float],
     tflops: float = 0.0,
+    rate: str = "",
 ) -> list[str]:
-    """One line per timed shape: bytes moved, the floor time, eager and torch.compile times.
+    """One line per timed shape: bytes (and FLOPs) moved, the floor time and which roof sets it,
+    eager and torch.compile times.
 
     Args:
         shapes: ``{shape: {"bytes": int, "flops": int, ...}}`` (the task's
             ``spec_dict()["shapes"]``; ``bytes`` is ``TaskSpec.bytes_moved``: inputs read once
-            plus outputs written once) or ``{shape: bytes}``.
+            plus outputs written once; ``flops`` the reference's FLOP count) or ``{shape: bytes}``.
         eager_ms / compile_ms: median ms per shape (the run's baseline summary,
             ``baseline_json["eager"]`` and ``["compile"]``); a shape missing is "not timed".
         copy_gbs: the copy bandwidth in GB/s (bytes read + written), the ceiling the
             evaluator's GB/s and SOL% use (``facts["copy_gbs"]`` or the datasheet's); None or
-            0 gives no floor.
-        tflops: peak TFLOP/s for a compute floor (0: memory floor only).
+            0 gives no memory floor.
+        tflops: peak TFLOP/s for the compute floor (the task's dtype under the run's fp32
+            matmul precision, :func:`forge_tui.hardware.peak_tflops`; 0: memory floor only).
+        rate: what ``tflops`` is the peak of, for the text (``"float32, TF32 tensor cores"``).
 
     The floor is the roofline's ``max(bytes / copy_gbs, flops / tflops)``
-    (:func:`forge_tui.hardware.roofline_floor_ms`, Williams et al. 2009); each baseline's
-    GB/s is ``bytes / time`` as in :func:`forge_tui.hardware.achieved_gbs`. A prompt heads them with
+    (:func:`forge_tui.hardware.roofline`, Williams et al. 2009) and the line says which roof
+    binds (``memory-bound``/``compute-bound``); each baseline's GB/s is ``bytes / time`` as in
+    :func:`forge_tui.hardware.achieved_gbs` (its TFLOP/s on a compute-bound shape), and its
+    share of roofline speed is ``floor / time``. A prompt heads them with
     :data:`forge_tui.llm.prompts.ROOFLINE_TITLE`.
     """
+    from forge_tui.hardware import COMPUTE_BOUND, roofline
+
     out = []
     for name, spec in shapes.items():
         nbytes = int(spec["bytes"] if isinstance(spec, Mapping) else spec)
@@ -159,18 +167,24 @@ def roofline_lines(
         parts = [f"{_fmt_bytes(nbytes)} moved"]
         if flops:
             parts[0] += f", {flops / 1e9:,.2f} GFLOP"
-        t_mem = nbytes / (copy_gbs * 1e9) * 1e3 if copy_gbs else 0.0
-        t_fl = flops / (tflops * 1e12) * 1e3 if tflops and flops else 0.0
-        floor = max(t_mem, t_fl)
-        if floor:
-            bound = "compute" if t_fl > t_mem else f"{copy_gbs:,.0f} GB/s"
-            parts.append(f"floor {duration_text(floor)} (at {bound})")
+        floor, bound = roofline(nbytes, flops, copy_gbs, tflops)
+        if bound == COMPUTE_BOUND:
+            mem = f"; memory floor {duration_text(nbytes / (copy_gbs * 1e9) * 1e3)}" if copy_gbs else ""
+            on = f" {rate}" if rate else ""
+            parts.append(f"floor {duration_text(floor)} (compute-bound: {tflops:,.0f} TFLOP/s{on}{mem})")
+        elif bound:
+            parts.append(f"floor {duration_text(floor)} (memory-bound: {copy_gbs:,.0f} GB/s)")
         for label, table in (("eager", eager_ms), ("torch.compile", compile_ms)):
             ms = (table or {}).get(name)
             if not ms or ms <= 0:
                 parts.append(f"{label} not timed")
                 continue
-            text = f"{label} {duration_text(ms)} ({nbytes / (ms * 1e-3) / 1e9:,.0f} GB/s"
+            achieved = (
+                f"{flops / (ms * 1e-3) / 1e12:,.1f} TFLOP/s"
+                if bound == COMPUTE_BOUND
+                else f"{nbytes / (ms * 1e-3) / 1e9:,.0f} GB/s"
+            )
+            text = f"{label} {duration_text(ms)} ({achieved}"
             text += f", {floor / ms:.0%} of roofline speed)" if floor else ")"
             parts.append(text)
         out.append(f"- {name}: " + "; ".join(parts))

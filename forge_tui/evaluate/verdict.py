@@ -23,10 +23,18 @@ SOL_MARGIN = 0.97
 
 
 def shape_verdict(res: EvalResult, shapes: dict, be: Backend, task: TaskSpec, facts: dict) -> EvalResult:
-    """Speedups, roofline figures and the suspect gates (checks 12, 13, 19)."""
+    """Speedups, roofline figures and the suspect gates (checks 12, 13, 19, 30).
+
+    % SOL is the share of the shape's roofline floor reached: ``100 * floor / median`` with
+    ``floor = max(bytes / copy bandwidth, FLOPs / peak rate)``, the FLOPs the task counts
+    (``TaskSpec.flops``: FlopCounterMode over the reference for a task file) and the peak rate
+    of the task's dtype under the worker's fp32 matmul precision (``facts["precision"]``,
+    :func:`forge_tui.hardware.peak_tflops`); each shape records which roof binds (``bound``).
+    """
     speedups, total = [], 0.0
     peak = be.peak(facts)
     copy_gbs = (peak.copy_gbs if peak and peak.copy_gbs else None) or facts.get("copy_gbs") or None
+    tflops = hardware.peak_tflops(facts.get("gpu"), task.dtype, facts.get("precision")) if be.needs_gpu else 0.0
     suspect: list[str] = []
     # speed-of-light gate against the physical (datasheet) ceiling
     bw, _tf = be.sol_ceiling(peak, copy_gbs)
@@ -36,7 +44,8 @@ def shape_verdict(res: EvalResult, shapes: dict, be: Backend, task: TaskSpec, fa
         nbytes = int(task.bytes_moved(dims))
         c, e = m.candidate, m.eager
         gbps = hardware.achieved_gbs(nbytes, c.median_ms)
-        sol = 100.0 * gbps / copy_gbs if copy_gbs else None
+        roof_ms, bound = hardware.roofline(nbytes, int(task.flops(dims) or 0), copy_gbs, tflops)
+        sol = hardware.sol_pct(roof_ms, c.median_ms)
         sp = e.median_ms / c.median_ms if c.median_ms > 0 else math.inf
         speedups.append(sp)
         total += c.median_ms
@@ -65,7 +74,7 @@ def shape_verdict(res: EvalResult, shapes: dict, be: Backend, task: TaskSpec, fa
         lo, hi = speedup_interval(e, c)
         res.shapes[name] = ShapeResult(
             c.median_ms, e.median_ms, sp, gbps, sol, c.cv, c.p10_ms, c.p90_ms, throttled, m.rounds,
-            m.mode, m.launches, e.p10_ms, e.p90_ms, e.cv, lo, hi,
+            m.mode, m.launches, e.p10_ms, e.p90_ms, e.cv, lo, hi, roof_ms or None, bound,
         ).to_dict()  # fmt: skip
         method = f"{be.timing_method}; {m.mode}, {m.launches} launch(es) per window" + (
             ", CUDA graph" if m.graphed.get("candidate") else ""
@@ -82,7 +91,7 @@ def shape_verdict(res: EvalResult, shapes: dict, be: Backend, task: TaskSpec, fa
                     "p90_ms": st.p90_ms,
                     "cv": st.cv,
                     "gbps": g,
-                    "sol_pct": 100.0 * g / copy_gbs if copy_gbs else None,
+                    "sol_pct": hardware.sol_pct(roof_ms, st.median_ms),
                     "samples_json": json.dumps(list(st.samples)),
                     "clocks_json": json.dumps(dict(m.clocks)),
                     "throttled": throttled,

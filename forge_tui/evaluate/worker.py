@@ -112,6 +112,11 @@ class Worker:
             "machine": platform.machine(),
         }
         self.backend.prepare_worker()  # cuda: a visible device, initialised; host: one torch thread
+        # the run's fp32 matmul policy, before the vetting, the reference and the baselines run:
+        # eager and torch.compile then use TF32 (high) or bf16 (medium) as the candidates may, and
+        # correctness reads it back for the fp32 tolerance (forge_tui.core.tolerance.tolerance_for)
+        facts["precision"] = msg.get("precision") or "highest"
+        torch.set_float32_matmul_precision(facts["precision"])
         self.device = self.backend.torch_device
         facts.update(self.backend.device_facts())
         self.telemetry = timers.Telemetry(self.backend)

@@ -13,9 +13,13 @@ from typing import Optional
 
 from forge_tui.core.backends import backend_facts
 from forge_tui.core.present import duration_text
+from forge_tui.core.tolerance import DISTRIBUTION_TEXT, PRECISION_MANTISSA, tolerance_text, trial_schedule
 
 #: The heading of a task's roofline lines (:func:`forge_tui.evaluate.profile.roofline_lines`).
-ROOFLINE_TITLE = "Roofline per timed shape (bytes read + written once; floor = bytes / copy bandwidth):"
+ROOFLINE_TITLE = (
+    "Roofline per timed shape (bytes read + written once; floor = max(bytes / copy bandwidth, "
+    "FLOPs / peak rate at the dtype and fp32 matmul precision)):"
+)
 MAX_SOURCE_CHARS = 24_000
 MAX_LOG_CHARS = 6_000
 MAX_SIBLINGS = 8
@@ -52,6 +56,14 @@ class TaskInfo:
     roofline: list = field(default_factory=list)
     #: How each shape is timed: "cold" (L2 flushed) or "warm" (inputs L2-resident, as in a model).
     timing_mode: str = ""
+    #: The run's fp32 matmul precision (``torch.set_float32_matmul_precision``): the tolerance follows it.
+    precision: str = "highest"
+    #: Input distributions the correctness trials draw, in order (``TaskSpec.distributions``).
+    distributions: tuple = ()
+    #: Shapes checked for correctness only, ``{shape: {dim: int}}`` (``TaskSpec.check_shapes``).
+    check_shapes: dict = field(default_factory=dict)
+    #: Correctness trials per shape.
+    trials: int = 3
 
 
 def cap(text: str, limit: int, *, keep: str = "head") -> str:
@@ -85,7 +97,8 @@ def measurements(k: KernelInfo) -> str:
         if v.get("gbps") is not None:
             parts.append(f"{v['gbps']:.1f} GB/s")
         if v.get("sol_pct") is not None:
-            parts.append(f"{v['sol_pct']:.1f}% of SOL bandwidth")
+            what = "(compute-bound: share of the FLOP floor)" if v.get("bound") == "compute" else "bandwidth"
+            parts.append(f"{v['sol_pct']:.1f}% of SOL {what}")
         lines.append(f"  - {shape}: " + ", ".join(parts))
     return "\n".join(lines)
 
@@ -133,10 +146,50 @@ def rules(task: TaskInfo, backend: str) -> str:
         f"timers, no global state that changes the results between calls, no reading outside "
         f"the given sizes.{stream}\n"
         f"{allowed}"
-        f"4. Results must match the reference within {task.dtype} tolerance for any sizes, "
-        "including odd sizes and tails (e.g. 37x999, 1x5).\n"
+        f"4. Results must match the reference for any sizes, including odd sizes and tails (e.g. 37x999, "
+        f"1x5).\n{correctness_text(task)}\n"
         "5. After the code block, write one line: `Description: <what you changed and why>`."
     )
+
+
+def correctness_text(task: TaskInfo) -> str:
+    """How the kernel is judged, in numbers: the tolerance formula for the task's output dtypes
+    under its fp32 matmul precision, and the input distributions of each shape's trials."""
+    dtypes = list(dict.fromkeys(dt for _n, role, dt in task.args if role == "out")) or [task.dtype]
+    floats = [dt for dt in dtypes if dt in ("float32", "float16", "bfloat16")]
+    name, bits = PRECISION_MANTISSA.get(task.precision, PRECISION_MANTISSA["highest"])
+    lines = ["   Correctness is checked against an fp64 reference on fresh random inputs for every trial:"]
+    for dt in floats:
+        lines.append(f"   - {dt} outputs: {tolerance_text(dt, task.precision)}")
+    if any(dt not in floats for dt in dtypes):
+        lines.append("   - integer and bool outputs: every element equal")
+    if floats:
+        lines.append(
+            "     (err = out - ref elementwise, rel-norm = ||out - ref|| / ||ref||; each bound is never stricter than "
+            "twice PyTorch eager's own error on the same inputs)"
+        )
+    if "float32" in floats:
+        lines.append(
+            f"   - fp32 matmul precision: {task.precision} ({name}, {bits}-bit mantissa): "
+            + (
+                "fp32 arithmetic; single-pass TF32 or bf16 tensor-core products err by ~1e-3 relative and fail."
+                if task.precision == "highest"
+                else f"{name} tensor-core products are allowed; PyTorch eager and torch.compile run {name} too."
+            )
+        )
+    shapes = list(task.shapes) + list(task.check_shapes)
+    sched = trial_schedule(shapes, tuple(task.distributions), task.trials)
+    if task.distributions:
+        used = dict.fromkeys(d for _s, ds in sched for d in ds)
+        lines.append("   - input distributions: " + "; ".join(f"{d} = {DISTRIBUTION_TEXT.get(d, d)}" for d in used))
+        for s, ds in sched:
+            where = (
+                "timed"
+                if s in task.shapes
+                else "checked only: " + ", ".join(f"{d}={v}" for d, v in task.check_shapes[s].items())
+            )
+            lines.append(f"     {s} ({where}): {', '.join(ds)}")
+    return "\n".join(lines)
 
 
 def task_section(task: TaskInfo, backend: str) -> str:
@@ -263,7 +316,7 @@ def failure_text(status: str, error: str, compile_log: str = "", correctness: Op
             lines.append(
                 f"- shape {c.get('shape')}, input distribution {c.get('distribution')}, seed "
                 f"{c.get('seed')}: max abs err {c.get('max_abs_err')}, max rel err {c.get('max_rel_err')}, "
-                f"tolerance {c.get('tolerance')}" + (f" ({c['note'][:200]})" if c.get("note") else "")
+                f"tolerance {c.get('tolerance')}" + (f" ({c['note'][:600]})" if c.get("note") else "")
             )
         if len(failed) > 6:
             lines.append(f"... and {len(failed) - 6} more failed checks")

@@ -10,7 +10,7 @@ forward once as the reference. It traces the forward into an aten-level torch.fx
 kernel's region and every call of each op kernel's operator for one call of the kernel's
 operator (:mod:`forge_tui.model.apply_match`), dead-code-eliminates, runs the rewritten
 graph and checks its outputs against the reference within the output dtype's tolerance
-(:data:`kernels.base.TOLERANCES`); a forward that differs by more is judged against the same
+(:data:`forge_tui.core.tolerance.TOLERANCES`); a forward that differs by more is judged against the same
 model run in a wider dtype (fp32 for bf16/fp16, fp64 for fp32: on the GPU an fp32 model's
 convolutions run in TF32 by default, and one rounding's difference upstream of them moves
 their outputs by ~1e-3), next to eager's own error there

@@ -81,7 +81,7 @@ def precision_check(ref: list, got: list, ref32: list, first: dict, wide: str = 
 
 def check_outputs(ref: list, got: list) -> dict:
     """Each output tensor against the original forward's, within its dtype's tolerance
-    (:func:`forge_tui.evaluate.correctness.compare`, :data:`kernels.base.TOLERANCES`); integer
+    (:func:`forge_tui.evaluate.correctness.compare`, :data:`forge_tui.core.tolerance.TOLERANCES`); integer
     outputs must be equal. Returns ``{"passed", "max_abs_err", "max_rel_err", "tolerance",
     "note", "outputs"}`` of the worst output."""
     from forge_tui.evaluate.correctness import compare

@@ -275,6 +275,7 @@ def extend(
     shapes: Optional[str],
     shapes_from: Optional[str],
     seed: int,
+    precision: str = "highest",
 ) -> tuple[list[dict], Optional[dict]]:
     """The coverage with ``--shapes`` and ``--shapes-from`` added: both timed in one evaluation.
 
@@ -288,7 +289,11 @@ def extend(
         pl = plan(task, backend, rows, cover, extra, label_, n_user)
     to_time = {**extra, **(pl.to_time if pl else {})}
     what = "/".join(w for w, on in (("--shapes", shapes), ("--shapes-from", shapes_from)) if on)
-    timed = coverage.time_shapes(task, ref, backend, source_code, to_time, seed=seed, what=what) if to_time else {}
+    timed = (
+        coverage.time_shapes(task, ref, backend, source_code, to_time, seed=seed, what=what, precision=precision)
+        if to_time
+        else {}
+    )
     more = [coverage.entry(task, k, extra[k], timed[k], n_user, "export --shapes") for k in extra]
     if pl is not None:
         more += entries(task, pl, timed, cover + more, n_user)

@@ -156,6 +156,7 @@ def time_shapes(
     shapes: Mapping[str, Mapping[str, int]],
     seed: int,
     what: str = "--shapes",
+    precision: str = "highest",
 ) -> dict[str, dict]:
     """Evaluate ``source`` (correctness and interleaved timing against eager) on ``shapes``.
 
@@ -167,7 +168,7 @@ def time_shapes(
 
     extra = {k: dict(v) for k, v in shapes.items()}
     wider = dataclasses.replace(task, shapes=extra, host_shapes=extra)
-    ev = Evaluator(wider, backend, task_ref={**ref, "shapes": extra})
+    ev = Evaluator(wider, backend, task_ref={**ref, "shapes": extra}, precision=precision)
     try:
         res = ev.evaluate(source, seed=seed)
     except Exception as exc:

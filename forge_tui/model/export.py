@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from forge_tui.core.backends import all_backend_facts
+from forge_tui.core.config import run_precision
 from forge_tui.core.errors import one_line
 from forge_tui.core.present import confirmation
 from forge_tui.core.status import NodeStatus
@@ -175,7 +176,16 @@ def export_run(
 
         seed = run.seed * 1_000_003 + node.id + 7
         cover, found = extend(
-            task, ref, backend, node.source, cover, n_user, shapes=shapes, shapes_from=shapes_from, seed=seed
+            task,
+            ref,
+            backend,
+            node.source,
+            cover,
+            n_user,
+            shapes=shapes,
+            shapes_from=shapes_from,
+            seed=seed,
+            precision=run_precision(run.config),  # the extra shapes judged and timed as the search was
         )
     module = render_module(task, backend, run_id=run.id, node_id=node.id, speedup=speedup, coverage=cover)
     manifest = {
@@ -413,7 +423,7 @@ def _common_values(
     n_user: int,
 ) -> dict:
     """The head's and the operator's values: the data section, the docstring, the signature."""
-    from kernels.base import TOLERANCES, tolerance_for
+    from forge_tui.core.tolerance import TOLERANCES, tolerance_for
 
     be = get_backend(backend)
     flags = list(be.flags)

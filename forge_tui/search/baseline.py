@@ -4,7 +4,8 @@ Both are timed as candidates are (windows of launches replayed from a CUDA graph
 task's mode; :func:`forge_tui.evaluate.trials.time_shape`), so torch.compile's per-call
 Python overhead is out of its figure. A node's speedup is over the eager time interleaved
 with it; ``speedup_compile`` (over torch.compile) is derived from the run's compile figure
-and the node's own time (:func:`compile_speedup`).
+and the node's own time (:func:`compile_speedup`). Their % SOL is against the shape's roofline
+floor, memory or compute (:func:`forge_tui.hardware.roofline`), as a candidate's is.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import math
 from typing import Any, Callable, Optional
 
+from forge_tui import hardware
 from forge_tui.core.results import EvalResult
 from forge_tui.core.status import NodeStatus
 from forge_tui.evaluate.backends import get_backend
@@ -30,11 +32,14 @@ def measure_baseline(
     with gate.timing():
         b = evaluator.baseline(run.seed, compile_baseline=with_compile)
     copy = evaluator.facts.get("copy_gbs")
+    facts = evaluator.facts
+    tflops = hardware.peak_tflops(facts.get("gpu"), task.dtype, facts.get("precision")) if facts.get("gpu") else 0.0
     rows: list[dict] = []
     summary: dict = {"eager": {}, "compile": {}, "compile_error": b.get("compile_error", "")}
     for shape, entry in b["shapes"].items():
         dims = task.shapes_for(run.backend)[shape]
         nbytes = int(task.bytes_moved(dims))
+        floor_ms, _bound = hardware.roofline(nbytes, int(task.flops(dims) or 0), copy, tflops)
         for subject in ("eager", "compile"):
             st = entry.get(subject)
             if not st:
@@ -51,7 +56,7 @@ def measure_baseline(
                     "p90_ms": st["p90_ms"],
                     "cv": st["cv"],
                     "gbps": gbps,
-                    "sol_pct": 100 * gbps / copy if copy else None,
+                    "sol_pct": hardware.sol_pct(floor_ms, st["median_ms"]),
                     "samples_json": json.dumps(st["samples"]),
                     "clocks_json": json.dumps(entry.get("clocks", {})),
                     "method": f"baseline; {entry.get('mode', 'cold')}, {entry.get('launches', 1)} launch(es) per window"

@@ -58,7 +58,7 @@ def create_run(store: Store, cfg: RunConfig):
     backend = BackendName(resolve_backend(cfg.backend))
     task = load_task(cfg.task, getattr(cfg, "mode", "eval"))
     parallel = cfg.parallel if cfg.parallel is not None else default_parallel(proposer, backend)
-    config: dict[str, Any] = {"repairs": cfg.repairs, "parallel": parallel}
+    config: dict[str, Any] = {"repairs": cfg.repairs, "parallel": parallel, "precision": cfg.precision}
     if proposer is ProposerName.LLM:
         from forge_tui.llm.config import llm_run_config
 

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from forge_tui.core.config import AUTO
+from forge_tui.core.config import AUTO, run_precision
 from forge_tui.core.status import BackendName, NodeStatus, ProposerName, RunStatus
 from forge_tui.evaluate.backends import (
     Backend,
@@ -400,6 +400,7 @@ class Search(NodeSteps):
     def _drive_inner(self) -> tuple[RunStatus, str]:
         run = self.run
         self.evaluator = self.evaluator_factory(self.task, run.backend)
+        self.evaluator.precision = run_precision(run.config)  # the run's policy, whichever factory made it
         self.evaluator.on_device_wait = self._device_wait
         facts = self.evaluator.start()
         if run.fingerprint and run.fingerprint != self.evaluator.fingerprint:

@@ -107,6 +107,21 @@ def test_header_says_one_state_word(db):
     assert header_text(running, 0.0, 60).plain.count("paus") == 1
 
 
+def test_header_names_a_precision_other_than_highest(db):
+    """A run under ``--precision high`` says so (its fp32 tolerance and baselines follow it); a
+    default run's header is unchanged."""
+    import json
+
+    store = Store(db)
+    run = store.get_run(2)
+    plain = header_text(run, 0.0).plain
+    high = store.update_run(2, config_json=json.dumps({**run.config, "precision": "high"}))
+    store.close()
+    assert "matmul" not in plain
+    assert "fp32 matmul high" in header_text(high, 0.0).plain
+    assert "fp32 matmul" not in header_text(high, 0.0, 60).plain  # gives way on a narrow terminal
+
+
 async def test_new_search_form_shows_focus_and_keeps_every_field(make_app, monkeypatch):
     import forge_tui.search.create as create
 

@@ -83,6 +83,8 @@ def test_shape_timing_and_result():
         "speedup_lo",
         "speedup_hi",
         "straddles_1",
+        "floor_ms",
+        "bound",
     ]
     assert ShapeResult.from_dict(d) == r and ShapeResult.from_json(r.to_json()) == r
 

@@ -168,9 +168,9 @@ def test_roofline_lines_per_timed_shape():
     }
     lines = roofline_lines(shapes, {"small": 0.0042, "big": 0.045}, {"big": 0.040}, 4300.0)
     assert lines == [
-        "- small: 8.4 MB moved; floor 2.0 us (at 4,300 GB/s); eager 4.2 us (1,997 GB/s, 46% of roofline speed); "
+        "- small: 8.4 MB moved; floor 2.0 us (memory-bound: 4,300 GB/s); eager 4.2 us (1,997 GB/s, 46% of roofline speed); "
         "torch.compile not timed",
-        "- big: 134.2 MB moved; floor 31.2 us (at 4,300 GB/s); eager 45.0 us (2,983 GB/s, 69% of roofline speed); "
+        "- big: 134.2 MB moved; floor 31.2 us (memory-bound: 4,300 GB/s); eager 45.0 us (2,983 GB/s, 69% of roofline speed); "
         "torch.compile 40.0 us (3,355 GB/s, 78% of roofline speed)",
     ]
     assert ROOFLINE_TITLE.startswith("Roofline per timed shape")
@@ -181,7 +181,22 @@ def test_roofline_without_a_bandwidth_and_with_a_compute_floor():
         "- s: 2.0 MB moved; eager 2.500 ms (1 GB/s); torch.compile not timed"
     ]
     (line,) = roofline_lines({"mm": {"bytes": 1_000_000, "flops": 2_000_000_000_000}}, {}, {}, 4000.0, tflops=1000.0)
-    assert line.startswith("- mm: 1.0 MB moved, 2,000.00 GFLOP; floor 2.000 ms (at compute)")
+    assert line.startswith(
+        "- mm: 1.0 MB moved, 2,000.00 GFLOP; floor 2.000 ms (compute-bound: 1,000 TFLOP/s; memory floor"
+    )
+
+
+def test_a_gemm_prompt_states_its_compute_floor_not_30x_of_headroom():
+    # KernelBench level 2 76_Gemm_Add_ReLU: 137 GFLOP and 335.6 MB per call; eager 2.733 ms on the H200
+    from forge_tui import hardware
+
+    shape = {"file": {"bytes": 335_577_088, "flops": 137_438_953_472}}
+    peak = hardware.peak_tflops("NVIDIA H200", "float32", "highest")
+    (line,) = roofline_lines(shape, {"file": 2.733}, {}, 4246.0, peak, hardware.rate_text("float32", "highest"))
+    assert "compute-bound: 67 TFLOP/s float32 on CUDA cores" in line and "75% of roofline speed" in line, line
+    tf32 = hardware.peak_tflops("NVIDIA H200", "float32", "high")
+    (line,) = roofline_lines(shape, {"file": 2.733}, {}, 4246.0, tf32, hardware.rate_text("float32", "high"))
+    assert "494 TFLOP/s float32 as TF32 on tensor cores" in line and "10% of roofline speed" in line, line
 
 
 # ---------------------------------------------------------------------------------- the queue

@@ -76,7 +76,7 @@ def test_app_and_cli_store_the_same_tune_run(tmp_path, clean_env, no_background,
     )
     assert cli_run == app_run
     expected = 1 if backend == "host" else 4  # a tune search on cuda is compile-bound: 4 in flight
-    assert app_run[1] == {"repairs": DEFAULTS.repairs, "parallel": expected}
+    assert app_run[1] == {"repairs": DEFAULTS.repairs, "parallel": expected, "precision": "highest"}
     assert app_run[0][:2] == ("softmax", "host" if backend == "host" else "cuda")
 
 
@@ -137,3 +137,34 @@ def test_create_does_not_import_torch():
     code = "import sys, forge_tui.search.create, forge_tui.core.config; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.split() == ["False"], out.stderr
+
+
+def test_the_precision_is_stored_and_every_search_of_the_run_evaluates_under_it(tmp_path, clean_env):
+    """``run --precision high`` stores ``precision`` in the run's config; a search of that run
+    (the first one and every resume) hands it to its evaluator before the worker starts."""
+    from forge_tui.evaluate.evaluator import WorkerError
+    from forge_tui.search.runner import Search, SearchError
+
+    store = Store(tmp_path / "f.db")
+    try:
+        run = create.create_run(store, RunConfig(task="softmax", backend="host", precision="high", iterations=1))
+        assert store.get_run(run.id).config["precision"] == "high"
+        seen = []
+
+        class Refused:
+            precision = "highest"
+            on_device_wait = None
+
+            def start(self):
+                seen.append(self.precision)
+                raise WorkerError("no worker in this test")
+
+            def close(self):
+                pass
+
+        for _ in range(2):  # the first search, then a resume
+            with pytest.raises(SearchError):
+                Search(store, run.id, log=lambda line: None, evaluator_factory=lambda t, b: Refused()).execute()
+        assert seen == ["high", "high"]
+    finally:
+        store.close()

@@ -22,6 +22,7 @@ from forge_tui.app.format import (
     speedup_style,
     speedup_text,
 )
+from forge_tui.core.config import DEFAULT_PRECISION, run_precision
 from store.models import RunRead
 
 #: Run statuses of a run something drives (or may drive again soon).
@@ -30,7 +31,19 @@ ACTIVE = ("running", "paused", "created")
 #: The order the header gives way when it does not fit: each step moves one field to its
 #: next shorter form (the last form of a droppable field is empty). The run, task, status
 #: and best speedup always stay.
-HEADER_GIVE_WAY = ("where", "search", "elapsed", "iter", "control", "elapsed", "task", "node", "kind", "iter")
+HEADER_GIVE_WAY = (
+    "where",
+    "precision",
+    "search",
+    "elapsed",
+    "iter",
+    "control",
+    "elapsed",
+    "task",
+    "node",
+    "kind",
+    "iter",
+)
 
 
 def header_text(run: RunRead, now: float, width: Optional[int] = None, best: Optional[object] = None) -> Text:
@@ -77,6 +90,9 @@ def header_text(run: RunRead, now: float, width: Optional[int] = None, best: Opt
     if kind == CONFIRMED and best.speedup is not None and speedup_text(best.speedup) != speedup_text(value):
         field("search", f" (search {speedup_text(best.speedup)})", "", style="dim")
     field("where", f"  {run.backend}/{run.proposer}", "", style="dim")
+    precision = run_precision(run.config)
+    if precision != DEFAULT_PRECISION:  # the fp32 tolerance and the baselines follow it
+        field("precision", f" fp32 matmul {precision}", f" {precision}", style="yellow")
     form = dict.fromkeys(fields, 0)
 
     def cells() -> int:

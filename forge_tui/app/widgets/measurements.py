@@ -30,6 +30,7 @@ from forge_tui.app.format import (
     speedup_text,
 )
 from forge_tui.app.messages import NodeDetail
+from forge_tui.core.config import DEFAULT_PRECISION, run_precision
 from store.models import MeasurementRead, NodeRead, RunRead
 
 
@@ -61,6 +62,14 @@ _MODE_WORDS = {
     "cold": "cache flushed before each window of launches",
     "warm": "inputs cache-resident, as inside a forward",
 }
+
+
+def _bound_note(shape: str, node_shapes: list[dict]) -> str:
+    """`` (compute-bound: %SOL of the FLOP floor)`` when a node's figures for ``shape`` say the
+    compute roof binds there (``ShapeResult.bound``), else ""; a memory-bound shape's %SOL is
+    the bandwidth share, as always."""
+    bound = next((s[shape].get("bound") for s in node_shapes if isinstance(s.get(shape), dict)), "")
+    return " (compute-bound: %SOL of the FLOP floor)" if bound == "compute" else ""
 
 
 def straddles(eager: MeasurementRead, cand: MeasurementRead) -> bool:
@@ -190,7 +199,15 @@ class MeasurementsPane(VerticalScroll):
             self.query_one("#meas-table", Static).update(Group(*parts))
             return
         modes = sorted({m.mode for m in [*node_meas.values(), *self.baseline] if getattr(m, "mode", "")})
-        parts.append(Text(f"on {device}" + (f"; {method}" if method else ""), style="dim"))
+        precision = run_precision(run.config)
+        parts.append(
+            Text(
+                f"on {device}"
+                + (f"; {method}" if method else "")
+                + (f"; fp32 matmul precision {precision}" if precision != DEFAULT_PRECISION else ""),
+                style="dim",
+            )
+        )
         if modes:
             parts.append(Text(f"mode: {', '.join(modes)} ({_MODE_WORDS.get(modes[0], '')})", style="dim"))
         straddle_seen = False
@@ -311,7 +328,7 @@ class MeasurementsPane(VerticalScroll):
                 pad_edge=False,
                 header_style="bold",
                 padding=(0, 1),
-                title=shape,
+                title=shape + _bound_note(shape, [shapes_of.get(n.id, {}) for n in (node, best) if n is not None]),
                 title_justify="left",
                 title_style="bold cyan",
             )

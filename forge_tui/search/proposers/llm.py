@@ -21,8 +21,10 @@ import time
 from typing import Callable, Optional
 
 from forge_tui import hardware
+from forge_tui.core.config import run_precision
 from forge_tui.core.status import NodeKind, NodeStatus, ProposerName
 from forge_tui.evaluate.profile import profile_text, roofline_lines
+from forge_tui.hardware import rate_text
 from forge_tui.llm import prompts
 from forge_tui.llm.client import BadReply, BadRequest, CannotChat, ChatResult, ContextTooLong, LLMClient, LLMError
 from forge_tui.llm.client import clean_text as clean
@@ -141,6 +143,9 @@ class LLMProposer:
             args=[(a.name, a.role, a.dtype) for a in t.args],
             roofline=self._roofline(ctx),
             timing_mode=str(getattr(t, "timing_mode", "") or ""),
+            precision=run_precision(getattr(ctx.run, "config", None) or {}),
+            distributions=tuple(getattr(t, "distributions", ()) or ()),
+            check_shapes={k: dict(v) for k, v in (getattr(t, "check_shapes", None) or {}).items()},
         )
 
     def _roofline(self, ctx: SearchContext) -> list[str]:
@@ -155,7 +160,12 @@ class LLMProposer:
         base = getattr(ctx.run, "baseline", None) or {}
         facts = self._facts(ctx)
         copy_gbs = facts.get("copy_gbs") or facts.get("bandwidth_gbs")
-        return roofline_lines(shapes, base.get("eager") or {}, base.get("compile") or {}, copy_gbs)
+        precision = run_precision(getattr(ctx.run, "config", None) or {})
+        dtype = str(getattr(ctx.task, "dtype", "float32") or "float32")
+        tflops = hardware.peak_tflops(facts.get("gpu"), dtype, precision)
+        return roofline_lines(
+            shapes, base.get("eager") or {}, base.get("compile") or {}, copy_gbs, tflops, rate_text(dtype, precision)
+        )
 
     def _facts(self, ctx: SearchContext) -> dict:
         facts = dict(ctx.facts or {})
