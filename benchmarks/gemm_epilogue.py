@@ -12,7 +12,7 @@ interleaved, ``samples`` times each, timed with CUDA events; per call: median an
 ``gemm only`` is ``F.linear(x, W)`` alone (cuBLAS, no epilogue): the floor of the other
 columns. TFLOP/s = 2 M N K / time; "% peak" is over forge_tui.hardware.tflops_for(peak, bf16).
 The seed's correctness is checked against the fp32 result of the same inputs (bf16's
-tolerance, kernels/base.py) before it is timed. Needs a CUDA GPU, nvcc and cuBLAS headers.
+tolerance, forge_tui/core/tolerance.py) before it is timed. Needs a CUDA GPU, nvcc and cuBLAS headers.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def main() -> int:
                 continue
             err = float((out.float() - ref).abs().max() / ref.abs().max())
             errs[label] = err
-            ok = err <= 8e-3 + 1.6e-2  # bf16: atol_scale + rtol (kernels/base.py), a coarse bound
+            ok = err <= 8e-3 + 1.6e-2  # bf16: atol_scale + rtol (forge_tui/core/tolerance.py), a coarse bound
             if not ok:
                 print(f"  {name} {label}: max error {err:.3g} of max|ref|: NOT timed")
                 continue
