@@ -115,6 +115,8 @@ def test_a_straddling_speedup_is_flagged(softmax_task):
 class _GemmSumTask:
     """A task whose reference FLOP count (a 1024x8192x8192 GEMM) no correct kernel must do."""
 
+    dtype = "float32"
+
     def shapes_for(self, backend):
         return {"s": {"n": 1}}
 
