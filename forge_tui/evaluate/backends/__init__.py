@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Union
 
-from forge_tui.core.backends import UnknownBackendError
+from forge_tui.core.backends import UnknownBackendError, backend_facts
 from forge_tui.core.status import BackendName
 from forge_tui.evaluate.backends.base import Backend, ToolchainError
 from forge_tui.evaluate.backends.cuda import CudaBackend, find_nvcc
@@ -38,12 +38,7 @@ def get_backend(name: Union[str, BackendName, Backend]) -> Backend:
     """The backend called ``name``. Raises :class:`UnknownBackendError` (one line) otherwise."""
     if isinstance(name, Backend):
         return name
-    try:
-        return _BACKENDS[BackendName(str(name))]
-    except ValueError:
-        raise UnknownBackendError(
-            f"unknown backend {str(name)!r}: use {' or '.join(b.value for b in BackendName)}"
-        ) from None
+    return _BACKENDS[backend_facts(name).name]  # backend_facts says what an unknown name is
 
 
 def available_backends() -> tuple[Backend, ...]:
