@@ -185,7 +185,7 @@ def test_nothing_to_search_writes_its_report_and_plans_again(tmp_path, capsys):
     rc, text, err = main_rc(capsys, "--db", db, "optimize", model, "--backend", "host", "-o", out)
     assert rc == 1, err
     assert (out / "campaign.json").is_file() and "see the skipped ones" not in text
-    assert "the capture found no fusion region in lin.py" in text  # and no empty table
+    assert "the capture found no fusion or GEMM + epilogue region in lin.py" in text  # and no empty table
     assert not any(ln.startswith("region ") for ln in text.splitlines())
     rc, text, err = main_rc(capsys, "--db", db, "optimize", model, "--backend", "host", "-o", out)
     assert rc == 1 and "had no region to search; planning again" in text
