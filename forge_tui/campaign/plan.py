@@ -88,8 +88,9 @@ def plan_regions(
         per region of the capture (picked ones ``state`` ``pending`` with ``iterations`` and
         ``budget_s``; the others ``skipped`` with ``note``), by rank; ``facts``: the
         bandwidth used, how many regions the capture found and, under ``gemm_regions``, each
-        GEMM region's ``anchors``, ``flops`` (per call) and ``compute_us`` (its compute floor,
-        :func:`compute_floor`) with its ``compute_roof``; ``tasks``: ``(loaded task,
+        GEMM region's ``anchors`` and, once its task was written and can be searched, its
+        ``flops`` (per call) and ``compute_us`` (its compute floor, :func:`compute_floor`) with
+        its ``compute_roof``; ``tasks``: ``(loaded task,
         proposer)`` of each picked region by region id (its run is created from them, the
         task file not loaded again). ``proposer``: ``auto``, ``tune`` or ``llm``; ``llm_ok``:
         an LLM endpoint is configured (``auto`` then searches seedless regions with it).
@@ -118,7 +119,7 @@ def plan_regions(
         order, facts = rank_inside_compile(model_file, backend, order, log)
     by = "what is left inside torch.compile" if facts["ranked_by"] == "compiled" else "share"
     gpu = _gpu(backend)
-    gemm_facts: dict[str, dict] = {}
+    gemm_facts: dict[str, dict] = {r.id: {"anchors": list(r.anchors)} for r in order if r.anchors}
 
     found = [rs]  # the closure's handle on the region set, emptied before the searches start
 
@@ -131,8 +132,7 @@ def plan_regions(
         row["bytes_moved"] = _bytes(task)
         if r.anchors:
             flops, row["compute_us"], roof = compute_floor(task, r.anchor_ms, gpu, precision)
-            gemm_facts[r.id] = {"anchors": list(r.anchors), "flops": flops, "compute_us": row["compute_us"]}
-            gemm_facts[r.id]["compute_roof"] = roof
+            gemm_facts[r.id].update(flops=flops, compute_us=row["compute_us"], compute_roof=roof)
         return (task, chosen), None
 
     entries = [(r, _row(r)) for r in order]
