@@ -159,3 +159,30 @@ def test_the_summary_names_the_pattern_and_the_gemm_it_crosses():
     row = next(i for i, ln in enumerate(lines) if ln.startswith("R2 "))
     assert "gemm_epilogue" in lines[row] and lines[row + 1].strip() == "across the GEMM: aten.addmm.default"
     assert "skipped R3 (swiglu, 10.0%): its calls are all inside R2" in lines
+
+
+def test_ranked_inside_compile_a_gemm_region_gets_the_glue_left_of_its_epilogue(monkeypatch):
+    from forge_tui.campaign import plan
+    from forge_tui.model.capture import compiled as cc
+
+    k = cc.CompiledKernel
+    table = cc.CompiledTable(
+        "m", "cuda", "H200", "cuda", "profiler", forwards=1,
+        kernels=[
+            k("nvjet_tst_128x64", cc.KernelKind.GEMM, 50.0, 1, 0.5),
+            k("triton_poi_fused_mul_silu_0", cc.KernelKind.FUSED, 10.0, 1, 0.1, floor_us=2.0),
+            k("triton_poi_fused_tanh_1", cc.KernelKind.FUSED, 3.0, 1, 0.03, floor_us=2.5),
+        ],
+    )  # fmt: skip
+    monkeypatch.setattr(cc, "compiled_table", lambda *a, **kw: table)
+    tanh = SimpleNamespace(id="R1", ops=["aten.tanh.default"], anchors=[])
+    glu = SimpleNamespace(
+        id="R6",
+        ops=["aten.t.default", "aten.mm.default", "aten.silu.default", "aten.mm.default", "aten.mul.Tensor"],
+        anchors=["aten.mm.default", "aten.mm.default"],
+    )
+    swiglu = SimpleNamespace(id="R3", ops=["aten.silu.default", "aten.mul.Tensor"], anchors=[])
+    order, facts = plan.rank_inside_compile("m.py", "cuda", [tanh, glu, swiglu], lambda _: None)
+    # the SiLU-product kernel counts for the fusion region and for the GEMM region holding it
+    assert facts["compiled_left_us"] == {"R3": 8.0, "R6": 8.0, "R1": 0.5}
+    assert [r.id for r in order] == ["R6", "R3", "R1"]
