@@ -231,7 +231,9 @@ class Campaigner:
         skipped = self.store.campaign_regions(campaign.id)
         name = Path(campaign.model_file).name
         if not skipped:
-            self.log(f"no region of this model can be searched: the capture found no fusion or GEMM + epilogue region in {name}")
+            self.log(
+                f"no region of this model can be searched: the capture found no fusion or GEMM + epilogue region in {name}"
+            )
         else:
             self.log(
                 f"no region of this model can be searched: each of its {len(skipped)} region(s) was skipped"
