@@ -28,7 +28,7 @@ from typing import Optional, Union
 
 from forge_tui.core.status import BackendName
 from forge_tui.evaluate.backends import Backend, ToolchainError, find_nvcc, get_backend
-from forge_tui.evaluate.harness import disk_full_in
+from forge_tui.evaluate.harness import cache_write_fault, disk_full_in
 
 __all__ = [
     "COMPILE_TIMEOUT_S",
@@ -207,9 +207,10 @@ def compile_source(
 
     Raises:
         ToolchainError: the compiler is missing.
-        DiskFull: the compiler could not write (the cache or its temp directory is full: the
-            machine's fault, never a ``compile_error``); OSError (ENOSPC) when this function
-            could not (``Evaluator.compile`` turns that into DiskFull too).
+        DiskFull: the compiler or this function could not write (the cache or its temp
+            directory is full: the machine's fault, never a ``compile_error``).
+        CacheUnwritable: the cache folder cannot be made or written (read-only file system,
+            no permission, a file in its path).
     """
     be = get_backend(backend)
     root = root or cache_dir()
@@ -225,15 +226,21 @@ def compile_source(
         log = log_file.read_text(errors="replace") if log_file.exists() else ""
         shown = (final_dir / "command.txt").read_text() if (final_dir / "command.txt").exists() else ""
         return _checked(CompileResult(True, str(library), log, 0.0, True, shown), be, source)
-    root.mkdir(parents=True, exist_ok=True)
-    if str(root) not in _swept:  # once per process and cache root
-        _swept.add(str(root))
-        sweep_stale_builds(root)
     work: Optional[Path]  # None once moved into the cache
-    work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=root))
+    try:  # a cache that cannot be written is the machine's fault, never the kernel's
+        root.mkdir(parents=True, exist_ok=True)
+        if str(root) not in _swept:  # once per process and cache root
+            _swept.add(str(root))
+            sweep_stale_builds(root)
+        work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=root))
+    except OSError as exc:
+        raise cache_write_fault(exc, root) from exc
     try:
         src = work / be.kernel_filename
-        src.write_text(source)
+        try:
+            src.write_text(source)
+        except OSError as exc:
+            raise cache_write_fault(exc, root) from exc
         out = work / "kernel.so"
         cmd = be.compile_command(arch, src, out)
         shown = " ".join(cmd)

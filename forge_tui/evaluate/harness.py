@@ -37,6 +37,18 @@ class DiskFull(HarnessFault):
         super().__init__(f"disk full: {self.path}" + (f" ({detail})" if detail else ""))
 
 
+class CacheUnwritable(HarnessFault):
+    """The compile cache cannot be written (a read-only file system, no permission, a file where
+    a folder must be): ``compile cache not writable: <path> (<why>); set FORGE_CACHE to a writable
+    directory``. Exit 2 where nothing started (``eval``); a run ends ``interrupted`` (exit 3)."""
+
+    exit_code = 2
+
+    def __init__(self, path: Path | str, why: str):
+        self.path = str(path)
+        super().__init__(f"compile cache not writable: {self.path} ({why}); set FORGE_CACHE to a writable directory")
+
+
 class MemoryPressure(HarnessFault):
     """Another process took the machine's memory: the worker could not start or was killed by
     the memory floor while the candidate itself used little."""
@@ -52,6 +64,16 @@ def disk_full_in(log: str, default: Path | str) -> Optional[DiskFull]:
             where = Path(found.group(1)).parent if found else Path(default)
             return DiskFull(where, f"the compiler said: {line.strip()[:160]}")
     return None
+
+
+def cache_write_fault(exc: OSError, root: Path | str) -> HarnessFault:
+    """The harness fault for an OSError while writing the compile cache under ``root``:
+    :class:`DiskFull` naming ``root`` (the folder the user frees) when the disk (or quota) is
+    full, else :class:`CacheUnwritable` naming the path the OS named (``exc.filename``, else
+    ``root``) and its reason (``exc.strerror``)."""
+    if is_disk_full(exc):
+        return DiskFull(root)
+    return CacheUnwritable(exc.filename or root, exc.strerror or str(exc))
 
 
 def is_disk_full(exc: BaseException) -> bool:

@@ -152,3 +152,17 @@ def test_region_hints_without_an_endpoint_and_the_seed_dtype(tmp_path, capsys, m
     rc, out, err = main_rc(capsys, *argv, "--select", "R1", "-o", tmp_path / "t2")
     assert rc == 0, err
     assert "--proposer llm" in out and "an LLM writes it" in out
+
+
+def test_a_compile_cache_that_cannot_be_written_is_a_harness_fault_in_one_line(tmp_path):
+    # root runs here, so a read-only folder is written anyway: a file in the path fails the same way
+    from forge_tui.evaluate import compile as compiler
+    from forge_tui.evaluate.harness import CacheUnwritable, HarnessFault
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    with pytest.raises(CacheUnwritable) as ei:
+        compiler.compile_source("int x;\n", "host", root=blocker / "cache")
+    assert isinstance(ei.value, HarnessFault) and ei.value.exit_code == 2
+    line = str(ei.value)
+    assert str(blocker) in line and "FORGE_CACHE" in line and "\n" not in line

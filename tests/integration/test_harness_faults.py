@@ -70,9 +70,10 @@ def full_disk(tmp_path):
 
 
 def test_compile_on_a_full_disk_is_never_a_compile_error(full_disk):
-    with pytest.raises(OSError) as err:  # the source cannot be written: ENOSPC (Evaluator.compile: DiskFull)
+    with pytest.raises(DiskFull) as err:  # the source cannot be written: ENOSPC, the cache named
         compile_source(SEED, "host", root=full_disk)
-    assert err.value.errno == errno.ENOSPC
+    assert err.value.line == f"disk full: {full_disk}" and isinstance(err.value.__cause__, OSError)
+    assert err.value.__cause__.errno == errno.ENOSPC
     filler = full_disk.parent / "filler"
     os.truncate(filler, filler.stat().st_size - 12 * 1024)  # room for the source, not for the library
     with pytest.raises(DiskFull, match="^disk full: .*No space left on device"):
