@@ -21,6 +21,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlmodel import Session, create_engine
 
+from forge_tui.core.env import env_number
 from store.errors import StoreCannotOpen, StoreDiskFull, StoreError, explain
 from store.faults import Faults
 
@@ -48,8 +49,9 @@ def default_db_path() -> Path:
 
 
 def default_busy_timeout_s() -> float:
-    """``$FORGE_BUSY_TIMEOUT_S``, else 15 seconds."""
-    return float(os.environ.get("FORGE_BUSY_TIMEOUT_S") or 15.0)
+    """``$FORGE_BUSY_TIMEOUT_S``, else 15 seconds. Raises EnvValueError (one line, exit 2) for a
+    value that is not a number of seconds above 0."""
+    return env_number("FORGE_BUSY_TIMEOUT_S", 15.0)
 
 
 def readonly_uri(path: Path, immutable: Optional[bool] = None) -> str:

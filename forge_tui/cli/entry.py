@@ -11,6 +11,7 @@ from typing import Optional
 from forge_tui.cli.commands import COMMANDS, preflight
 from forge_tui.cli.parse import build_parser
 from forge_tui.cli.render import fail
+from forge_tui.core.env import check_env
 from forge_tui.core.errors import user_message
 from store import Store, StoreNeedsWrite, default_db_path, path_writable
 from store.errors import read_only
@@ -95,6 +96,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         args.proposer = default_proposer(args)
     try:
+        check_env()  # a bad FORGE_* number is refused before anything starts (exit 2)
         return _dispatch(args)
     except KeyboardInterrupt:
         print("forge-tui: interrupted", file=sys.stderr)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
+from forge_tui.core.env import env_number
 from forge_tui.core.status import BackendName
 from forge_tui.evaluate.backends import Backend, ToolchainError, find_nvcc, get_backend
 from forge_tui.evaluate.harness import cache_write_fault, disk_full_in
@@ -118,12 +119,9 @@ def cache_dir() -> Path:
 def compile_mem_mb() -> int:
     """MB of address space each compiler process may use: ``$FORGE_COMPILE_MEM_MB``, default
     :data:`COMPILE_MEM_MB`; 0 means no cap. (nvcc 13 and g++ 12 compile the catalog's kernels
-    in well under 1 GB; a macro bomb is stopped here instead of taking the machine.)"""
-    env = os.environ.get("FORGE_COMPILE_MEM_MB")
-    try:
-        return max(int(float(env)), 0) if env else COMPILE_MEM_MB
-    except ValueError:
-        return COMPILE_MEM_MB
+    in well under 1 GB; a macro bomb is stopped here instead of taking the machine.) Raises
+    EnvValueError (one line, exit 2) for a value that is not a number of MB, 0 or above."""
+    return int(env_number("FORGE_COMPILE_MEM_MB", float(COMPILE_MEM_MB)))
 
 
 def compiler_for(backend: BackendLike) -> str:

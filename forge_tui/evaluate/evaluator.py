@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from forge_tui.core.config import DEFAULT_PRECISION
+from forge_tui.core.env import env_number
 from forge_tui.core.errors import ForgeError
 from forge_tui.core.results import BaselineResult, EvalResult
 from forge_tui.core.status import BackendName, NodeStatus
@@ -86,16 +87,7 @@ class WorkerKilled(HarnessFault):
 def kernel_timeout_env() -> Optional[float]:
     """``FORGE_KERNEL_TIMEOUT_S`` in seconds, None when unset. Raises WorkerError when it is
     not a positive number."""
-    raw = os.environ.get("FORGE_KERNEL_TIMEOUT_S")
-    if raw is None or not raw.strip():
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise WorkerError(f"FORGE_KERNEL_TIMEOUT_S={raw!r} is not a positive number of seconds")
-    return value
+    return env_number("FORGE_KERNEL_TIMEOUT_S", None, error=WorkerError)
 
 
 class Evaluator:

@@ -11,14 +11,14 @@ has its RLIMIT_AS cap (``worker.limit_memory``).
 
 from __future__ import annotations
 
-import os
 from typing import Optional
 
+from forge_tui.core.env import env_number
 from forge_tui.core.errors import ForgeError
 
 
 class MemoryFloorError(ForgeError, ValueError):
-    """``FORGE_MEM_FLOOR_MB`` is set to something that is not a number (a one-line message)."""
+    """``FORGE_MEM_FLOOR_MB`` is set to something that is not a number of MB, 0 or above (one line)."""
 
 
 #: How often the evaluator reads ``MemAvailable`` while it waits on the worker (seconds).
@@ -53,14 +53,11 @@ def floor_mb() -> float:
     else 3% of ``MemTotal`` capped at 2048 MB (737 MB on a 24 GB machine, 2 GB on a GB10).
 
     Raises:
-        MemoryFloorError: ``FORGE_MEM_FLOOR_MB`` is not a number.
+        MemoryFloorError: ``FORGE_MEM_FLOOR_MB`` is not a number of MB, 0 or above (exit 2).
     """
-    env = os.environ.get("FORGE_MEM_FLOOR_MB")
+    env = env_number("FORGE_MEM_FLOOR_MB", None, error=MemoryFloorError)
     if env is not None:
-        try:
-            return max(float(env), 0.0)
-        except ValueError:
-            raise MemoryFloorError(f"FORGE_MEM_FLOOR_MB={env!r} is not a number of MB") from None
+        return env
     total = proc_kb("MemTotal", "/proc/meminfo") / 1024
     return min(FLOOR_SHARE * total, FLOOR_MAX_MB) if total else 0.0
 

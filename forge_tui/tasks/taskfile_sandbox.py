@@ -22,6 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from forge_tui.core.env import env_number
 from forge_tui.tasks.catalog import TaskError
 
 #: Default memory cap of the loading child (MB); ``FORGE_LOAD_MEMORY_MB`` overrides it.
@@ -30,28 +31,15 @@ DEFAULT_MEMORY_MB = 8192
 DEFAULT_TIMEOUT_S = 120.0
 
 
-def _env_number(name: str, default: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise TaskError(f"{name}={raw!r} is not a number") from None
-    if value <= 0:
-        raise TaskError(f"{name}={raw!r} must be above 0")
-    return value
-
-
 def memory_cap_mb() -> int:
     """The loading child's address-space cap in MB (``FORGE_LOAD_MEMORY_MB``, default 8192).
     Raises TaskError for a value that is not a positive number."""
-    return int(_env_number("FORGE_LOAD_MEMORY_MB", DEFAULT_MEMORY_MB))
+    return int(env_number("FORGE_LOAD_MEMORY_MB", float(DEFAULT_MEMORY_MB), error=TaskError))
 
 
 def time_limit_s() -> float:
     """The loading child's wall-clock limit in seconds (``FORGE_LOAD_TIMEOUT_S``, default 120)."""
-    return _env_number("FORGE_LOAD_TIMEOUT_S", DEFAULT_TIMEOUT_S)
+    return env_number("FORGE_LOAD_TIMEOUT_S", DEFAULT_TIMEOUT_S, error=TaskError)
 
 
 def derive_isolated(path: Path, text: str, origin: str, mode: str) -> dict:

@@ -166,3 +166,38 @@ def test_a_compile_cache_that_cannot_be_written_is_a_harness_fault_in_one_line(t
     assert isinstance(ei.value, HarnessFault) and ei.value.exit_code == 2
     line = str(ei.value)
     assert str(blocker) in line and "FORGE_CACHE" in line and "\n" not in line
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("FORGE_BUSY_TIMEOUT_S", "abc"),
+        ("FORGE_BUSY_TIMEOUT_S", "-1"),
+        ("FORGE_COMPILE_MEM_MB", "-5"),
+        ("FORGE_COMPILE_MEM_MB", "xyz"),
+        ("FORGE_MEM_FLOOR_MB", "-1"),
+        ("FORGE_KERNEL_TIMEOUT_S", "0"),
+        ("FORGE_LOAD_TIMEOUT_S", "inf"),
+        ("FORGE_LOAD_MEMORY_MB", "nan"),
+    ],
+)
+def test_a_bad_forge_number_is_refused_in_one_line(tmp_path, monkeypatch, capsys, name, value):
+    from forge_tui.core.env import NUMERIC
+
+    assert name in NUMERIC
+    monkeypatch.setenv(name, value)
+    code = cli.main(["--db", str(tmp_path / "r.db"), "ls"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip() == f"forge-tui: {name}={value!r} is not {NUMERIC[name][0]}"
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_zero_turns_the_compiler_cap_off_and_blank_is_the_default(monkeypatch):
+    from forge_tui.evaluate.compile import COMPILE_MEM_MB, compile_mem_mb
+    from store.session import default_busy_timeout_s
+
+    monkeypatch.setenv("FORGE_COMPILE_MEM_MB", "0")
+    monkeypatch.setenv("FORGE_BUSY_TIMEOUT_S", " ")
+    assert compile_mem_mb() == 0 and default_busy_timeout_s() == 15.0
+    monkeypatch.setenv("FORGE_COMPILE_MEM_MB", "")
+    assert compile_mem_mb() == COMPILE_MEM_MB

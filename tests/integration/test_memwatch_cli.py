@@ -10,7 +10,11 @@ def test_a_bad_floor_is_one_line_from_the_cli():
     r = run_cli("eval", "softmax", "kernels/softmax/seed.cpp", "--backend", "host", env={"FORGE_MEM_FLOOR_MB": "lots"})
     assert r.returncode != 0
     assert "Traceback" not in r.stderr
-    assert r.stderr.strip().splitlines()[-1].endswith("FORGE_MEM_FLOOR_MB='lots' is not a number of MB")
+    assert (
+        r.stderr.strip()
+        .splitlines()[-1]
+        .endswith("FORGE_MEM_FLOOR_MB='lots' is not a number of MB, 0 or above (0: no watchdog)")
+    )
 
 
 def test_a_bad_floor_starts_no_run(tmp_path):
