@@ -26,6 +26,7 @@ from forge_tui.app.spawn import child_exit, log_path, spawn_search, start_search
 from forge_tui.app.watch import SearchExit, settle_exit
 from forge_tui.core.errors import one_line
 from store import Store, StoreError, StoreNotFound, default_db_path, effective_status, path_writable
+from store.lease import driver_alive
 
 #: How often the app looks whether a search it started has ended (seconds); shorter than
 #: the screens' polls, so a search that fails at once shows within one poll.
@@ -180,12 +181,20 @@ class ForgeApp(App):
 
     def quit_line(self) -> str:
         """Lines for the terminal when the runs browser exits: one :meth:`leave_line` per search
-        still going (running, starting or paused: ``effective_status``), '' when none is."""
+        a live process still drives (running, starting, or paused with its driver waiting:
+        ``effective_status`` and the lease), '' when none is. A paused run no process drives
+        (paused by a harness fault, its process gone) is not "in the background"."""
+        now = time.time()
         try:
-            runs = [r for r in self.store.list_runs() if effective_status(r) in ("running", "created", "paused")]
+            runs = [r for r in self.store.list_runs() if effective_status(r, now) in ("running", "created", "paused")]
         except StoreError as exc:
             return f"forge-tui: {exc.line}"
-        live = [r for r in runs if r.status != "created" or r.id in self._watching]  # created: not started yet
+        live = [
+            r
+            for r in runs
+            if (r.status != "created" or r.id in self._watching)  # created: not started yet
+            and (r.status != "paused" or driver_alive(r, now))
+        ]
         return "\n".join(self.leave_line(r.id) for r in live)
 
     def action_help(self) -> None:

@@ -49,3 +49,20 @@ async def test_ctrl_c_with_no_search_going_says_nothing(tmp_path):
         await pilot.press("ctrl+c")
         await pilot.pause()
     assert not app.return_value
+
+
+def test_leaving_lists_a_paused_run_only_while_a_process_drives_it(tmp_path):
+    from forge_tui.app.app import ForgeApp
+
+    db = tmp_path / "forge.db"
+    store = Store(db)
+    t = store.add_task(name="softmax", origin="catalog", reference_source="", spec={}, signature="", content_hash="h")
+    driven = store.create_run(task_id=t.id, task_name="softmax", backend="host", proposer="tune")
+    store.acquire_lease(driven.id)  # this process drives it: paused from the app, waiting for space
+    store.update_run(driven.id, status="paused")
+    orphan = store.create_run(task_id=t.id, task_name="softmax", backend="host", proposer="tune")
+    store.update_run(orphan.id, status="paused", status_reason="available memory below the floor")  # no lease
+    store.close()
+    line = ForgeApp(db, telemetry=False).quit_line()
+    assert f"run {driven.id} (softmax): paused in the background" in line
+    assert f"run {orphan.id} " not in line and "\n" not in line
