@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     rm.add_argument("-y", "--yes", action="store_true", help="do not ask (never asked without a terminal)")
     _db_arg(rm)
     ca = sub.add_parser("cache", help="the compile cache")
+    _db_arg(ca)
     ca_sub = ca.add_subparsers(dest="cache_cmd", required=True, metavar="{prune}")
     cp_ = ca_sub.add_parser("prune", help="remove compiled builds, least recently used first")
     cp_.add_argument(
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SIZE",
         help="keep at most this much (e.g. 500M, 2G; default 0: remove every build not used in the last 2 minutes)",
     )
+    _db_arg(cp_)
     ev = sub.add_parser("eval", help="evaluate one kernel source against a task")
     ev.add_argument("task")
     ev.add_argument("source")
@@ -92,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     _model_parsers(sub)
     _optimize_parser(sub)
     lm = sub.add_parser("llm", help="LLM endpoint tools")
+    _db_arg(lm)
     lm_sub = lm.add_subparsers(dest="llm_cmd", required=True, metavar="{check}")
     lc = lm_sub.add_parser(
         "check", help="send one small request to the configured endpoint and check its advertised context"
@@ -105,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="send a request of the search's full size (its longest prompt and max_tokens) instead of a small "
         "one: checks the context exactly, at the cost of ~22k prompt tokens on a hosted API",
     )
+    _db_arg(lc)
     return p
 
 

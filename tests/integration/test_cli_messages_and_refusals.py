@@ -201,3 +201,25 @@ def test_zero_turns_the_compiler_cap_off_and_blank_is_the_default(monkeypatch):
     assert compile_mem_mb() == 0 and default_busy_timeout_s() == 15.0
     monkeypatch.setenv("FORGE_COMPILE_MEM_MB", "")
     assert compile_mem_mb() == COMPILE_MEM_MB
+
+
+def test_every_command_takes_db_after_its_name():
+    import argparse
+
+    from forge_tui.cli.entry import _parse
+    from forge_tui.cli.parse import build_parser
+
+    def leaves(parser, name=""):
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            yield name, parser
+        for sub in subs:
+            for child, p in sub.choices.items():
+                yield from leaves(p, f"{name} {child}".strip())
+
+    found = dict(leaves(build_parser()))
+    assert {"llm check", "cache prune", "ls", "run"} <= set(found)
+    missing = [name for name, p in found.items() if name and "--db" not in p._option_string_actions]
+    assert not missing
+    assert str(_parse(["llm", "check", "--db", "x.db"]).db) == "x.db"
+    assert str(_parse(["cache", "prune", "--db", "x.db"]).db) == "x.db"
