@@ -104,6 +104,12 @@ class Store:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
+                # a file where a folder must be: name it rather than "File exists" / "Not a directory"
+                blocker = next((p for p in self.path.parents if p.exists() and not p.is_dir()), None)
+                if blocker is not None:
+                    raise StoreCannotOpen(
+                        f"cannot create the database {self.path}: {blocker} is a file, not a directory"
+                    ) from exc
                 raise StoreCannotOpen(f"cannot create directory {self.path.parent}: {exc.strerror}") from exc
         self.engine = make_engine(self.path, readonly=readonly, busy_timeout_s=self.busy_timeout_s, faults=self._faults)
         try:

@@ -46,9 +46,11 @@ def _dispatch(args) -> int:
         )
     if args.cmd in NO_STORE or args.cmd == "capture" and not args.select:
         return COMMANDS[args.cmd](args, None)
-    path = Path(args.db or default_db_path()).expanduser()
-    if path.is_dir():
-        return fail(f"{path} is a directory: pass a database file (e.g. --db {path / 'forge.db'})")
+    raw = str(args.db or os.environ.get("FORGE_DB") or default_db_path())
+    path = Path(raw).expanduser()
+    # a path ending in a separator names a folder even before it exists: never a file of that name
+    if path.is_dir() or raw.endswith(os.sep) or (os.altsep and raw.endswith(os.altsep)):
+        return fail(f"{raw} is a directory: pass a database file (e.g. --db {path / 'forge.db'})")
     if args.cmd in READ_ONLY:
         if not path.exists():
             if args.cmd == "ls":

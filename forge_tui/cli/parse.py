@@ -32,7 +32,7 @@ def version() -> str:
 
 
 def _db_arg(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("--db", type=Path, default=argparse.SUPPRESS, help="SQLite file")
+    sp.add_argument("--db", default=argparse.SUPPRESS, help="SQLite file")  # a str: a trailing / means a folder
 
 
 def _backend_arg(sp: argparse.ArgumentParser, **kw) -> None:
@@ -42,7 +42,7 @@ def _backend_arg(sp: argparse.ArgumentParser, **kw) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="forge-tui", description="Find faster CUDA kernels for PyTorch operators.")
     p.add_argument("--version", action="version", version=f"forge-tui {version()}")
-    p.add_argument("--db", type=Path, default=None, help="SQLite file (default: $FORGE_DB or the user data dir)")
+    p.add_argument("--db", default=None, help="SQLite file (default: $FORGE_DB or the user data dir)")
     sub = p.add_subparsers(dest="cmd")
     _run_parser(sub)
     _resume_parser(sub)

@@ -223,3 +223,15 @@ def test_every_command_takes_db_after_its_name():
     assert not missing
     assert str(_parse(["llm", "check", "--db", "x.db"]).db) == "x.db"
     assert str(_parse(["cache", "prune", "--db", "x.db"]).db) == "x.db"
+
+
+def test_a_db_path_ending_in_a_separator_is_a_directory_and_a_file_in_the_path_is_named(tmp_path, capsys):
+    folder = tmp_path / "newdir"
+    code = cli.main(["--db", f"{folder}/", "run", "softmax", "--headless", "--iterations", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{folder}/ is a directory" in err and not folder.exists()
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    code = cli.main(["run", "softmax", "--headless", "--iterations", "1", "--db", str(afile / "x.db")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.endswith(f"{afile} is a file, not a directory") and "\n" not in err
