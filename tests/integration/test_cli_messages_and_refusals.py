@@ -235,3 +235,17 @@ def test_a_db_path_ending_in_a_separator_is_a_directory_and_a_file_in_the_path_i
     code = cli.main(["run", "softmax", "--headless", "--iterations", "1", "--db", str(afile / "x.db")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.endswith(f"{afile} is a file, not a directory") and "\n" not in err
+
+
+def test_the_docs_never_export_into_the_catalog_and_state_capture_exit_codes_as_the_code_has_them():
+    from pathlib import Path
+
+    root = Path(__file__).parents[2]
+    docs = {p.name: p.read_text() for p in [root / "README.md", *sorted((root / "docs").glob("*.md"))]}
+    for name, text in docs.items():
+        assert "-o kernels/" not in text and 'sys.path.insert(0, "kernels/' not in text, name
+    # a model file, its forward or torch.compile failing is a CaptureError: one line, exit 2
+    assert "Exit 1 when the model file" not in docs["cli.md"] and "Exit 1 when the file" not in docs["models.md"]
+    for cmd in ("forge-tui run TASK", "forge-tui eval softmax", "forge-tui optimize MODEL.py [--top K]"):
+        synopsis = docs["cli.md"].split(cmd, 1)[1].split("```", 1)[0].split("\nforge-tui ", 1)[0]
+        assert "--precision" in synopsis, cmd
