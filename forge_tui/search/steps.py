@@ -9,6 +9,7 @@ import json
 import time
 from typing import Any, Callable, Optional
 
+from forge_tui.core.config import RunConfig
 from forge_tui.core.results import EvalResult
 from forge_tui.core.status import FINAL, IN_FLIGHT, REPAIRABLE, NodeKind, NodeStatus
 from forge_tui.evaluate.evaluator import Evaluator
@@ -43,8 +44,9 @@ class NodeSteps:
     t_start: float
     elapsed_base: float
 
-    def _config(self) -> dict:
-        return self.run.config
+    def _config(self) -> RunConfig:
+        """The run's stored settings, with the defaults for those it was stored without."""
+        return RunConfig.from_stored(self.run.config)
 
     def iterations_done(self) -> int:
         """Evaluated non-root nodes: the run's progress towards its target."""
@@ -52,7 +54,7 @@ class NodeSteps:
 
     def repair_budget(self) -> int:
         """Repair attempts a failed node gets (the run's ``repairs``, default 2)."""
-        return int(self._config().get("repairs", 2))
+        return self._config().repairs
 
     def add_node(self, proposal: Proposal, parent: Any, clock: Optional[StageClock] = None) -> int:
         """Store a proposal as a pending node (or as a finished failed one) and add it to the tree."""
@@ -116,7 +118,7 @@ class NodeSteps:
         """
         from forge_tui.evaluate.profile import Profiler, profiling_enabled
 
-        if not profiling_enabled(self._config(), self.run.backend):
+        if not profiling_enabled(self.run.config, self.run.backend):
             return
         try:
             if self._profiler is None:
