@@ -91,6 +91,20 @@ class NodeSteps:
         with clock.stage("store_s") if clock is not None else contextlib.nullcontext():
             self.store.set_node_status(node_id, NodeStatus(stage))
 
+    def compile_node(self, source: str, clock: StageClock) -> tuple[Optional[EvalResult], Any]:
+        """Static-check and compile a node's source, behind the CPU gate (any thread, several at once).
+
+        Returns ``(verdict, compiled)``: a verdict (``rejected``, ``compile_error``) when the
+        source never reaches the worker, else None and the compiled candidate for
+        :meth:`run_on_worker`. Adds the gate wait to ``gate_s`` and the compile to ``compile_s``.
+        """
+        assert self.evaluator is not None  # set by Search._drive_inner before any evaluation
+        clock.mark("cgate")
+        with self.cpu_gate.generation():
+            clock.wait_since("cgate", "gate_s")
+            with clock.stage("compile_s"):
+                return self.evaluator.prepare(source)
+
     def run_on_worker(
         self, node_id: int, compiled: Any, clock: StageClock, on_stage: Callable[[str], None]
     ) -> EvalResult:
@@ -242,17 +256,16 @@ class NodeSteps:
         return self.store.get_node(current).status == NodeStatus.OK
 
     def _evaluate(self, node_id: int, ctx: SearchContext, clock: Optional[StageClock] = None) -> None:
-        """Evaluate one stored node now, on this thread (the seed, its repairs, nodes left in flight)."""
+        """Evaluate one stored node now, on this thread (the seed, its repairs, nodes left in flight):
+        the pipeline's steps (:meth:`compile_node`, :meth:`run_on_worker`, :meth:`finish`) in turn."""
         clock = clock or StageClock()
         node = self.store.get_node(node_id)
         if node.status in FINAL:
             return
-        assert self.evaluator is not None  # set by Search._drive_inner before any evaluation
         self.tree.begin(node_id)
         try:
             self.set_status(node_id, NodeStatus.COMPILING, clock)
-            with clock.stage("compile_s"):
-                verdict, compiled = self.evaluator.prepare(node.source)
+            verdict, compiled = self.compile_node(node.source, clock)
             if verdict is None:
                 verdict = self.run_on_worker(node_id, compiled, clock, lambda st: self.set_status(node_id, st, clock))
         finally:
