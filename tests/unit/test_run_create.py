@@ -197,3 +197,17 @@ def test_stored_config_reads_through_run_config_with_its_defaults():
     assert (stored.compile_workers, stored.compile_ahead, stored.compile_baseline) == (2, False, False)
     assert stored.seed_kernel == "k.cu"
     assert RunConfig.from_stored({"precision": "bogus"}).precision == DEFAULTS.precision
+
+
+def test_a_stored_endpoint_is_what_a_spawned_search_sees(monkeypatch):
+    """The app's spawn says a run's stored endpoint in the environment, unsets what it lacks, restores after."""
+    import os
+
+    from forge_tui.app.spawn import endpoint_env
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://before:1/v1")
+    monkeypatch.setenv("FORGE_LLM_MODEL", "before")
+    with endpoint_env({"base_url": "http://stored:2/v1", "repairs": 2}):
+        assert os.environ["OPENAI_BASE_URL"] == "http://stored:2/v1"
+        assert "FORGE_LLM_MODEL" not in os.environ
+    assert (os.environ["OPENAI_BASE_URL"], os.environ["FORGE_LLM_MODEL"]) == ("http://before:1/v1", "before")
