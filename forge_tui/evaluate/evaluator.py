@@ -37,6 +37,7 @@ from forge_tui.evaluate.drain import Drain as _Drain
 from forge_tui.evaluate.harness import DiskFull, HarnessFault, MemoryPressure, is_disk_full
 from forge_tui.evaluate.protocol import (
     BaselineRequest,
+    EvaluateReply,
     EvaluateRequest,
     ExitRequest,
     Failure,
@@ -572,21 +573,22 @@ class Evaluator:
         if status in (NodeStatus.TIMEOUT, NodeStatus.CRASHED):
             self.restarts += 1
             return EvalResult(NodeStatus(status), str(reply), compile=clog, output_tail=tail, worker_stages_s=stage_s)
+        found: EvaluateReply = reply
         res = EvalResult(
-            reply["status"],
-            reply.get("error", ""),
+            found.status,
+            found.error,
             compile=clog,
-            correctness=[_correctness_row(r) for r in reply.get("correctness", [])],
+            correctness=[_correctness_row(r) for r in found.correctness],
             output_tail=tail,
             worker_stages_s=stage_s,
-            flags=flags_of(reply.get("correctness", [])),
-            memory=dict(reply.get("memory") or {}),
+            flags=flags_of(found.correctness),
+            memory=dict(found.memory),
         )
-        if reply.get("fatal") or (self.proc is None):
+        if self.proc is None:  # a fatal reply: the worker was ended
             self.restarts += 1
         if res.status != NodeStatus.OK:
             return res
-        return self._verdict(res, reply["shapes"])
+        return self._verdict(res, found.shapes)
 
     # ------------------------------------------------------------------ verdict
     def _verdict(self, res: EvalResult, shapes: dict) -> EvalResult:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional, Union
 
+from forge_tui.core.status import NodeStatus
+
 
 @dataclass(frozen=True)
 class InitRequest:
@@ -56,7 +58,7 @@ class BaselineRequest:
 @dataclass(frozen=True)
 class EvaluateRequest:
     """Load a compiled candidate, check it against the reference and time it against eager;
-    replied to with ``{"status", "error"?, "correctness", "shapes"?, "memory"?}``.
+    replied to with an :class:`EvaluateReply`.
 
     Attributes:
         library: path of the candidate's shared library.
@@ -70,6 +72,25 @@ class EvaluateRequest:
     seed: int
     trials: int = 3
     mode: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class EvaluateReply:
+    """What an :class:`EvaluateRequest` found (the value of its :class:`Result`).
+
+    Attributes:
+        status: ``ok``, ``incorrect`` or ``crashed``.
+        error: one line for a status not ``ok``.
+        correctness: the correctness rows (``forge_tui.evaluate.correctness.run_correctness``).
+        shapes: ``ok`` only: per timed shape, :meth:`forge_tui.core.results.ShapeTiming.to_dict`.
+        memory: the evaluation's peak device memory per stage (bytes; empty when not measured).
+    """
+
+    status: NodeStatus
+    error: str = ""
+    correctness: list[dict] = field(default_factory=list)
+    shapes: dict[str, dict] = field(default_factory=dict)
+    memory: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

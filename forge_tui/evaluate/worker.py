@@ -37,7 +37,7 @@ import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional, Union
 
 from forge_tui.core.results import BaselineResult, ShapeBaseline, ShapeTiming
 from forge_tui.core.status import BackendName, NodeStatus
@@ -54,6 +54,7 @@ from forge_tui.evaluate.footprint import (
 from forge_tui.evaluate.memwatch import proc_kb as _proc_kb
 from forge_tui.evaluate.protocol import (
     BaselineRequest,
+    EvaluateReply,
     EvaluateRequest,
     ExitRequest,
     Failure,
@@ -284,7 +285,7 @@ class Worker:
 
             torch.cuda.empty_cache()
 
-    def evaluate(self, msg: EvaluateRequest) -> dict:
+    def evaluate(self, msg: EvaluateRequest) -> EvaluateReply:
         from forge_tui.evaluate import correctness, launch, trials
 
         task = self.spec()
@@ -294,14 +295,14 @@ class Worker:
         try:
             launcher = launch.Launcher(msg.library, task, self.backend)
         except (OSError, RuntimeError) as exc:
-            return {"status": NodeStatus.CRASHED, "error": f"cannot load the library: {exc}"}
+            return EvaluateReply(NodeStatus.CRASHED, f"cannot load the library: {exc}")
         with self.device_work("load", exclusive=False):  # never inside another search's timing window
             passed, rows, error = correctness.run_correctness(
                 launcher, task, self.backend, self.device, msg.seed, msg.trials, self.progress
             )
         self.peaks.mark("correctness")
         if not passed:
-            return {"status": NodeStatus.INCORRECT, "error": error, "correctness": rows, "memory": self.memory()}
+            return EvaluateReply(NodeStatus.INCORRECT, error, rows, memory=self.memory())
         shapes: dict = {}
         for shape_name, dims in task.shapes_for(self.backend.name).items():
             self.progress("timing", shape=shape_name)
@@ -322,17 +323,13 @@ class Worker:
                 except RuntimeError as exc:
                     if isinstance(exc, launch.CandidateFault) or is_out_of_memory(exc):
                         raise  # out of memory: the harness's fault or the candidate's, decided in serve()
-                    return {"status": NodeStatus.INCORRECT, "error": f"{exc} on {shape_name}", "correctness": rows}
+                    return EvaluateReply(NodeStatus.INCORRECT, f"{exc} on {shape_name}", rows)
             after = self.telemetry.read()
             self.timer.release()  # the eager window's graph pool holds an output set: gone before verifying
             self.peaks.mark("timing")
             escaped = launcher.stream_violation()  # a cuBLAS call moved to another stream while timed
             if escaped:
-                return {
-                    "status": NodeStatus.INCORRECT,
-                    "error": f"{escaped} (timing, {shape_name})",
-                    "correctness": rows,
-                }
+                return EvaluateReply(NodeStatus.INCORRECT, f"{escaped} (timing, {shape_name})", rows)
             # verify the output of the last timed call (check 5); integer inputs keep their dtype
             from forge_tui.evaluate.launch import reference_inputs
 
@@ -345,11 +342,9 @@ class Worker:
                         o, ref, task.outputs(dims)[i][1], eagers[i] if i < len(eagers) else None
                     )
                     if not ok:
-                        return {
-                            "status": NodeStatus.INCORRECT,
-                            "correctness": rows,
-                            "error": f"output of a timed launch on {shape_name} is wrong: {note}",
-                        }
+                        return EvaluateReply(
+                            NodeStatus.INCORRECT, f"output of a timed launch on {shape_name} is wrong: {note}", rows
+                        )
             self.peaks.mark("verify")
             shapes[shape_name] = ShapeTiming(
                 r["candidate"].timing_stats(),
@@ -363,7 +358,7 @@ class Worker:
                 r["graphed"],
             ).to_dict()
             del r
-        return {"status": NodeStatus.OK, "correctness": rows, "shapes": shapes, "memory": self.memory()}
+        return EvaluateReply(NodeStatus.OK, correctness=rows, shapes=shapes, memory=self.memory())
 
     def memory(self) -> dict:
         """This evaluation's peak device memory (bytes, per stage, and as a multiple of the problem)."""
@@ -384,7 +379,7 @@ class Worker:
             try:
                 self.conn.send(Result(self.handle(msg)))
             except CandidateFault as exc:
-                self.conn.send(Result({"status": NodeStatus.CRASHED, "error": str(exc)}, fatal=True))
+                self.conn.send(Result(EvaluateReply(NodeStatus.CRASHED, str(exc)), fatal=True))
                 return 3
             except DoesNotFit as exc:  # the pre-flight: the run fails with this line
                 self.conn.send(Failure(str(exc), fatal=True, harness="too_large"))
@@ -417,7 +412,7 @@ class Worker:
                 if fatal:
                     return 3
 
-    def handle(self, msg: Request) -> dict:
+    def handle(self, msg: Request) -> Union[dict, EvaluateReply]:
         """The result of one request (not :class:`ExitRequest`); raises what its handler raises."""
         if isinstance(msg, InitRequest):
             return self.init(msg)

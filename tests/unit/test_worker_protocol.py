@@ -7,8 +7,10 @@ import pickle
 
 import pytest
 
+from forge_tui.core.status import NodeStatus
 from forge_tui.evaluate.protocol import (
     BaselineRequest,
+    EvaluateReply,
     EvaluateRequest,
     ExitRequest,
     Failure,
@@ -23,7 +25,8 @@ MESSAGES = [
     EvaluateRequest(library="/tmp/k.so", seed=7, trials=2),
     ExitRequest(),
     Progress("timing", {"shape": "big"}),
-    Result({"status": "ok", "shapes": {}}, fatal=False),
+    Result({"gpu": None, "cpu": "x86_64"}),
+    Result(EvaluateReply(NodeStatus.INCORRECT, "wrong on big", [{"shape": "big", "ok": False}]), fatal=True),
     Failure("out of memory in the harness during init", fatal=True, harness="oom"),
 ]
 
