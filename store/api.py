@@ -1,51 +1,62 @@
 """The one API through which forge-tui reads and writes its SQLite file.
 
-No SQL lives outside ``store/``. Every method opens a short session, commits, and returns
-frozen read models (``store.models.*Read``, whose ``*_json`` columns have decoded
-accessors) or plain Python values. Multi-row changes (a node's result plus back-propagation)
-happen in one transaction: a process killed between two calls loses at most the call in
-progress.
+No SQL lives outside ``store/``. :class:`Store` is a facade over repositories, one per kind of
+row, each a plain class given the store's session factory (and what else it needs) when the
+store is opened:
 
-The facade's helpers live beside it: ``store.session`` (engine, pragmas, init lock),
-``store.migrations`` (schema creation and forward-only migrations), ``store.ids`` (run and
-node ids never reused, schema 6), ``store.lease`` (the run's single-writer lease),
-``store.faults`` (fault injection for tests), ``store.errors`` (a :class:`StoreError`
-subclass per case, with its exit code), ``store.reads`` (the facade's read-only methods: node
-details, LLM exchanges, events, the UI's light reads; a mixin of :class:`Store`),
-``store.campaigns`` (optimize campaigns, schema 5; a mixin too) and ``store.testing``
-(reads and writes only tests use)."""
+* ``store.tasks`` (:class:`~store.tasks.TaskRepository`): task rows;
+* ``store.runs`` (:class:`~store.runs.RunRepository`): runs, their baselines, deletion, control
+  requests and the single-writer lease (``store.lease``);
+* ``store.nodes`` (:class:`~store.nodes.NodeRepository`): nodes, compile logs, correctness
+  checks, measurements, ``finish_node`` and the UI's node summaries;
+* ``store.llm_exchanges`` (:class:`~store.llm_exchanges.LLMExchangeRepository`): LLM exchanges;
+* ``store.events`` (:class:`~store.events.EventRepository`): the event log and change detection;
+* ``store.campaigns`` (:class:`~store.campaigns.CampaignRepository`): ``optimize`` campaigns
+  (schema 5).
+
+Every public method of :class:`Store` hands its arguments to the repository method of the
+same name (the fault hooks of ``store.faults`` name a commit by that method). Every repository
+method opens one short session, commits, and returns frozen read models
+(``store.models.*Read``, whose ``*_json`` columns have decoded accessors) or plain Python
+values. Multi-row changes (a node's result plus back-propagation) happen in one transaction:
+a process killed between two calls loses at most the call in progress.
+
+The facade's other helpers: ``store.session`` (engine, pragmas, init lock, the short
+session), ``store.migrations`` (schema creation and forward-only migrations), ``store.ids``
+(run and node ids never reused, schema 6), ``store.faults`` (fault injection for tests),
+``store.errors`` (a :class:`StoreError` subclass per case, with its exit code) and
+``store.testing`` (reads only tests use)."""
 
 from __future__ import annotations
 
-import json
 import os
-import time
 from pathlib import Path
 from typing import Any, ContextManager, Iterable, Optional, Sequence
 
-from sqlalchemy import delete, update
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
-from store import ids, lease, migrations
-from store.campaigns import StoreCampaigns
-from store.errors import LeaseHeld, StoreCannotOpen, StoreError, StoreNotFound
+from store import migrations
+from store.campaigns import CampaignRepository
+from store.errors import StoreCannotOpen, StoreError
+from store.events import EventRepository
 from store.faults import faults
 from store.lease import LEASE_STALE_S
+from store.llm_exchanges import LLMExchangeRepository
 from store.models import (
-    CompileLog,
-    Correctness,
-    Event,
-    LLMExchange,
+    CampaignRead,
+    CampaignRegionRead,
+    CompileLogRead,
+    CorrectnessRead,
+    EventRead,
     LLMExchangeRead,
-    Measurement,
-    Node,
+    MeasurementRead,
     NodeRead,
-    Run,
+    NodeSummary,
     RunRead,
-    Task,
     TaskRead,
 )
-from store.reads import StoreReads
+from store.nodes import NodeRepository
+from store.runs import RunRepository
 from store.session import (
     DB_ERRORS,
     check_writable,
@@ -58,12 +69,13 @@ from store.session import (
     short_session,
     unmerged_wal,
 )
+from store.tasks import TaskRepository
 
 __all__ = ["LEASE_STALE_S", "Store", "StoreError", "default_db_path", "now_iso"]
 
 
-class Store(StoreCampaigns, StoreReads):
-    """Handle on one forge-tui SQLite file.
+class Store:
+    """Handle on one forge-tui SQLite file: the facade over its repositories.
 
     Args:
         path: the database file; created (with its directory) when missing. ``None`` means
@@ -100,6 +112,14 @@ class Store(StoreCampaigns, StoreReads):
         except DB_ERRORS as exc:
             if not (readonly and self._reopen_immutable()):
                 raise open_error(exc, self.path, readonly=readonly) from exc
+        # The repositories open their sessions through self.session, so they always use the
+        # engine this store holds (the one _reopen_immutable may have replaced).
+        self._tasks = TaskRepository(self.session)
+        self._runs = RunRepository(self.session, self.path)
+        self._nodes = NodeRepository(self.session)
+        self._llm_exchanges = LLMExchangeRepository(self.session)
+        self._events = EventRepository(self.session)
+        self._campaigns = CampaignRepository(self.session)
 
     def _reopen_immutable(self) -> bool:
         """Read ``immutable`` after a failed ``mode=ro`` open (its ``-shm`` on a full disk), when no
@@ -122,192 +142,88 @@ class Store(StoreCampaigns, StoreReads):
         return short_session(self.engine, self.path, self._faults)
 
     def close(self) -> None:
+        """Dispose of the engine (its pooled connections)."""
         self.engine.dispose()
 
     def check_writable(self, wait_s: Optional[float] = None) -> None:
         """Raise StoreError now when a write would fail (:func:`store.session.check_writable`)."""
         check_writable(self.engine, self.path, wait_s)
 
-    # ----------------------------------------------------------------- tasks
+    # ----------------------------------------------------------------- tasks (store/tasks.py)
     def add_task(
         self, *, name: str, origin: str, reference_source: str, spec: dict, signature: str, content_hash: str
     ) -> TaskRead:
         """Return the task with this name and content hash, creating it when new."""
-        with self.session() as s:
-            row = s.exec(select(Task).where(Task.name == name, Task.content_hash == content_hash)).first()
-            if row is None:
-                row = Task(
-                    name=name,
-                    origin=origin,
-                    reference_source=reference_source,
-                    spec_json=json.dumps(spec),
-                    signature=signature,
-                    content_hash=content_hash,
-                    created_at=now_iso(),
-                )
-                s.add(row)
-                s.flush()
-            return TaskRead.model_validate(row, from_attributes=True)
+        return self._tasks.add_task(
+            name=name,
+            origin=origin,
+            reference_source=reference_source,
+            spec=spec,
+            signature=signature,
+            content_hash=content_hash,
+        )
 
     def get_task(self, task_id: int) -> TaskRead:
-        with self.session() as s:
-            row = s.get(Task, task_id)
-            if row is None:
-                raise StoreNotFound(f"no task with id {task_id}")
-            return TaskRead.model_validate(row, from_attributes=True)
+        """Raises StoreNotFound when no such task exists."""
+        return self._tasks.get_task(task_id)
 
     def list_tasks(self) -> list[TaskRead]:
-        with self.session() as s:
-            return [
-                TaskRead.model_validate(r, from_attributes=True) for r in s.exec(select(Task).order_by(col(Task.id)))
-            ]
+        """Every task, in id order."""
+        return self._tasks.list_tasks()
 
-    # ----------------------------------------------------------------- runs
+    # ----------------------------------------------------------------- runs (store/runs.py)
     def create_run(self, **fields: Any) -> RunRead:
-        """Insert a run (fields of :class:`store.models.RunBase`, a new id) and log a ``run_created`` event."""
-        stamp = now_iso()
-        with self.session() as s:
-            row = Run(id=ids.next_id(s.connection(), "run"), created_at=stamp, updated_at=stamp, **fields)
-            s.add(row)
-            s.flush()
-            s.add(Event(run_id=row.id, kind="run_created", created_at=stamp))
-            return RunRead.model_validate(row, from_attributes=True)
+        """See :meth:`RunRepository.create_run`."""
+        return self._runs.create_run(**fields)
 
     def get_run(self, run_id: int) -> RunRead:
         """Raises StoreError when no such run exists."""
-        with self.session() as s:
-            row = s.get(Run, run_id)
-            if row is None:
-                raise StoreNotFound(f"no run with id {run_id} in {self.path}")
-            return RunRead.model_validate(row, from_attributes=True)
+        return self._runs.get_run(run_id)
 
     def list_runs(self) -> list[RunRead]:
-        with self.session() as s:
-            rows = s.exec(select(Run).order_by(col(Run.id).desc()))
-            return [RunRead.model_validate(r, from_attributes=True) for r in rows]
+        """Every run, newest first."""
+        return self._runs.list_runs()
 
     def update_run(self, run_id: int, *, event_kind: Optional[str] = None, **fields: Any) -> RunRead:
         """Set fields of a run; log an event of ``event_kind`` in the same transaction."""
-        stamp = now_iso()
-        with self.session() as s:
-            row = s.get(Run, run_id)
-            if row is None:
-                raise StoreNotFound(f"no run with id {run_id}")
-            for k, v in fields.items():
-                setattr(row, k, v)
-            row.updated_at = stamp
-            s.add(row)
-            if event_kind:
-                s.add(
-                    Event(
-                        run_id=run_id,
-                        kind=event_kind,
-                        created_at=stamp,
-                        payload_json=json.dumps(
-                            {k: v for k, v in fields.items() if k in ("status", "status_reason", "control")}
-                        ),
-                    )
-                )
-            s.flush()
-            return RunRead.model_validate(row, from_attributes=True)
+        return self._runs.update_run(run_id, event_kind=event_kind, **fields)
+
+    def record_baseline(self, run_id: int, rows: Sequence[dict], baseline_json: str) -> RunRead:
+        """Store a run's baseline measurements and its baseline summary in one transaction."""
+        return self._runs.record_baseline(run_id, rows, baseline_json)
 
     def delete_run(self, run_id: int, *, refuse_if_driven: bool = False) -> None:
-        """Delete a run and everything that belongs to it, in one transaction.
-
-        ``refuse_if_driven``: first take the write lock, then raise LeaseHeld (naming the
-        driver) when a live process holds the run's lease; the check and the delete are one
-        transaction, so a search cannot take the run in between. StoreNotFound: no such run.
-        """
-        with self.session() as s:
-            if refuse_if_driven:
-                lock = update(Run).where(col(Run.id) == run_id).values(control=Run.control)
-                s.exec(lock.execution_options(synchronize_session=False))
-                row = s.get(Run, run_id)
-                if row is None:
-                    raise StoreNotFound(f"no run with id {run_id} in {self.path}")
-                held = lease.live_holder(row, time.time(), LEASE_STALE_S)
-                if held:
-                    raise LeaseHeld(held)
-            node_ids = select(Node.id).where(Node.run_id == run_id)
-            for detail in (CompileLog, Correctness):
-                s.exec(delete(detail).where(col(detail.node_id).in_(node_ids)))
-            for owned in (Measurement, LLMExchange, Event):
-                s.exec(delete(owned).where(col(owned.run_id) == run_id))
-            s.exec(
-                delete(Node)
-                .where(col(Node.run_id) == run_id, col(Node.parent_id).is_not(None))
-                .execution_options(synchronize_session=False)
-            )
-            s.exec(delete(Node).where(col(Node.run_id) == run_id))
-            s.exec(delete(Run).where(col(Run.id) == run_id))
+        """Delete a run and everything that belongs to it, in one transaction."""
+        self._runs.delete_run(run_id, refuse_if_driven=refuse_if_driven)
 
     def request_control(self, run_id: int, request: str) -> RunRead:
         """Ask the process driving a run to ``pause``, ``stop`` or carry on (``""``)."""
-        if request not in ("", "pause", "stop"):
-            raise ValueError(f"unknown control request {request!r}")
-        return self.update_run(run_id, control=request, event_kind="control")
+        return self._runs.request_control(run_id, request)
 
-    # ----------------------------------------------------------------- lease (store/lease.py)
     def acquire_lease(self, run_id: int, *, stale_after_s: float = LEASE_STALE_S) -> tuple[str, str]:
-        """Take the single-writer lease of a run.
-
-        Returns ``(token, message)``; message is non-empty when a stale lease was taken
-        over. Raises LeaseHeld (a StoreError) when a live process holds the lease.
-        """
-        with self.session() as s:
-            return lease.acquire(s, run_id, stale_after_s)
+        """Take the single-writer lease of a run."""
+        return self._runs.acquire_lease(run_id, stale_after_s=stale_after_s)
 
     def lease_holder(self, run_id: int, *, stale_after_s: float = LEASE_STALE_S) -> str:
-        """``"run N is driven by pid P on HOST ..."`` when another live process holds the run's
-        lease, else ``""``; takes nothing. Raises StoreNotFound for an unknown run."""
-        with self.session() as s:
-            return lease.holder(s, run_id, stale_after_s)
+        """See :meth:`RunRepository.lease_holder`."""
+        return self._runs.lease_holder(run_id, stale_after_s=stale_after_s)
 
     def heartbeat(self, run_id: int, token: str) -> bool:
         """Refresh the lease; False when another process has taken it (stop writing then)."""
-        with self.session() as s:
-            return lease.beat(s, run_id, token)
+        return self._runs.heartbeat(run_id, token)
 
     def release_lease(self, run_id: int, token: str) -> None:
-        with self.session() as s:
-            lease.release(s, run_id, token)
+        """Give the lease up (a no-op when ``token`` no longer holds it)."""
+        self._runs.release_lease(run_id, token)
 
-    # ----------------------------------------------------------------- nodes
+    # ----------------------------------------------------------------- nodes (store/nodes.py)
     def add_node(self, *, run_id: int, **fields: Any) -> NodeRead:
         """Insert a node (fields of :class:`store.models.NodeBase`, a new id) and a ``node_added`` event."""
-        stamp = now_iso()
-        with self.session() as s:
-            row = Node(id=ids.next_id(s.connection(), "node"), run_id=run_id, created_at=stamp, **fields)
-            s.add(row)
-            s.flush()
-            s.add(Event(run_id=run_id, node_id=row.id, kind="node_added", created_at=stamp))
-            return NodeRead.model_validate(row, from_attributes=True)
+        return self._nodes.add_node(run_id=run_id, **fields)
 
     def set_node_status(self, node_id: int, status: str, **fields: Any) -> None:
-        """Move a node to ``status`` (and set other fields) with a ``node_status`` event.
-
-        Setting the status a node already has, with no other field, writes nothing (the
-        evaluator reports a stage once per trial and shape; one commit per stage is enough).
-        """
-        with self.session() as s:
-            row = s.get(Node, node_id)
-            if row is None:
-                raise StoreNotFound(f"no node with id {node_id}")
-            if row.status == status and not fields:
-                return
-            row.status = status
-            for k, v in fields.items():
-                setattr(row, k, v)
-            s.add(row)
-            s.add(
-                Event(
-                    run_id=row.run_id,
-                    node_id=node_id,
-                    kind="node_status",
-                    created_at=now_iso(),
-                    payload_json=json.dumps({"status": status}),
-                )
-            )
+        """Move a node to ``status`` (and set other fields) with a ``node_status`` event."""
+        self._nodes.set_node_status(node_id, status, **fields)
 
     def finish_node(
         self,
@@ -320,173 +236,154 @@ class Store(StoreCampaigns, StoreReads):
         stats: Iterable[tuple[int, int, float, float]] = (),
         run_fields: Optional[dict] = None,
     ) -> None:
-        """Record a node's result and its back-propagation in one transaction.
-
-        Args:
-            fields: node columns to set (status, speedup, error, ...).
-            compile_log / correctness / measurements: rows to add (dicts of column values;
-                ``node_id``/``run_id`` are filled in).
-            stats: ``(node_id, visits, value, best_in_subtree)`` for every node whose
-                statistics changed (the back-propagation path).
-            run_fields: run columns to set in the same transaction (iterations_done, best).
-        """
-        stamp = now_iso()
-        with self.session() as s:
-            row = s.get(Node, node_id)
-            if row is None:
-                raise StoreNotFound(f"no node with id {node_id}")
-            for k, v in fields.items():
-                setattr(row, k, v)
-            row.finished_at = stamp
-            s.add(row)
-            if compile_log:
-                s.add(CompileLog(node_id=node_id, **compile_log))
-            for c in correctness:
-                s.add(Correctness(node_id=node_id, **c))
-            for m in measurements:
-                s.add(Measurement(node_id=node_id, run_id=row.run_id, created_at=stamp, **m))
-            for nid, visits, value, best in stats:
-                other = s.get(Node, nid)
-                if other is not None:
-                    other.visits, other.value, other.best_in_subtree = visits, value, best
-                    s.add(other)
-            run = s.get(Run, row.run_id) if run_fields else None
-            if run_fields and run is not None:
-                for k, v in run_fields.items():
-                    setattr(run, k, v)
-                run.updated_at = stamp
-                s.add(run)
-            s.add(
-                Event(
-                    run_id=row.run_id,
-                    node_id=node_id,
-                    kind="node_finished",
-                    created_at=stamp,
-                    payload_json=json.dumps({"status": row.status, "speedup": row.speedup}),
-                )
-            )
+        """Record a node's result and its back-propagation in one transaction."""
+        self._nodes.finish_node(
+            node_id,
+            fields=fields,
+            compile_log=compile_log,
+            correctness=correctness,
+            measurements=measurements,
+            stats=stats,
+            run_fields=run_fields,
+        )
 
     def set_node_profile(self, node_id: int, profile: dict) -> None:
-        """Store a node's hardware profile (``profile_json``, see forge_tui.evaluate.ncu) with a ``node_profiled`` event."""
-        with self.session() as s:
-            row = s.get(Node, node_id)
-            if row is None:
-                raise StoreNotFound(f"no node with id {node_id}")
-            row.profile_json = json.dumps(profile)
-            s.add(row)
-            s.add(
-                Event(
-                    run_id=row.run_id,
-                    node_id=node_id,
-                    kind="node_profiled",
-                    created_at=now_iso(),
-                    payload_json=json.dumps({"status": profile.get("status", "")}),
-                )
-            )
+        """See :meth:`NodeRepository.set_node_profile`."""
+        self._nodes.set_node_profile(node_id, profile)
 
     def confirm_node(self, node_id: int, speedup: float, measurements: Sequence[dict], note: str = "") -> None:
         """Store a node's confirmation re-measurement (its measurements and confirmed speedup)."""
-        stamp = now_iso()
-        with self.session() as s:
-            row = s.get(Node, node_id)
-            if row is None:
-                raise StoreNotFound(f"no node with id {node_id}")
-            row.confirmed_speedup = speedup
-            if note:
-                row.error = (row.error + "\n" + note).strip()
-            s.add(row)
-            for m in measurements:
-                s.add(Measurement(node_id=node_id, run_id=row.run_id, created_at=stamp, **m))
-            s.add(
-                Event(
-                    run_id=row.run_id,
-                    node_id=node_id,
-                    kind="node_confirmed",
-                    created_at=stamp,
-                    payload_json=json.dumps({"confirmed_speedup": speedup}),
-                )
-            )
+        self._nodes.confirm_node(node_id, speedup, measurements, note)
+
+    def add_measurements(self, run_id: int, rows: Sequence[dict]) -> None:
+        """Add measurements not tied to a node (the run's baselines)."""
+        self._nodes.add_measurements(run_id, rows)
 
     def get_node(self, node_id: int) -> NodeRead:
-        with self.session() as s:
-            row = s.get(Node, node_id)
-            if row is None:
-                raise StoreNotFound(f"no node with id {node_id}")
-            return NodeRead.model_validate(row, from_attributes=True)
+        """Raises StoreNotFound when no such node exists."""
+        return self._nodes.get_node(node_id)
 
     def nodes(self, run_id: int, *, after_id: int = 0, with_source: bool = True) -> list[NodeRead]:
         """All nodes of a run with ``id > after_id``, in id order."""
-        with self.session() as s:
-            rows = s.exec(select(Node).where(Node.run_id == run_id, col(Node.id) > after_id).order_by(col(Node.id)))
-            out = [NodeRead.model_validate(r, from_attributes=True) for r in rows]
-        if not with_source:
-            out = [n.model_copy(update={"source": ""}) for n in out]
-        return out
+        return self._nodes.nodes(run_id, after_id=after_id, with_source=with_source)
 
-    # ----------------------------------------------------------------- measurements, LLM exchanges (writes)
-    def add_measurements(self, run_id: int, rows: Sequence[dict]) -> None:
-        """Add measurements not tied to a node (the run's baselines)."""
-        stamp = now_iso()
-        with self.session() as s:
-            for m in rows:
-                s.add(Measurement(run_id=run_id, created_at=stamp, **m))
+    def compile_logs(self, node_id: int) -> list[CompileLogRead]:
+        """A node's compile logs, in id order."""
+        return self._nodes.compile_logs(node_id)
 
-    def record_baseline(self, run_id: int, rows: Sequence[dict], baseline_json: str) -> RunRead:
-        """Store a run's baseline measurements and its baseline summary in one transaction.
+    def correctness(self, node_id: int) -> list[CorrectnessRead]:
+        """A node's correctness checks, in id order."""
+        return self._nodes.correctness(node_id)
 
-        A run whose ``baseline_json`` is set has exactly one set of baseline rows: a process
-        killed in between leaves neither, and a resume measures the baseline again.
-        """
-        stamp = now_iso()
-        with self.session() as s:
-            row = s.get(Run, run_id)
-            if row is None:
-                raise StoreNotFound(f"no run with id {run_id}")
-            for m in rows:
-                s.add(Measurement(run_id=run_id, created_at=stamp, **m))
-            row.baseline_json, row.updated_at = baseline_json, stamp
-            s.add(row)
-            s.add(Event(run_id=run_id, kind="baseline", created_at=stamp))
-            s.flush()
-            return RunRead.model_validate(row, from_attributes=True)
+    def measurements(
+        self, *, run_id: Optional[int] = None, node_id: Optional[int] = None, baseline: bool = False
+    ) -> list[MeasurementRead]:
+        """Measurements of a node, or a run's baseline ones (``baseline=True``)."""
+        return self._nodes.measurements(run_id=run_id, node_id=node_id, baseline=baseline)
 
+    def node_summaries(
+        self, run_id: int, *, after_id: int = 0, ids: Optional[Iterable[int]] = None
+    ) -> list[NodeSummary]:
+        """Nodes of a run as :class:`NodeSummary` (no source, error text or JSON), id order."""
+        return self._nodes.node_summaries(run_id, after_id=after_id, ids=ids)
+
+    def best_node_summaries(self) -> dict[int, NodeSummary]:
+        """See :meth:`NodeRepository.best_node_summaries`."""
+        return self._nodes.best_node_summaries()
+
+    def left_in_flight(self, run_id: int) -> int:
+        """See :meth:`NodeRepository.left_in_flight`."""
+        return self._nodes.left_in_flight(run_id)
+
+    # ----------------------------------------------------------------- llm exchanges (store/llm_exchanges.py)
     def add_llm_exchange(self, *, run_id: int, **fields: Any) -> LLMExchangeRead:
         """Store one LLM exchange. Callers must have removed any API key from the fields."""
-        with self.session() as s:
-            row = LLMExchange(run_id=run_id, created_at=now_iso(), **fields)
-            s.add(row)
-            s.flush()
-            return LLMExchangeRead.model_validate(row, from_attributes=True)
+        return self._llm_exchanges.add_llm_exchange(run_id=run_id, **fields)
 
     def update_llm_exchange(self, exchange_id: int, **fields: Any) -> None:
-        """Set columns of a stored exchange (a reply being streamed, then its end). Callers must
-        have removed any API key from the fields."""
-        with self.session() as s:
-            row = s.get(LLMExchange, exchange_id)
-            if row is not None:
-                for key, value in fields.items():
-                    setattr(row, key, value)
-                s.add(row)
+        """See :meth:`LLMExchangeRepository.update_llm_exchange`."""
+        self._llm_exchanges.update_llm_exchange(exchange_id, **fields)
 
     def attach_llm_exchange(self, exchange_id: int, node_id: int) -> None:
-        with self.session() as s:
-            row = s.get(LLMExchange, exchange_id)
-            if row is not None:
-                row.node_id = node_id
-                s.add(row)
+        """Tie a stored exchange to the node its reply became (a no-op for an unknown exchange)."""
+        self._llm_exchanges.attach_llm_exchange(exchange_id, node_id)
 
+    def llm_exchanges(self, *, node_id: Optional[int] = None, run_id: Optional[int] = None) -> list[LLMExchangeRead]:
+        """Exchanges of a node and/or a run (all of them when neither is given), in id order."""
+        return self._llm_exchanges.llm_exchanges(node_id=node_id, run_id=run_id)
+
+    def live_llm_exchanges(self, run_id: int, limit: int = 4) -> list[LLMExchangeRead]:
+        """See :meth:`LLMExchangeRepository.live_llm_exchanges`."""
+        return self._llm_exchanges.live_llm_exchanges(run_id, limit)
+
+    def llm_token_totals(self, run_id: int) -> list[tuple[str, int, int, int]]:
+        """See :meth:`LLMExchangeRepository.llm_token_totals`."""
+        return self._llm_exchanges.llm_token_totals(run_id)
+
+    # ----------------------------------------------------------------- events (store/events.py)
     def add_event(
         self, run_id: int, kind: str, *, node_id: Optional[int] = None, payload: Optional[dict] = None
     ) -> None:
-        """Append an event of ``kind`` alone (e.g. ``device_wait``: the search waits for another
-        process's timing on its device); the store's own writes add theirs in their transaction."""
-        with self.session() as s:
-            s.add(
-                Event(
-                    run_id=run_id,
-                    node_id=node_id,
-                    kind=kind,
-                    created_at=now_iso(),
-                    payload_json=json.dumps(payload or {}),
-                )
-            )
+        """See :meth:`EventRepository.add_event`."""
+        self._events.add_event(run_id, kind, node_id=node_id, payload=payload)
+
+    def events(self, run_id: Optional[int] = None, *, after_id: int = 0, limit: int = 10_000) -> list[EventRead]:
+        """Events with ``id > after_id`` (of one run, or of all runs), oldest first."""
+        return self._events.events(run_id, after_id=after_id, limit=limit)
+
+    def last_event_id(self, run_id: Optional[int] = None) -> int:
+        """The newest event id (of one run, or of all): 0 when none. Cheap change detection."""
+        return self._events.last_event_id(run_id)
+
+    def data_version(self) -> int:
+        """A number that changes when another connection commits (cheap change detection)."""
+        return self._events.data_version()
+
+    # ----------------------------------------------------------------- campaigns (store/campaigns.py)
+    def create_campaign(self, *, regions: Sequence[dict], config: dict, **fields: Any) -> CampaignRead:
+        """See :meth:`CampaignRepository.create_campaign`."""
+        return self._campaigns.create_campaign(regions=regions, config=config, **fields)
+
+    def update_campaign(self, campaign_id: int, **fields: Any) -> CampaignRead:
+        """Set columns of a campaign (``report`` / ``config``: dicts stored as JSON)."""
+        return self._campaigns.update_campaign(campaign_id, **fields)
+
+    def update_campaign_region(self, region_row_id: int, **fields: Any) -> CampaignRegionRead:
+        """Set columns of one campaign region row."""
+        return self._campaigns.update_campaign_region(region_row_id, **fields)
+
+    def link_campaign_run(self, region_row_id: int, run_id: int) -> CampaignRegionRead:
+        """See :meth:`CampaignRepository.link_campaign_run`."""
+        return self._campaigns.link_campaign_run(region_row_id, run_id)
+
+    def reopen_orphan_regions(self, campaign_id: int) -> list[tuple[str, int]]:
+        """See :meth:`CampaignRepository.reopen_orphan_regions`."""
+        return self._campaigns.reopen_orphan_regions(campaign_id)
+
+    def claim_campaign(self, campaign_id: int) -> CampaignRead:
+        """Record this process as the campaign's driver and set it ``running``."""
+        return self._campaigns.claim_campaign(campaign_id)
+
+    def get_campaign(self, campaign_id: int) -> CampaignRead:
+        """Raises StoreNotFound when no such campaign exists."""
+        return self._campaigns.get_campaign(campaign_id)
+
+    def list_campaigns(self) -> list[CampaignRead]:
+        """Every campaign, newest first."""
+        return self._campaigns.list_campaigns()
+
+    def find_campaign(self, model_file: str, model_hash: str, backend: str) -> Optional[CampaignRead]:
+        """See :meth:`CampaignRepository.find_campaign`."""
+        return self._campaigns.find_campaign(model_file, model_hash, backend)
+
+    def campaign_regions(self, campaign_id: int) -> list[CampaignRegionRead]:
+        """A campaign's region rows (picked and skipped), by position."""
+        return self._campaigns.campaign_regions(campaign_id)
+
+    def region_of_run(self, run_id: int) -> Optional[CampaignRegionRead]:
+        """The campaign region whose search ``run_id`` is, or None (a run outside any campaign)."""
+        return self._campaigns.region_of_run(run_id)
+
+    def unlinked_runs(self, task_id: int, since: str) -> list[RunRead]:
+        """See :meth:`CampaignRepository.unlinked_runs`."""
+        return self._campaigns.unlinked_runs(task_id, since)

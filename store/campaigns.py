@@ -1,4 +1,4 @@
-"""``forge-tui optimize`` campaigns in the store (schema 5): a mixin of :class:`store.api.Store`.
+"""``forge-tui optimize`` campaigns in the store (schema 5).
 
 A campaign row (:class:`store.models.Campaign`) names a model file, its hash, its settings
 and its state; one :class:`store.models.CampaignRegion` row per region of the model's capture
@@ -8,8 +8,11 @@ join. The plan (campaign + regions) is written in one transaction, and so is eac
 link (region row and run row), so a campaign killed at any point is resumed from what the
 store says.
 
-One process drives a campaign at a time: :meth:`StoreCampaigns.claim_campaign` records the
+One process drives a campaign at a time: :meth:`CampaignRepository.claim_campaign` records the
 driver (host, pid) and refuses while another live process on this host holds it.
+
+:class:`CampaignRepository` is one of the repositories :class:`store.api.Store` composes; it
+opens its transactions with the session factory it is given.
 """
 
 from __future__ import annotations
@@ -17,16 +20,16 @@ from __future__ import annotations
 import json
 import os
 import socket
-from typing import Any, ContextManager, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from sqlmodel import Session, col, select
 
 from store.errors import LeaseHeld, StoreNotFound
 from store.lease import pid_alive
 from store.models import Campaign, CampaignRead, CampaignRegion, CampaignRegionRead, Run, RunRead
-from store.session import now_iso
+from store.session import SessionFactory, now_iso
 
-__all__ = ["StoreCampaigns", "campaign_state", "campaign_holder"]
+__all__ = ["CampaignRepository", "campaign_state", "campaign_holder"]
 
 
 def campaign_holder(c: Any) -> str:
@@ -48,11 +51,12 @@ def campaign_state(c: Any) -> str:
     return str(c.status)
 
 
-class StoreCampaigns:
-    """Campaign methods of :class:`store.api.Store` (a mixin: ``Store`` provides ``session``)."""
+class CampaignRepository:
+    """Campaign and campaign-region rows. ``session``: the store's short-session factory
+    (``Store.session``)."""
 
-    def session(self) -> ContextManager[Session]:
-        raise NotImplementedError  # Store.session overrides this
+    def __init__(self, session: SessionFactory):
+        self._session = session
 
     # ----------------------------------------------------------------- writes
     def create_campaign(self, *, regions: Sequence[dict], config: dict, **fields: Any) -> CampaignRead:
@@ -60,7 +64,7 @@ class StoreCampaigns:
         its region rows (dicts of :class:`store.models.CampaignRegionBase` columns) in one
         transaction."""
         stamp = now_iso()
-        with self.session() as s:
+        with self._session() as s:
             row = Campaign(config_json=json.dumps(config), created_at=stamp, updated_at=stamp, **fields)
             s.add(row)
             s.flush()
@@ -70,7 +74,7 @@ class StoreCampaigns:
 
     def update_campaign(self, campaign_id: int, **fields: Any) -> CampaignRead:
         """Set columns of a campaign (``report`` / ``config``: dicts stored as JSON)."""
-        with self.session() as s:
+        with self._session() as s:
             row = self._campaign_row(s, campaign_id)
             for key in ("report", "config"):
                 if key in fields:
@@ -84,7 +88,7 @@ class StoreCampaigns:
 
     def update_campaign_region(self, region_row_id: int, **fields: Any) -> CampaignRegionRead:
         """Set columns of one campaign region row."""
-        with self.session() as s:
+        with self._session() as s:
             row = s.get(CampaignRegion, region_row_id)
             if row is None:
                 raise StoreNotFound(f"no campaign region with id {region_row_id}")
@@ -98,7 +102,7 @@ class StoreCampaigns:
     def link_campaign_run(self, region_row_id: int, run_id: int) -> CampaignRegionRead:
         """Make ``run_id`` the search of a campaign region: the region row's ``run_id`` and the
         run's ``campaign_id``, in one transaction."""
-        with self.session() as s:
+        with self._session() as s:
             reg = s.get(CampaignRegion, region_row_id)
             run = s.get(Run, run_id)
             if reg is None or run is None:
@@ -120,7 +124,7 @@ class StoreCampaigns:
         Returns:
             ``(region, deleted run id)`` of each region reopened, by position.
         """
-        with self.session() as s:
+        with self._session() as s:
             rows = s.exec(
                 select(CampaignRegion)
                 .where(CampaignRegion.campaign_id == campaign_id, col(CampaignRegion.run_id).is_not(None))
@@ -145,7 +149,7 @@ class StoreCampaigns:
             LeaseHeld: another live process on this host drives it (one line naming it).
             StoreNotFound: no such campaign.
         """
-        with self.session() as s:
+        with self._session() as s:
             row = self._campaign_row(s, campaign_id)
             held = campaign_holder(row)
             if held:
@@ -159,19 +163,19 @@ class StoreCampaigns:
     # ----------------------------------------------------------------- reads
     def get_campaign(self, campaign_id: int) -> CampaignRead:
         """Raises StoreNotFound when no such campaign exists."""
-        with self.session() as s:
+        with self._session() as s:
             return CampaignRead.model_validate(self._campaign_row(s, campaign_id), from_attributes=True)
 
     def list_campaigns(self) -> list[CampaignRead]:
         """Every campaign, newest first."""
-        with self.session() as s:
+        with self._session() as s:
             rows = s.exec(select(Campaign).order_by(col(Campaign.id).desc()))
             return [CampaignRead.model_validate(r, from_attributes=True) for r in rows]
 
     def find_campaign(self, model_file: str, model_hash: str, backend: str) -> Optional[CampaignRead]:
         """The newest campaign of this model file (absolute path) with this content hash and
         backend, or None."""
-        with self.session() as s:
+        with self._session() as s:
             row = s.exec(
                 select(Campaign)
                 .where(
@@ -183,7 +187,7 @@ class StoreCampaigns:
 
     def campaign_regions(self, campaign_id: int) -> list[CampaignRegionRead]:
         """A campaign's region rows (picked and skipped), by position."""
-        with self.session() as s:
+        with self._session() as s:
             rows = s.exec(
                 select(CampaignRegion)
                 .where(CampaignRegion.campaign_id == campaign_id)
@@ -193,7 +197,7 @@ class StoreCampaigns:
 
     def region_of_run(self, run_id: int) -> Optional[CampaignRegionRead]:
         """The campaign region whose search ``run_id`` is, or None (a run outside any campaign)."""
-        with self.session() as s:
+        with self._session() as s:
             row = s.exec(select(CampaignRegion).where(CampaignRegion.run_id == run_id)).first()
             return None if row is None else CampaignRegionRead.model_validate(row, from_attributes=True)
 
@@ -201,7 +205,7 @@ class StoreCampaigns:
         """Runs of ``task_id`` created at or after ``since`` (ISO time) that belong to no
         campaign, oldest first: a run a campaign created just before it was killed, before
         it could link it (:meth:`link_campaign_run`)."""
-        with self.session() as s:
+        with self._session() as s:
             rows = s.exec(
                 select(Run)
                 .where(Run.task_id == task_id, col(Run.campaign_id).is_(None), col(Run.created_at) >= since)

@@ -27,9 +27,12 @@ from typing import Optional
 
 from sqlmodel import Session
 
-#: The facade's source files (``Store`` and its mixins): the Store method a commit belongs
-#: to is its frame in one of these files.
-_API_FILES = tuple(str(Path(__file__).with_name(f)) for f in ("api.py", "reads.py", "campaigns.py"))
+#: The facade's and its repositories' source files: the Store method a commit belongs to is
+#: its frame in one of these files (a repository method has its ``Store`` method's name).
+_API_FILES = tuple(
+    str(Path(__file__).with_name(f))
+    for f in ("api.py", "tasks.py", "runs.py", "nodes.py", "llm_exchanges.py", "events.py", "campaigns.py")
+)
 #: Frames of the commit plumbing, skipped when naming the Store method.
 _PLUMBING = ("session", "commit", "_store_method")
 

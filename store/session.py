@@ -13,7 +13,7 @@ import sqlite3
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, ContextManager, Iterator, Optional
 from urllib.parse import quote
 
 from sqlalchemy import event
@@ -23,6 +23,10 @@ from sqlmodel import Session, create_engine
 
 from store.errors import StoreCannotOpen, StoreDiskFull, StoreError, explain
 from store.faults import Faults
+
+#: What a repository opens a transaction with: ``Store.session`` (a short session on the
+#: store's engine that commits on success; see :func:`short_session`).
+SessionFactory = Callable[[], ContextManager[Session]]
 
 #: What a store call turns into a :class:`store.errors.StoreError` (through ``explain``).
 DB_ERRORS = (OperationalError, DBAPIError, sqlite3.Error)

@@ -2,16 +2,24 @@
 
 Each region's *weight* is its share of the forward times its distance to the roofline:
 
-    floor_us  = bytes / bandwidth            (one call: every input, parameter and the output
-                                              read or written once; bandwidth in GB/s)
-    distance  = eager_us / floor_us          (how far eager is from the memory roofline, >= 1)
+    floor_us  = max(bytes / bandwidth,       (one call: every input, parameter and the output
+                    compute_us)               read or written once; bandwidth in GB/s)
+    distance  = eager_us / floor_us          (how far eager is from the roofline, >= 1)
     weight    = share * distance
+
+``compute_us`` is the compute roof's term, non-zero only for a region that holds a GEMM (a GEMM +
+epilogue region): its FLOPs at the dense peak rate of its dtype (:func:`forge_tui.hardware.roofline`
+with :func:`forge_tui.hardware.tflops_for`), or, where no peak rate is known (the host, an unknown
+GPU), the time its own matmul took in eager (that matmul taken as at the machine's compute roof).
+Without it a GEMM region's floor would be its bytes alone, far below what its FLOPs allow, and its
+distance (so its share of the budget) inflated by the matmul's arithmetic intensity.
 
 ``bandwidth`` is the machine's measured device-to-device copy bandwidth where we have it
 (:class:`forge_tui.hardware.Peak` ``copy_gbs``, H200 4246 GB/s), else its datasheet DRAM
 bandwidth; on the host, or a GPU we have no figure for, the distance is relative: eager time
-per byte over the smallest eager time per byte among the picked regions (the weights are
-proportional all the same, only the figure shown differs). A region already at the roofline
+per byte over the smallest eager time per byte among the picked regions without a compute term
+(the weights are proportional all the same, only the figure shown differs); a region with a
+compute term then has ``eager_us / compute_us`` (its epilogue's cost over its matmul's). A region already at the roofline
 (distance 1) still gets its share's worth; one far from it, more. Source of the model: the
 roofline (Williams, Waterman, Patterson, CACM 2009); the split itself is ours.
 
@@ -35,25 +43,40 @@ class RegionCost:
     share: fraction of the forward's summed per-op time (0..1; None when untimed: weight 0).
     eager_us: one call's eager time in microseconds (the region's calls' per-op medians summed).
     bytes_moved: one call's bytes (inputs, parameters and output, once each).
+    compute_us: one call's compute floor in microseconds (FLOPs over the peak rate, or the
+        eager matmul's time; 0 for a region with no GEMM). Module docstring.
     """
 
     share: Optional[float]
     eager_us: Optional[float]
     bytes_moved: int
+    compute_us: float = 0.0
 
 
 def distances(costs: Sequence[RegionCost], bandwidth_gbs: Optional[float]) -> list[Optional[float]]:
     """Each region's eager time over its roofline floor (see the module docstring); None where
-    the time or the bytes are unknown. With no bandwidth, relative to the closest region."""
+    the time or the floor is unknown. With no bandwidth, a region without a compute term is
+    relative to the closest such region, one with it is over its compute term alone."""
+    out: list[Optional[float]] = []
+    mem_only = [c for c in costs if not c.compute_us]
     per_byte = [
-        (c.eager_us / c.bytes_moved) if c.eager_us and c.bytes_moved and c.eager_us > 0 else None for c in costs
+        (c.eager_us / c.bytes_moved) if c.eager_us and c.bytes_moved and c.eager_us > 0 else None for c in mem_only
     ]
-    if bandwidth_gbs and bandwidth_gbs > 0:
-        # floor_us = bytes / (GB/s * 1e9) * 1e6 = bytes / (GB/s * 1e3)
-        return [None if p is None else max(1.0, p * bandwidth_gbs * 1e3) for p in per_byte]
     known = [p for p in per_byte if p is not None]
     low = min(known) if known else None
-    return [None if p is None or not low else p / low for p in per_byte]
+    for c in costs:
+        if not c.eager_us or c.eager_us <= 0:
+            out.append(None)
+            continue
+        if bandwidth_gbs and bandwidth_gbs > 0:
+            # floor_us = bytes / (GB/s * 1e9) * 1e6 = bytes / (GB/s * 1e3)
+            floor = max(c.bytes_moved / (bandwidth_gbs * 1e3), c.compute_us)
+            out.append(max(1.0, c.eager_us / floor) if floor > 0 else None)
+        elif c.compute_us:
+            out.append(max(1.0, c.eager_us / c.compute_us))
+        else:
+            out.append(c.eager_us / c.bytes_moved / low if c.bytes_moved and low else None)
+    return out
 
 
 def weights(costs: Sequence[RegionCost], bandwidth_gbs: Optional[float]) -> list[float]:

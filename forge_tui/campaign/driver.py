@@ -231,7 +231,9 @@ class Campaigner:
         skipped = self.store.campaign_regions(campaign.id)
         name = Path(campaign.model_file).name
         if not skipped:
-            self.log(f"no region of this model can be searched: the capture found no fusion region in {name}")
+            self.log(
+                f"no region of this model can be searched: the capture found no fusion or GEMM + epilogue region in {name}"
+            )
         else:
             self.log(
                 f"no region of this model can be searched: each of its {len(skipped)} region(s) was skipped"
@@ -323,6 +325,7 @@ class Campaigner:
             tasks_dir=out_dir / "tasks",
             log=self.log,
             rank=o.rank,
+            precision=o.precision,
         )
         config = {
             "top": top,
@@ -357,11 +360,19 @@ class Campaigner:
                 )
                 self.log(f"failed  {r.region}: cannot start its search: {one_line(exc)}")
             else:
+                gemm = (facts.get("gemm_regions") or {}).get(r.region, {})
                 dist = "" if r.distance is None else f", {r.distance:.1f}x from the roofline"
-                if r.distance is not None and not facts.get("bandwidth_gbs"):
+                if (
+                    r.distance is not None
+                    and gemm.get("compute_roof") == "eager matmul"
+                    and not facts.get("bandwidth_gbs")
+                ):
+                    dist = f", {r.distance:.1f}x its eager matmul's time (no peak FLOP rate)"
+                elif r.distance is not None and not facts.get("bandwidth_gbs"):
                     dist = f", distance {r.distance:.1f} (relative: no bandwidth figure)"
+                across = f" across {', '.join(gemm['anchors'])}" if gemm.get("anchors") else ""
                 self.log(
-                    f"pick    {r.region} ({r.pattern or 'no pattern'}, {share}{dist}): "
+                    f"pick    {r.region} ({r.pattern or 'no pattern'}{across}, {share}{dist}): "
                     f"{count_text(r.iterations, 'iteration')}, {run.proposer}"
                 )
         return c

@@ -1,13 +1,20 @@
 """The first step of a campaign: capture the model's fusion regions, pick the ones worth a
 search, write their task files and share the budget (:mod:`forge_tui.campaign.budget`).
 
-Picking: regions by share of the forward (largest first); a region is searchable when it can
+Candidates: both tables of ``capture --regions``, the fusion regions and the GEMM + epilogue
+regions (a linear layer's matmul with its bias, activation and residual add). Picking: regions
+by share of the forward (largest first); a region is searchable when it can
 become a task (``capture --regions`` lists no refusal) and the search can start from it: the
 tune proposer needs the task's seed kernel (``task.seed_source(backend)``, a catalog pattern's
 seed that capture writes beside the task file through ``FORGE_CAPTURE["seeds"]``) with ``@tune``
 knobs; the LLM proposer writes the first kernel itself. ``auto`` (the default) tunes a region
 that has such a seed and gives the others to the LLM when an endpoint is configured. The first
 ``top`` searchable regions are picked; every other region is listed as skipped with the reason.
+A GEMM region and a fusion region can share calls (the gated MLP's region holds the ``swiglu``
+region's activation and product); both kernels would replace the same ops, so only one of two
+such regions is picked: the one that holds all of the other's calls, else the one with the larger
+share x distance (:func:`pick_regions`). A GEMM region's distance to the roofline counts its
+FLOPs (:func:`compute_floor`, :mod:`forge_tui.campaign.budget`).
 
 Ranking (``--rank``): ``eager`` orders regions by their share of the eager forward. ``compiled``
 orders them by what is left to win *inside* ``torch.compile``: the model's compiled forward is
@@ -17,7 +24,9 @@ Inductor glue kernels are attributed to the regions whose ops they fused
 and a region's figure is its kernels' time above their copy-bandwidth floor (their whole time
 where Inductor gave no byte estimate, as on the host). A region Inductor already fused into
 kernels at their floor, or that left no kernel of its own, ranks below every region with time
-left; ties keep the eager-share order. The budget split (:mod:`forge_tui.campaign.budget`) is
+left; ties keep the eager-share order. GEMM kernels carry no aten op names, so a GEMM region
+ranks by the glue kernels Inductor left of its epilogue (attributed among the GEMM regions apart
+from the fusion regions, so the same kernel counts for both kinds). The budget split (:mod:`forge_tui.campaign.budget`) is
 unchanged. ``auto`` (the default) is ``compiled`` on cuda and ``eager`` on the host (where
 torch.compile builds C++ for tens of seconds and no floor is known); a compiled forward that
 cannot be profiled (torch.compile fails) falls back to ``eager`` with a log line.
@@ -29,7 +38,7 @@ from __future__ import annotations
 
 import gc
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from forge_tui.campaign.budget import RegionCost, distances, split_iterations, split_seconds, weights
 from forge_tui.core.status import BackendName, ProposerName
@@ -66,20 +75,30 @@ def plan_regions(
     tasks_dir: Path,
     log: Callable[[str], None],
     rank: str = "auto",
+    precision: str = "highest",
 ) -> tuple[list[dict], dict, dict]:
     """Capture ``model_file`` on ``backend``, pick and write the regions' tasks, share the budget.
+
+    The candidates are both tables of ``capture --regions``: the fusion regions and the GEMM +
+    epilogue regions (:func:`candidates`); two that share calls are never both picked
+    (:func:`pick_regions`).
 
     Returns:
         ``(rows, facts, tasks)``: one dict of :class:`store.models.CampaignRegionBase` columns
         per region of the capture (picked ones ``state`` ``pending`` with ``iterations`` and
-        ``budget_s``; the others ``skipped`` with ``note``), by share; ``facts``: the
-        bandwidth used and how many regions the capture found; ``tasks``: ``(loaded task,
+        ``budget_s``; the others ``skipped`` with ``note``), by rank; ``facts``: the
+        bandwidth used, how many regions the capture found and, under ``gemm_regions``, each
+        GEMM region's ``anchors`` and, once its task was written and can be searched, its
+        ``flops`` (per call) and ``compute_us`` (its compute floor, :func:`compute_floor`) with
+        its ``compute_roof``; ``tasks``: ``(loaded task,
         proposer)`` of each picked region by region id (its run is created from them, the
         task file not loaded again). ``proposer``: ``auto``, ``tune`` or ``llm``; ``llm_ok``:
         an LLM endpoint is configured (``auto`` then searches seedless regions with it).
         ``rank``: one of :data:`RANKINGS` (module docstring); ``facts`` then also says
         ``ranked_by`` (``compiled``/``eager``) and, ranked by the compiled forward,
         ``compiled_left_us`` per region id and the forward's ``compiled_glue_us``/``compiled_kernels_us``.
+        ``precision``: the searches' fp32 matmul precision (``torch.set_float32_matmul_precision``),
+        which sets a float32 GEMM's peak rate.
 
     Raises:
         CaptureError: the model file does not load or its forward raises (one line).
@@ -94,58 +113,202 @@ def plan_regions(
     rs = find_regions(cap)
     cp.measure(cap)
     set_times(rs)
-    order, facts = rs.ranked(), {"ranked_by": "eager"}
+    order: list = candidates(rs)
+    facts: dict[str, Any] = {"ranked_by": "eager"}
     if rank == "compiled" or (rank == "auto" and backend == BackendName.CUDA):
         order, facts = rank_inside_compile(model_file, backend, order, log)
     by = "what is left inside torch.compile" if facts["ranked_by"] == "compiled" else "share"
-    picked: list[tuple[dict, object]] = []
-    rows: list[dict] = []
-    for r in order:
-        row = {
-            "region": r.id,
-            "pattern": r.pattern_name or "",
-            "share": r.share,
-            "count": r.count,
-            "kernels": r.kernels,
-            "eager_us": None if r.per_call_ms is None else r.per_call_ms * 1e3,
-            "state": "skipped",
-        }
-        rows.append(row)
-        if r.refusal:
-            row["note"] = f"cannot be a task: {r.refusal}"
-            continue
-        if len(picked) >= top:
-            row["note"] = f"not in the top {top} searchable regions by {by} (--top)"
-            continue
-        made = write_region_tasks(store, rs, [r], tasks_dir)[0]
+    gpu = _gpu(backend)
+    gemm_facts: dict[str, dict] = {r.id: {"anchors": list(r.anchors)} for r in order if r.anchors}
+
+    found = [rs]  # the closure's handle on the region set, emptied before the searches start
+
+    def prepare(r, row: dict):
+        made = write_region_tasks(store, found[0], [r], tasks_dir)[0]
         row.update(task_path=made["path"], task_id=made["task_id"], task_name=made["name"])
         task, chosen, why = _searchable(made["path"], backend, proposer, llm_ok)
         if why:
-            row["note"] = why
-            continue
+            return None, why
         row["bytes_moved"] = _bytes(task)
-        picked.append((row, (task, chosen)))
+        if r.anchors:
+            flops, row["compute_us"], roof = compute_floor(task, r.anchor_ms, gpu, precision)
+            gemm_facts[r.id].update(flops=flops, compute_us=row["compute_us"], compute_roof=roof)
+        return (task, chosen), None
+
+    entries = [(r, _row(r)) for r in order]
     bw = bandwidth_gbs(backend)
-    costs = [RegionCost(row["share"], row["eager_us"], row.get("bytes_moved", 0)) for row, _ in picked]
+    picked = pick_regions(entries, top=top, by=by, prepare=prepare, bandwidth=bw)
+    costs = [_cost(row) for row, _ in picked]
     ws = weights(costs, bw)
     for (row, _), d, n, s in zip(
         picked, distances(costs, bw), split_iterations(ws, iterations), split_seconds(ws, budget_s)
     ):
         row.update(state="pending", distance=d, iterations=n, budget_s=s)
-    del cap, rs
+    rows = [row for _, row in entries]
+    for row in rows:
+        row.pop("compute_us", None)  # a fact of the plan (facts["gemm_regions"]), not a column
+    found.clear()
+    del cap, rs, entries
     gc.collect()
     _free_device(backend)
     for k, row in enumerate(rows):
         row["position"] = k
     tasks = {row["region"]: task for row, task in picked}
-    return rows, {"bandwidth_gbs": bw, "regions_found": len(rows), **facts}, tasks
+    facts = {"bandwidth_gbs": bw, "regions_found": len(rows), **facts}
+    if gemm_facts:
+        facts["gemm_regions"] = gemm_facts
+    return rows, facts, tasks
+
+
+def candidates(rs) -> list:
+    """The regions ``optimize`` may pick: the fusion regions and the GEMM + epilogue regions
+    (``RegionSet.regions`` and ``.gemm``) together, by total eager time, largest first (ties by
+    id; in the order found while untimed)."""
+    every = list(rs.regions) + list(rs.gemm)
+    if any(r.total_ms is None for r in every):
+        return every
+    return sorted(every, key=lambda r: (-(r.total_ms or 0.0), int(r.id[1:])))
+
+
+def region_calls(region) -> frozenset:
+    """The node ids of every instance's kernel calls (views aside: they launch nothing and may
+    sit in several regions): two regions sharing one would replace the same op."""
+    g = region.graph
+    return frozenset(i for inst in region.instances for i in inst.nodes if g.nodes[i].role != "view")
+
+
+def _row(r) -> dict:
+    return {
+        "region": r.id,
+        "pattern": r.pattern_name or "",
+        "share": r.share,
+        "count": r.count,
+        "kernels": r.kernels,
+        "eager_us": None if r.per_call_ms is None else r.per_call_ms * 1e3,
+        "state": "skipped",
+        "_calls": region_calls(r),
+        "_refusal": r.refusal,
+    }
+
+
+def _cost(row: dict) -> RegionCost:
+    return RegionCost(row["share"], row["eager_us"], row.get("bytes_moved", 0), row.get("compute_us", 0.0))
+
+
+def pick_regions(
+    entries: list[tuple[Any, dict]],
+    *,
+    top: int,
+    by: str,
+    prepare: Callable[[Any, dict], tuple[Any, Optional[str]]],
+    bandwidth: Optional[float],
+) -> list[tuple[dict, Any]]:
+    """Pick up to ``top`` regions from ``entries`` (``(region, row)`` in rank order; ``row`` as
+    :func:`_row` builds it, with the region's call set under ``_calls`` and its refusal under
+    ``_refusal``); returns ``(row, payload)`` of the picked ones in the order picked.
+
+    Each row not picked keeps ``state`` ``skipped`` and gets its ``note``. ``prepare(region,
+    row)`` writes a region's task and returns ``(payload, None)`` when it can be searched, else
+    ``(None, why)``; it sets ``row["bytes_moved"]`` (and ``compute_us``) for the budget.
+    Two regions that share a call (a GEMM + epilogue region holds an activation that is also in
+    a fusion region) would replace the same op, so only one is picked: the one whose calls hold
+    all of the other's; else the one with the larger ``share x distance`` as the budget weighs
+    it (:func:`forge_tui.campaign.budget.weights` over the regions picked so far and the
+    challenger, ``bandwidth`` in GB/s or None); the other is skipped, its note naming the winner.
+    A challenger that wins takes its rivals' places, so it may join when ``top`` are picked.
+    ``rows``'s private keys (``_calls``, ``_refusal``) are removed.
+    """
+    picked: list[tuple[dict, Any]] = []
+    for region, row in entries:
+        calls, refusal = row.pop("_calls"), row.pop("_refusal")
+        row["_c"] = calls
+        if refusal:
+            row["note"] = f"cannot be a task: {refusal}"
+            continue
+        rivals = [(prow, p) for prow, p in picked if prow["_c"] & calls]
+        holder = next((prow for prow, _ in rivals if prow["_c"] >= calls), None)
+        if holder is not None:
+            row["note"] = _overlap_note(holder, None)
+            continue
+        if len(picked) >= top and not rivals:
+            row["note"] = f"not in the top {top} searchable regions by {by} (--top)"
+            continue
+        payload, why = prepare(region, row)
+        if why:
+            row["note"] = why
+            continue
+        if rivals:
+            every = [prow for prow, _ in picked] + [row]
+            w = dict(zip(map(id, every), weights([_cost(x) for x in every], bandwidth)))
+            lost = next((prow for prow, _ in rivals if not (calls > prow["_c"] or w[id(row)] > w[id(prow)])), None)
+            if lost is not None:
+                row["note"] = _overlap_note(lost, (w[id(lost)], w[id(row)]))
+                continue
+            for prow, p in rivals:
+                picked.remove((prow, p))
+                prow["note"] = _overlap_note(row, None if calls > prow["_c"] else (w[id(row)], w[id(prow)]))
+        if len(picked) >= top:
+            row["note"] = f"not in the top {top} searchable regions by {by} (--top)"
+            continue
+        picked.append((row, payload))
+    for _, row in entries:
+        row.pop("_c", None)
+    return picked
+
+
+def _overlap_note(winner: dict, weighed: Optional[tuple[float, float]]) -> str:
+    """The skip note of a region that shares calls with ``winner`` (a row): it holds them all
+    (``weighed`` None), or its ``share x distance`` is the larger (``(winner's, this one's)``)."""
+    name = f"{winner['region']} ({winner['pattern'] or 'no pattern'})"
+    if weighed is None:
+        return f"its calls are all inside {name}, which is searched instead (one kernel would replace both)"
+    return (
+        f"shares calls with {name}, searched instead: its share x distance is larger "
+        f"({weighed[0]:.3g} against {weighed[1]:.3g}; both kernels would replace the same ops)"
+    )
+
+
+def compute_floor(task, anchor_ms: Optional[float], gpu: Optional[str], precision: str) -> tuple[int, float, str]:
+    """``(flops, compute_us, roof)`` of one call of a GEMM region's task: its FLOPs (the task's
+    count, ``FlopCounterMode`` over the reference, at its own shape) and the compute term of its
+    roofline in microseconds, ``flops / peak`` at the task's dtype under ``precision``
+    (:func:`forge_tui.hardware.roofline` with :func:`forge_tui.hardware.peak_tflops`, which
+    is :func:`~forge_tui.hardware.tflops_for`: ``roof`` ``"peak"``); where no peak is known
+    (``gpu`` None: the host, or a GPU without a datasheet entry) the region's own matmul time in
+    eager (``anchor_ms``, ``roof`` ``"eager matmul"``), else 0 (``roof`` ``""``)."""
+    from forge_tui import hardware
+
+    dims = next(iter(task.shapes.values()), None)
+    try:
+        flops = int(task.flops(dims) or 0) if dims is not None else 0
+    except Exception:  # noqa: BLE001 - no count: the eager matmul stands in
+        flops = 0
+    tflops = hardware.peak_tflops(gpu, str(task.dtype), precision) if gpu else 0.0
+    if flops and tflops:
+        floor_ms, _bound = hardware.roofline(0, flops, None, tflops)
+        return flops, floor_ms * 1e3, "peak"
+    if anchor_ms:
+        return flops, anchor_ms * 1e3, "eager matmul"
+    return flops, 0.0, ""
+
+
+def _gpu(backend: str) -> Optional[str]:
+    """The GPU's name on cuda (for its peak rates), else None."""
+    if backend != BackendName.CUDA:
+        return None
+    from forge_tui import hardware
+
+    try:
+        return hardware.gpu_name("cuda")
+    except Exception:  # noqa: BLE001 - no name: no compute roof
+        return None
 
 
 def rank_inside_compile(model_file: str, backend: str, regions: list, log: Callable[[str], None]) -> tuple[list, dict]:
     """``(regions reordered by what the compiled forward leaves in them, facts)``; the order as
     given and ``{"ranked_by": "eager"}`` when the compiled forward cannot be profiled (logged).
 
-    ``regions`` come by eager share (``RegionSet.ranked``); see the module docstring for the rule."""
+    ``regions`` come by eager share (:func:`candidates`); see the module docstring for the rule."""
     from forge_tui.core.errors import user_message
     from forge_tui.model.capture.compiled import compiled_table, region_left
 
@@ -155,7 +318,10 @@ def rank_inside_compile(model_file: str, backend: str, regions: list, log: Calla
     except Exception as exc:  # noqa: BLE001 - CaptureError and compiler faults: eager ranking, said so
         log(f"ranking regions by eager share: {user_message(exc) or exc}")
         return regions, {"ranked_by": "eager"}
-    left = region_left(table, {r.id: list(r.ops) for r in regions})
+    # the GEMM regions are attributed apart: a glue kernel Inductor left after a GEMM counts both
+    # for the fusion region of its ops and for the GEMM region holding them (only one is picked)
+    left = region_left(table, {r.id: list(r.ops) for r in regions if not r.anchors})
+    left.update(region_left(table, {r.id: list(r.ops) for r in regions if r.anchors}))
     order = ranked_by_left(regions, {rid: v.left_us for rid, v in left.items()})
     b = table.budget()
     log(

@@ -137,11 +137,24 @@ def region_summary(store, region) -> dict:
 
 
 def build_report(store, campaign, *, apply: Optional[dict], wall_s: Optional[float]) -> dict:
-    """``campaign.json``: the campaign, its picked and skipped regions, apply's result."""
+    """``campaign.json``: the campaign, its picked and skipped regions, apply's result. Each
+    region says its ``anchors``: the GEMM calls a GEMM + epilogue region holds (``[]`` for a
+    fusion region; the plan's ``gemm_regions`` fact)."""
     regions = store.campaign_regions(campaign.id)
-    picked = [region_summary(store, r) for r in regions if r.state != "skipped"]
+    gemm = (campaign.config or {}).get("gemm_regions") or {}
+    picked = [
+        {**region_summary(store, r), "anchors": list((gemm.get(r.region) or {}).get("anchors") or [])}
+        for r in regions
+        if r.state != "skipped"
+    ]
     skipped = [
-        {"region": r.region, "pattern": r.pattern or None, "share": r.share, "reason": r.note}
+        {
+            "region": r.region,
+            "pattern": r.pattern or None,
+            "share": r.share,
+            "reason": r.note,
+            "anchors": list((gemm.get(r.region) or {}).get("anchors") or []),
+        }
         for r in regions
         if r.state == "skipped"
     ]
@@ -191,6 +204,8 @@ def summary_table(report: dict) -> str:
             f"{r['region']:6} {(r['pattern'] or '-')[:18]:18} {share:>6} {its:>7} {shown:>9}  {conf:9} "
             f"{r['state']:8} {r['exported'] or '-'}"
         )
+        if r.get("anchors"):  # a GEMM + epilogue region: the matmul its kernel takes in
+            lines.append(f"{'':6} across the GEMM: {', '.join(r['anchors'])}")
         if r["note"]:
             lines.append(f"{'':6} {r['note']}")
         elif r.get("run_reason") and r["iterations_done"] < r["iterations"]:  # why it ended early
@@ -202,7 +217,8 @@ def summary_table(report: dict) -> str:
         )
     for s in report["skipped"]:
         share = "-" if s["share"] is None else f"{100 * s['share']:.1f}%"
-        lines.append(f"skipped {s['region']} ({s['pattern'] or 'no pattern'}, {share}): {s['reason']}")
+        across = f" across {', '.join(s['anchors'])}" if s.get("anchors") else ""
+        lines.append(f"skipped {s['region']} ({s['pattern'] or 'no pattern'}{across}, {share}): {s['reason']}")
     ap = report.get("apply")
     if ap is not None:
         lines.append(f"apply: {_apply_line(ap)}")

@@ -136,7 +136,7 @@ def test_nothing_to_search_says_why_without_an_empty_table(tmp_path, capsys):
     db2 = tmp_path / "g.db"  # the capture found no region at all
     _stored(db2, model, tmp_path / "out2", [])
     rc, text, err = main_rc(capsys, "--db", db2, "optimize", model, "--backend", "host")
-    assert rc == 1 and "the capture found no fusion region in a.py" in text
+    assert rc == 1 and "the capture found no fusion or GEMM + epilogue region in a.py" in text
     assert not any(ln.startswith("region ") for ln in text.splitlines())
 
 

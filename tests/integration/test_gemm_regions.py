@@ -178,3 +178,35 @@ def test_in_place_activation_and_residual_on_the_running_value(tmp_path):
     assert (fc1.pattern["act"], fc1.pattern["residual"]) == ("relu", False) and fc1.refusal is None
     assert (fc2.pattern["act"], fc2.pattern["residual"]) == ("none", True) and fc2.refusal is None
     assert fc1.ops[-1] == "aten.relu_.default" and fc2.ops[-1] == "aten.add_.Tensor"
+
+
+@pytest.mark.slow  # a capture, a tune search, an export and an apply in child processes: ~1-2 min on 2 cores
+def test_optimize_picks_a_gemm_region_tunes_it_from_its_seed_exports_and_applies_it(tmp_path):
+    out = tmp_path / "out"
+    res = run_cli(
+        "--db", str(tmp_path / "f.db"), "optimize", str(MLP), "--backend", "host", "--iterations", "2",
+        "--top", "1", "-o", str(out), "--json",
+        timeout=600,
+        env={"FORGE_DISPATCH": "always"},  # apply runs the kernel on every call (the host twin is slow)
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    pick = next(ln for ln in res.stderr.splitlines() if ln.startswith("pick "))
+    assert "(gemm_epilogue across aten.addmm.default" in pick and pick.endswith(", tune")
+    report = json.loads(res.stdout)
+    (r,) = report["regions"]
+    assert (r["region"], r["pattern"], r["anchors"]) == ("R1", "gemm_epilogue", ["aten.addmm.default"])
+    assert r["state"] == "done" and r["best_node"] is not None and r["exported"]
+    assert (out / "kernels" / "R1" / "manifest.json").is_file()
+    (skipped,) = report["skipped"]
+    assert skipped["region"] == "R2" and skipped["anchors"] == ["aten.addmm.default"]
+    assert skipped["reason"] == "not in the top 1 searchable regions by share (--top)"
+    facts = report["settings"]["gemm_regions"]["R1"]
+    assert facts["flops"] == 2 * 32 * 64 * 256 and facts["compute_roof"] == "eager matmul"  # 2*M*N*K; no peak on a CPU
+    assert r["distance"] >= 1.0
+    log = (out / "logs" / "R1.log").read_text()
+    assert "seed kernel from the catalog" in log  # tuned from the gemm_epilogue pattern seed, no LLM
+    ap = report["apply"]
+    assert ap["exit_code"] == 0, ap
+    assert ap["result"]["check"]["passed"]
+    (applied,) = ap["result"]["regions"]
+    assert applied["pattern"] == "gemm_epilogue" and applied["instances"] == 2

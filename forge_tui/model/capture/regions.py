@@ -64,7 +64,8 @@ class Region:
     why it cannot become a task (None when it can); ``feeds`` the regions that read its
     output; ``module`` the deepest module path its instances ran in (layer numbers as ``*``,
     ``(+N)`` for N more kinds of module); ``anchors`` the compute-bound calls one instance
-    holds (``aten.addmm.default`` for a GEMM region, else empty).
+    holds (``aten.addmm.default`` for a GEMM region, else empty); ``anchor_ms`` the part of
+    ``per_call_ms`` those calls take (None without anchors or untimed).
     """
 
     id: str
@@ -79,6 +80,7 @@ class Region:
     feeds: list[str] = field(default_factory=list)
     module: Optional[str] = None
     anchors: list[str] = field(default_factory=list)
+    anchor_ms: Optional[float] = None
 
     @property
     def count(self) -> int:
@@ -257,8 +259,9 @@ def kernels_of(graph: Graph, inst: Instance) -> int:
 
 def set_times(rs: RegionSet) -> None:
     """Each region's ``per_call_ms`` (its kernel calls' per-op medians summed) and ``share``
-    (its total over the sum of all op groups' totals), from the capture's op timing; left
-    None while the capture is untimed (call again after :func:`measure`)."""
+    (its total over the sum of all op groups' totals) and a GEMM region's ``anchor_ms``, from
+    the capture's op timing; left None while the capture is untimed (call again after
+    :func:`measure`)."""
     from forge_tui.model.capture.describe import call_key
 
     cap = rs.capture
@@ -271,6 +274,9 @@ def set_times(rs: RegionSet) -> None:
         if all(t is not None for t in times):
             r.per_call_ms = sum(t for t in times if t is not None)
             r.share = (r.per_call_ms * r.count) / total if total else None
+            anchors = set(r.first.anchors)
+            if anchors:
+                r.anchor_ms = sum(median.get(n.key) or 0.0 for n in region_nodes(r) if n.id in anchors)
 
 
 def region_nodes(region: Region) -> list[Node]:
