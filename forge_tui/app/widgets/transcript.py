@@ -120,6 +120,7 @@ def transcript_markdown(detail: Optional[NodeDetail], run: Optional[RunRead] = N
 
 
 class TranscriptPane(VerticalScroll):
+    ALLOW_MAXIMIZE = True  # a pane of the run screen: every pane can be maximised
     BINDINGS = [
         Binding("j", "scroll_down", "Down", show=False),
         Binding("k", "scroll_up", "Up", show=False),
