@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 from textual import work
 from textual.app import App, SystemCommand
@@ -19,6 +19,7 @@ from textual.timer import Timer
 
 from forge_tui.app import ascii as ascii_mode
 from forge_tui.app.format import ASCII
+from forge_tui.app.host import ForgeHost
 from forge_tui.app.screens.help import HelpScreen
 from forge_tui.app.screens.run import RunScreen
 from forge_tui.app.screens.runs import RunsScreen
@@ -170,7 +171,7 @@ class ForgeApp(App):
             f"reopen: {cmd} (pick run {run.id}) or {cmd} show {run.id}"
         )
 
-    def action_quit(self) -> None:
+    async def action_quit(self) -> None:
         """Ctrl-C (and ``q`` in the runs browser): leave the app; searches keep running (they run in
         their own processes, as ``d`` leaves them). What each live search does next is printed in
         the terminal, as ``q``/``d`` on a run say it."""
@@ -220,3 +221,10 @@ class ForgeApp(App):
 
     def on_unmount(self) -> None:
         self.store.close()
+
+
+if TYPE_CHECKING:
+
+    def _hosts_the_screens(app: ForgeApp) -> ForgeHost:
+        """mypy holds ``ForgeApp`` to what the screens ask of their app (:mod:`forge_tui.app.host`)."""
+        return app

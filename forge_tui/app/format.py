@@ -30,7 +30,7 @@ from forge_tui.core.status import FAILED, NodeStatus, RunStatus  # noqa: F401  (
 #: (✔ ✖ ⏱ ☠ ⚙ were; a terminal may draw an emoji two cells wide or not at all, which blanked
 #: legend rows in tmux), no combining, zero-width or variation-selector character
 #: (tests/ui/test_app_glyphs_and_dialogs.py checks every glyph the app draws).
-_GLYPHS = {
+_GLYPHS: dict[str, tuple[str, str]] = {
     NodeStatus.OK: ("●", "+"),
     NodeStatus.COMPILE_ERROR: ("✕", "C"),
     NodeStatus.INCORRECT: ("≠", "I"),
@@ -57,7 +57,7 @@ GLYPH_MEANING = {
     NodeStatus.VERIFYING: "verifying",
     NodeStatus.TIMING: "timing",
 }
-RUN_STYLE = {
+RUN_STYLE: dict[str, str] = {
     RunStatus.RUNNING: "bold green",
     RunStatus.PAUSED: "yellow",
     RunStatus.INTERRUPTED: "dark_orange",

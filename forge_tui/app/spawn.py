@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
+from forge_tui.core.config import RunConfig
 from forge_tui.core.status import ProposerName
 
 #: The environment variables a ``resume`` lets override an llm run's stored endpoint, and the
@@ -150,10 +151,12 @@ def endpoint_env(cfg: dict) -> Iterator[None]:
     """While inside: OPENAI_BASE_URL / FORGE_LLM_MODEL say ``cfg``'s endpoint (unset where it
     stores none), whatever this process's environment said; restored on the way out."""
     saved = {var: os.environ.get(var) for var, _ in ENDPOINT_VARS}
+    stored = RunConfig.from_stored(cfg)
     try:
         for var, key in ENDPOINT_VARS:
-            if cfg.get(key):
-                os.environ[var] = str(cfg[key])
+            value = getattr(stored, key)
+            if value:
+                os.environ[var] = value
             else:
                 os.environ.pop(var, None)
         yield

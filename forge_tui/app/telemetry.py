@@ -13,7 +13,7 @@ def _init():
     if _nvml is not None or _failed:
         return _nvml
     try:
-        import pynvml  # type: ignore
+        import pynvml
 
         pynvml.nvmlInit()
         if pynvml.nvmlDeviceGetCount() < 1:

@@ -9,8 +9,9 @@ settings: defaults < config file < environment < these fields).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from forge_tui.core.errors import ForgeError
 from forge_tui.core.status import BackendName, ProposerName
@@ -67,6 +68,10 @@ class RunConfig:
         profile: ``auto`` or ``off``: a hardware profile (ncu) of each ok node on cuda.
         mode: a task file's model in ``eval`` (default) or ``train`` mode (as constructed).
         precision: the fp32 matmul precision policy, one of :data:`PRECISION_CHOICES`.
+        compile_workers / compile_ahead / compile_baseline: harness knobs no flag sets, read from
+            a stored run's config (benchmarks of the harness write them there): compile threads
+            (None: :func:`forge_tui.search.pipeline.default_compile_workers`), one more
+            expansion while the worker evaluates, and timing the torch.compile baseline.
     """
 
     task: str
@@ -83,6 +88,41 @@ class RunConfig:
     profile: str = AUTO
     mode: str = "eval"
     precision: str = DEFAULT_PRECISION
+    compile_workers: Optional[int] = None
+    compile_ahead: bool = True
+    compile_baseline: bool = True
+
+    @classmethod
+    def from_stored(cls, config: Optional[Mapping[str, Any]], *, task: str = "") -> "RunConfig":
+        """The settings a stored run's ``config`` (``RunRead.config``) holds, this class's defaults
+        for those it lacks (a run stored before a setting existed reads as it did then).
+
+        Read: ``repairs``, ``parallel``, ``precision`` (an unknown one reads as
+        :data:`DEFAULT_PRECISION`), ``profile``, ``model``, ``base_url``, ``seed_kernel`` (the
+        ``path`` of the stored ``{"path", "source"}``) and the harness knobs. The run's columns
+        (task, iterations, backend, proposer, seed, c) are not in ``config``: ``task`` is given,
+        the rest keep their defaults. ``config`` not a mapping reads as empty.
+        """
+        c: Mapping[str, Any] = config if isinstance(config, Mapping) else {}
+        given: dict[str, Any] = {}
+        if "repairs" in c:
+            given["repairs"] = int(c["repairs"])
+        if c.get("parallel") is not None:
+            given["parallel"] = int(c["parallel"])
+        if c.get("precision") in PRECISION_CHOICES:
+            given["precision"] = c["precision"]
+        for key in ("profile", "model", "base_url"):
+            if isinstance(c.get(key), str):
+                given[key] = c[key]
+        seed_kernel = c.get("seed_kernel")
+        if isinstance(seed_kernel, Mapping) and seed_kernel.get("path"):
+            given["seed_kernel"] = str(seed_kernel["path"])
+        if c.get("compile_workers"):
+            given["compile_workers"] = int(c["compile_workers"])
+        for key in ("compile_ahead", "compile_baseline"):
+            if key in c:
+                given[key] = bool(c[key])
+        return cls(task=task, **given)
 
     def problem(self) -> Optional[str]:
         """One line naming a setting out of range, else None."""
@@ -135,8 +175,7 @@ def flag_problem(
 def run_precision(config: dict) -> str:
     """The fp32 matmul precision a stored run's ``config`` asks for (:data:`DEFAULT_PRECISION`
     for a run stored before the setting existed)."""
-    value = config.get("precision") if isinstance(config, dict) else None
-    return value if value in PRECISION_CHOICES else DEFAULT_PRECISION
+    return RunConfig.from_stored(config).precision
 
 
 def default_parallel(proposer: str, backend: str) -> int:

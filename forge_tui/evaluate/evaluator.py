@@ -36,6 +36,17 @@ from forge_tui.evaluate.backends import Backend, get_backend
 from forge_tui.evaluate.devlock import device_lock
 from forge_tui.evaluate.drain import Drain as _Drain
 from forge_tui.evaluate.harness import DiskFull, HarnessFault, MemoryPressure, is_disk_full
+from forge_tui.evaluate.protocol import (
+    BaselineRequest,
+    EvaluateReply,
+    EvaluateRequest,
+    ExitRequest,
+    Failure,
+    InitRequest,
+    Progress,
+    Reply,
+    Request,
+)
 from forge_tui.evaluate.static import check_source
 from forge_tui.evaluate.verdict import _NODE_STAGE, _clog, _compile_verdict, _correctness_row, flags_of, shape_verdict
 from kernels.base import TaskSpec
@@ -207,14 +218,13 @@ class Evaluator:
         self.drain = _Drain(self.proc.stdout)
         self.drain.start()
         status, reply = self._request(
-            {
-                "op": "init",
-                "task": self.task_ref,
-                "backend": self.backend.value,
-                "memory_limit_mb": self.memory_limit_mb,
-                "free_bytes": self.free_bytes,
-                "precision": self.precision,
-            },
+            InitRequest(
+                task=self.task_ref,
+                backend=self.backend.value,
+                memory_limit_mb=self.memory_limit_mb,
+                free_bytes=self.free_bytes,
+                precision=self.precision,
+            ),
             "init",
         )
         if status == HARNESS:  # refused by the pre-flight, or out of memory while starting
@@ -265,7 +275,7 @@ class Evaluator:
         """Ask the worker to exit, then make sure it is gone."""
         if self.conn is not None:
             try:
-                self.conn.send({"op": "exit"})
+                self.conn.send(ExitRequest())
                 if self.proc is not None:  # set and cleared together with conn
                     self.proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired, ValueError):
@@ -274,7 +284,7 @@ class Evaluator:
 
     def _request(
         self,
-        msg: dict,
+        msg: Request,
         first_stage: str,
         on_stage: Optional[Callable[[str], None]] = None,
         stage_s: Optional[dict] = None,
@@ -333,7 +343,7 @@ class Evaluator:
                     )
                 return NodeStatus.TIMEOUT, f"timed out in {stage}{detail} after {limit:.0f} s; worker killed"
             try:
-                reply = self.conn.recv()
+                reply: Reply = self.conn.recv()
             except (EOFError, OSError):
                 book(time.perf_counter())
                 code, peak_rss = self._reap()
@@ -347,24 +357,24 @@ class Evaluator:
             now = time.perf_counter()
             book(now)
             since = now
-            if "progress" in reply:
-                stage = reply["progress"]
-                detail = "".join(f" {k}={v}" for k, v in reply.items() if k != "progress")
+            if isinstance(reply, Progress):
+                stage = reply.stage
+                detail = reply.detail_text()
                 deadline = time.monotonic() + self.limits.get(stage, 60.0)
                 if stage == "device_wait":
                     if self.on_device_wait is not None:
-                        self.on_device_wait(str(reply.get("waiting", "waiting for device")))
+                        self.on_device_wait(str(reply.detail.get("waiting", "waiting for device")))
                 elif on_stage:
                     on_stage(stage)
                 continue
-            if reply.get("fatal"):
+            if reply.fatal:
                 self.kill()
-            if "harness" in reply:  # the harness's own fault (out of memory, the pre-flight): never a verdict
-                self.harness_kind = str(reply["harness"])
-                return HARNESS, reply["error"]
-            if "error" in reply:
-                return "error", reply["error"]
-            return NodeStatus.OK, reply["result"]
+            if isinstance(reply, Failure):
+                if reply.harness:  # the harness's own fault (out of memory, the pre-flight): never a verdict
+                    self.harness_kind = reply.harness
+                    return HARNESS, reply.error
+                return "error", reply.error
+            return NodeStatus.OK, reply.value
 
     def _reap(self, timeout_s: float = 10.0) -> tuple[Optional[int], Optional[int]]:
         """Wait for the worker to end; its exit code and peak resident set in bytes (wait4)."""
@@ -415,7 +425,7 @@ class Evaluator:
         """:meth:`baseline` as a typed :class:`BaselineResult`. Raises WorkerError."""
         for attempt in (1, 2):  # a harness fault (out of memory, a kill from outside) is retried once
             self.start()
-            status, reply = self._request({"op": "baseline", "seed": seed, "compile": compile_baseline}, "baseline")
+            status, reply = self._request(BaselineRequest(seed=seed, compile=compile_baseline), "baseline")
             if status == NodeStatus.OK:
                 break
             if self.pressure:
@@ -529,7 +539,8 @@ class Evaluator:
                 on_stage(_NODE_STAGE.get(stage, stage))
 
         stage_s: dict[str, float] = {}
-        msg = {"op": "evaluate", "library": compiled.library, "seed": seed, "trials": self.trials}
+        assert compiled.library is not None  # a compile that worked built its library
+        msg = EvaluateRequest(library=compiled.library, seed=seed, trials=self.trials)
         for attempt in (1, 2):  # once more after a harness fault: memory taken, out of memory, a kill from outside
             self.pressure = ""
             status, reply = self._request(msg, "load", stage_cb, stage_s)
@@ -554,21 +565,22 @@ class Evaluator:
         if status in (NodeStatus.TIMEOUT, NodeStatus.CRASHED):
             self.restarts += 1
             return EvalResult(NodeStatus(status), str(reply), compile=clog, output_tail=tail, worker_stages_s=stage_s)
+        found: EvaluateReply = reply
         res = EvalResult(
-            reply["status"],
-            reply.get("error", ""),
+            found.status,
+            found.error,
             compile=clog,
-            correctness=[_correctness_row(r) for r in reply.get("correctness", [])],
+            correctness=[_correctness_row(r) for r in found.correctness],
             output_tail=tail,
             worker_stages_s=stage_s,
-            flags=flags_of(reply.get("correctness", [])),
-            memory=dict(reply.get("memory") or {}),
+            flags=flags_of(found.correctness),
+            memory=dict(found.memory),
         )
-        if reply.get("fatal") or (self.proc is None):
+        if self.proc is None:  # a fatal reply: the worker was ended
             self.restarts += 1
         if res.status != NodeStatus.OK:
             return res
-        return self._verdict(res, reply["shapes"])
+        return self._verdict(res, found.shapes)
 
     # ------------------------------------------------------------------ verdict
     def _verdict(self, res: EvalResult, shapes: dict) -> EvalResult:

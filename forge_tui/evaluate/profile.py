@@ -19,6 +19,7 @@ import subprocess
 import threading
 from typing import Callable, Mapping, Optional, Union
 
+from forge_tui.core.config import RunConfig
 from forge_tui.core.present import duration_text
 from forge_tui.evaluate.ncu import ProfileStatus, _kill, capture_profile, failure
 
@@ -56,7 +57,7 @@ def profiling_enabled(config: Mapping, backend: str) -> bool:
     not ``off``. Whether ncu exists is found out by the first capture (a stored reason)."""
     if backend != "cuda":
         return False
-    return config.get("profile", "auto") != "off" and os.environ.get(ENV, "auto").strip().lower() != "off"
+    return RunConfig.from_stored(config).profile != "off" and os.environ.get(ENV, "auto").strip().lower() != "off"
 
 
 def _fmt_bytes(n: float) -> str:

@@ -3,17 +3,18 @@
 Started by :class:`forge_tui.evaluate.evaluator.Evaluator` as
 ``python -m forge_tui.evaluate.worker FD`` in its own session (process group), with a
 private temporary directory as its working directory and its stdout/stderr on a pipe the
-parent drains and caps. Requests and replies are pickled dicts on the socket ``FD``:
+parent drains and caps. Requests and replies are the pickled dataclasses of
+:mod:`forge_tui.evaluate.protocol` on the socket ``FD``:
 
-* ``{"op": "init", "task": {...}, "backend": ...}`` -> device facts;
-* ``{"op": "baseline", "seed": int, "compile": bool}`` -> eager (and torch.compile) timings;
-* ``{"op": "evaluate", "library": path, "seed": int, "trials": int}`` -> the candidate's
-  correctness rows and interleaved timings against eager;
-* ``{"op": "exit"}``.
+* :class:`InitRequest` -> device facts;
+* :class:`BaselineRequest` -> eager (and torch.compile) timings;
+* :class:`EvaluateRequest` -> the candidate's correctness rows and interleaved timings
+  against eager;
+* :class:`ExitRequest` (no reply).
 
-Before each stage the worker sends ``{"progress": stage, ...}``; the parent applies that
-stage's time limit and kills the whole process group when it runs out. A candidate that
-leaves the CUDA context broken gets a ``fatal`` reply and the worker exits.
+Before each stage the worker sends a :class:`Progress`; the parent applies that stage's time
+limit and kills the whole process group when it runs out. A candidate that leaves the CUDA
+context broken gets a ``fatal`` :class:`Result` and the worker exits.
 
 On the host backend the worker caps its own address space after start-up (RLIMIT_AS at
 its size then plus a memory budget, EVALUATION-CHECKS.md 24), so a candidate that
@@ -36,7 +37,7 @@ import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional, Union
 
 from forge_tui.core.results import BaselineResult, ShapeBaseline, ShapeTiming
 from forge_tui.core.status import BackendName, NodeStatus
@@ -51,6 +52,17 @@ from forge_tui.evaluate.footprint import (
     preflight,
 )
 from forge_tui.evaluate.memwatch import proc_kb as _proc_kb
+from forge_tui.evaluate.protocol import (
+    BaselineRequest,
+    EvaluateReply,
+    EvaluateRequest,
+    ExitRequest,
+    Failure,
+    InitRequest,
+    Progress,
+    Request,
+    Result,
+)
 from forge_tui.tasks.refs import load_task_ref
 
 if TYPE_CHECKING:
@@ -73,7 +85,7 @@ class Worker:
         return self.task
 
     def progress(self, stage: str, **detail) -> None:
-        self.conn.send({"progress": stage, **detail})
+        self.conn.send(Progress(stage, detail))
 
     @contextlib.contextmanager
     def device_work(self, stage: str, *, exclusive: bool, **detail) -> Iterator[None]:
@@ -94,7 +106,7 @@ class Worker:
             yield
 
     # ------------------------------------------------------------------ ops
-    def init(self, msg: dict) -> dict:
+    def init(self, msg: InitRequest) -> dict:
         import torch
 
         from forge_tui.evaluate import timers
@@ -103,8 +115,8 @@ class Worker:
         # a task file's value checks refuse here what the loading child refuses (the same cap,
         # the sizes in GB) before they allocate: the pre-flight runs only once the task is loaded
         os.environ.setdefault("FORGE_LOAD_CAP_MB", str(memory_cap_mb()))
-        self.task = task = load_task_ref(msg["task"], isolate=False)  # this worker is the capped process
-        self.backend = get_backend(msg["backend"])
+        self.task = task = load_task_ref(msg.task, isolate=False)  # this worker is the capped process
+        self.backend = get_backend(msg.backend)
         facts: dict = {
             "torch": torch.__version__,
             "python": platform.python_version(),
@@ -115,7 +127,7 @@ class Worker:
         # the run's fp32 matmul policy, before the vetting, the reference and the baselines run:
         # eager and torch.compile then use TF32 (high) or bf16 (medium) as the candidates may, and
         # correctness reads it back for the fp32 tolerance (forge_tui.core.tolerance.tolerance_for)
-        facts["precision"] = msg.get("precision") or "highest"
+        facts["precision"] = msg.precision or "highest"
         torch.set_float32_matmul_precision(facts["precision"])
         self.device = self.backend.torch_device
         facts.update(self.backend.device_facts())
@@ -126,9 +138,7 @@ class Worker:
         self.timer = timers.make_timer(self.backend, self.device)
         # before any input is drawn (the copy bandwidth, the vetting, the baselines): a task
         # that cannot fit is refused in one line, never an out-of-memory error half-way
-        fp = preflight(
-            task, self.backend.name, self.backend.timing["sets"], self.timer.budget_bytes, msg.get("free_bytes")
-        )
+        fp = preflight(task, self.backend.name, self.backend.timing["sets"], self.timer.budget_bytes, msg.free_bytes)
         self.peaks = PeakTracker(self.backend.name, fp.problem)
         facts["problem_bytes"] = fp.problem
         facts["copy_gbs"] = self._cached_copy_bandwidth(facts)
@@ -139,7 +149,7 @@ class Worker:
             raise TaskVetError(f"task {task.name} cannot judge kernels: {reason}")
         facts["reference_ms"] = self._reference_ms(task)
         if self.backend.caps_worker_memory:
-            facts.update(limit_memory(task, msg.get("memory_limit_mb")))
+            facts.update(limit_memory(task, msg.memory_limit_mb))
         self.facts = facts
         self.free_device_memory()  # the vetting's and the reference timing's blocks go back to the device
         self.outside0 = outside_allocator_bytes(self.backend.name)
@@ -207,7 +217,7 @@ class Worker:
         best = min(self.timer.once(lambda: dst.copy_(src)) for _ in range(self.backend.copy_bandwidth_reps))
         return round(2 * n / best / 1e9, 1)
 
-    def baseline(self, msg: dict) -> dict:
+    def baseline(self, msg: BaselineRequest) -> dict:
         from forge_tui.evaluate import trials
 
         task, out = self.spec(), {}
@@ -215,7 +225,7 @@ class Worker:
         eager = task.reference
         compiled = None
         compile_error = ""
-        if msg.get("compile") and be.has_compile_baseline:
+        if msg.compile and be.has_compile_baseline:
             try:
                 import torch
 
@@ -226,11 +236,11 @@ class Worker:
         for shape_name, dims in task.shapes_for(be.name).items():
             self.progress("baseline", shape=shape_name)
             before = self.telemetry.read()
-            mode = msg.get("mode") or task.timing_mode
+            mode = msg.mode or task.timing_mode
             with self.device_work("baseline", exclusive=True, shape=shape_name):
                 # eager and torch.compile timed the same way (one method for both baselines)
                 time_baseline = functools.partial(
-                    trials.time_shape, self.timer, None, task, dims, self.device, msg["seed"],
+                    trials.time_shape, self.timer, None, task, dims, self.device, msg.seed,
                     progress=self.progress, mode=mode,
                 )  # fmt: skip
                 r = time_baseline(eager=eager)
@@ -253,7 +263,7 @@ class Worker:
             )
         # eager's and torch.compile's graphs, pools and compiled code go before any candidate
         del compiled, time_baseline, r
-        self.free_device_memory(dynamo=bool(msg.get("compile") and be.has_compile_baseline))
+        self.free_device_memory(dynamo=bool(msg.compile and be.has_compile_baseline))
         self.peaks.mark("baseline")
         return BaselineResult(out, compile_error, self.peaks.report(("init", "baseline"))).to_dict()
 
@@ -275,7 +285,7 @@ class Worker:
 
             torch.cuda.empty_cache()
 
-    def evaluate(self, msg: dict) -> dict:
+    def evaluate(self, msg: EvaluateRequest) -> EvaluateReply:
         from forge_tui.evaluate import correctness, launch, trials
 
         task = self.spec()
@@ -283,16 +293,16 @@ class Worker:
         self.peaks.mark("idle")
         self.progress("load")
         try:
-            launcher = launch.Launcher(msg["library"], task, self.backend)
+            launcher = launch.Launcher(msg.library, task, self.backend)
         except (OSError, RuntimeError) as exc:
-            return {"status": NodeStatus.CRASHED, "error": f"cannot load the library: {exc}"}
+            return EvaluateReply(NodeStatus.CRASHED, f"cannot load the library: {exc}")
         with self.device_work("load", exclusive=False):  # never inside another search's timing window
             passed, rows, error = correctness.run_correctness(
-                launcher, task, self.backend, self.device, msg["seed"], msg.get("trials", 3), self.progress
+                launcher, task, self.backend, self.device, msg.seed, msg.trials, self.progress
             )
         self.peaks.mark("correctness")
         if not passed:
-            return {"status": NodeStatus.INCORRECT, "error": error, "correctness": rows, "memory": self.memory()}
+            return EvaluateReply(NodeStatus.INCORRECT, error, rows, memory=self.memory())
         shapes: dict = {}
         for shape_name, dims in task.shapes_for(self.backend.name).items():
             self.progress("timing", shape=shape_name)
@@ -305,25 +315,21 @@ class Worker:
                         task,
                         dims,
                         self.device,
-                        msg["seed"] + 7919,
+                        msg.seed + 7919,
                         eager=task.reference,
                         progress=self.progress,
-                        mode=msg.get("mode") or task.timing_mode,
+                        mode=msg.mode or task.timing_mode,
                     )
                 except RuntimeError as exc:
                     if isinstance(exc, launch.CandidateFault) or is_out_of_memory(exc):
                         raise  # out of memory: the harness's fault or the candidate's, decided in serve()
-                    return {"status": NodeStatus.INCORRECT, "error": f"{exc} on {shape_name}", "correctness": rows}
+                    return EvaluateReply(NodeStatus.INCORRECT, f"{exc} on {shape_name}", rows)
             after = self.telemetry.read()
             self.timer.release()  # the eager window's graph pool holds an output set: gone before verifying
             self.peaks.mark("timing")
             escaped = launcher.stream_violation()  # a cuBLAS call moved to another stream while timed
             if escaped:
-                return {
-                    "status": NodeStatus.INCORRECT,
-                    "error": f"{escaped} (timing, {shape_name})",
-                    "correctness": rows,
-                }
+                return EvaluateReply(NodeStatus.INCORRECT, f"{escaped} (timing, {shape_name})", rows)
             # verify the output of the last timed call (check 5); integer inputs keep their dtype
             from forge_tui.evaluate.launch import reference_inputs
 
@@ -336,11 +342,9 @@ class Worker:
                         o, ref, task.outputs(dims)[i][1], eagers[i] if i < len(eagers) else None
                     )
                     if not ok:
-                        return {
-                            "status": NodeStatus.INCORRECT,
-                            "correctness": rows,
-                            "error": f"output of a timed launch on {shape_name} is wrong: {note}",
-                        }
+                        return EvaluateReply(
+                            NodeStatus.INCORRECT, f"output of a timed launch on {shape_name} is wrong: {note}", rows
+                        )
             self.peaks.mark("verify")
             shapes[shape_name] = ShapeTiming(
                 r["candidate"].timing_stats(),
@@ -354,7 +358,7 @@ class Worker:
                 r["graphed"],
             ).to_dict()
             del r
-        return {"status": NodeStatus.OK, "correctness": rows, "shapes": shapes, "memory": self.memory()}
+        return EvaluateReply(NodeStatus.OK, correctness=rows, shapes=shapes, memory=self.memory())
 
     def memory(self) -> dict:
         """This evaluation's peak device memory (bytes, per stage, and as a multiple of the problem)."""
@@ -366,30 +370,29 @@ class Worker:
 
         while True:
             try:
-                msg = self.conn.recv()
+                msg: Request = self.conn.recv()
             except (EOFError, OSError):
                 return 0
-            op = msg.get("op")
-            if op == "exit":
+            if isinstance(msg, ExitRequest):
                 return 0
+            op = msg.op
             try:
-                handler = {"init": self.init, "baseline": self.baseline, "evaluate": self.evaluate}[op]
-                self.conn.send({"result": handler(msg)})
+                self.conn.send(Result(self.handle(msg)))
             except CandidateFault as exc:
-                self.conn.send({"result": {"status": NodeStatus.CRASHED, "error": str(exc)}, "fatal": True})
+                self.conn.send(Result(EvaluateReply(NodeStatus.CRASHED, str(exc)), fatal=True))
                 return 3
             except DoesNotFit as exc:  # the pre-flight: the run fails with this line
-                self.conn.send({"error": str(exc), "harness": "too_large", "fatal": True})
+                self.conn.send(Failure(str(exc), fatal=True, harness="too_large"))
                 return 3
             except Exception as exc:
                 if self.harness_oom(exc, op):  # never the candidate's verdict: the parent retries, then ends the run
                     self.conn.send(
-                        {
-                            "error": f"out of memory in the harness during {op}: "
+                        Failure(
+                            f"out of memory in the harness during {op}: "
                             f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}{self.device_memory_note()}",
-                            "harness": "oom",
-                            "fatal": True,
-                        }
+                            fatal=True,
+                            harness="oom",
+                        )
                     )
                     return 3
                 # out of memory (a candidate leaked up to the cap): this worker is spent, replace it
@@ -400,14 +403,24 @@ class Worker:
                     or bool(_OOM_TEXT.search(str(exc)))
                 )
                 self.conn.send(
-                    {
-                        "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:2000],
-                        "traceback": traceback.format_exc()[-4000:],
-                        "fatal": fatal,
-                    }
+                    Failure(
+                        f"{type(exc).__name__}: {exc}".splitlines()[0][:2000],
+                        fatal=fatal,
+                        traceback=traceback.format_exc()[-4000:],
+                    )
                 )
                 if fatal:
                     return 3
+
+    def handle(self, msg: Request) -> Union[dict, EvaluateReply]:
+        """The result of one request (not :class:`ExitRequest`); raises what its handler raises."""
+        if isinstance(msg, InitRequest):
+            return self.init(msg)
+        if isinstance(msg, BaselineRequest):
+            return self.baseline(msg)
+        if isinstance(msg, EvaluateRequest):
+            return self.evaluate(msg)
+        raise TypeError(f"the worker got an unknown request: {type(msg).__name__}")
 
     def harness_oom(self, exc: BaseException, op: Optional[str]) -> bool:
         """True when ``exc`` is an allocation failure of the harness, not of a candidate: any

@@ -34,7 +34,7 @@ import threading
 import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, cast
 
 import openai
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
@@ -60,6 +60,9 @@ from forge_tui.llm.errors import (  # noqa: F401  (re-exported: callers import t
     bad_request,
 )
 from forge_tui.llm.wire import Reply, TokenSink, clean_text, dump, is_markup, named, server_message, server_param  # noqa: F401
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam
 
 
 @dataclass(frozen=True)
@@ -222,7 +225,7 @@ class LLMClient:
         self._sleep = sleep
         self.gate = gate
         self.on_status = on_status
-        kwargs = {"api_key": self._key, "timeout": config.timeout_s, "max_retries": 0}
+        kwargs: dict[str, Any] = {"api_key": self._key, "timeout": config.timeout_s, "max_retries": 0}
         if config.base_url:
             kwargs["base_url"] = config.base_url
         self._client = openai.OpenAI(**kwargs)
@@ -444,11 +447,13 @@ class LLMClient:
                 on_token(kind, text)
 
         reply = Reply(token)
+        # prompts build plain {"role", "content": str} dicts; openai types each role's dict apart
+        wire_messages = cast("list[ChatCompletionMessageParam]", messages)
         try:
             with self.gate() if self.gate is not None else nullcontext():
                 if not stream:
                     resp = self._client.chat.completions.create(
-                        model=model, messages=messages, timeout=timeout, **params
+                        model=model, messages=wire_messages, timeout=timeout, **params
                     )
                     watch.stop()
                     reply.add(dump(resp))
@@ -458,7 +463,7 @@ class LLMClient:
                     extra["stream_options"] = {"include_usage": True}
                     sent["stream_options"] = extra["stream_options"]
                 chunks = self._client.chat.completions.create(
-                    model=model, messages=messages, stream=True, timeout=timeout, **params, **extra
+                    model=model, messages=wire_messages, stream=True, timeout=timeout, **params, **extra
                 )
                 self._read_stream(chunks, reply, watch)
         except LLMError as err:

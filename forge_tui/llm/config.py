@@ -17,7 +17,7 @@ import sys
 import threading
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 from urllib.parse import urlparse, urlsplit
 
 from forge_tui.core.errors import ForgeError
@@ -178,7 +178,7 @@ def read_file(path: Optional[Path] = None) -> dict:
     return table
 
 
-def load(args=None, *, path: Optional[Path] = None, env: Optional[dict] = None) -> LLMConfig:
+def load(args=None, *, path: Optional[Path] = None, env: Optional[Mapping[str, str]] = None) -> LLMConfig:
     """The effective configuration: defaults < file < environment < flags. Raises ConfigError."""
     env = os.environ if env is None else env
     merged: dict[str, Any] = dict(read_file(path))
@@ -197,7 +197,7 @@ def load(args=None, *, path: Optional[Path] = None, env: Optional[dict] = None) 
     return LLMConfig.from_dict(merged, where=where)
 
 
-def api_key(env: Optional[dict] = None) -> str:
+def api_key(env: Optional[Mapping[str, str]] = None) -> str:
     """``OPENAI_API_KEY``, or a placeholder local servers accept (they check no key)."""
     env = os.environ if env is None else env
     return env.get("OPENAI_API_KEY") or NO_KEY
@@ -232,7 +232,7 @@ def _addresses(host: str, timeout_s: float) -> list[str]:
 
     def resolve() -> None:
         try:
-            found.extend(sorted({info[4][0] for info in socket.getaddrinfo(host, None)}))
+            found.extend(sorted({str(info[4][0]) for info in socket.getaddrinfo(host, None)}))
         except (OSError, UnicodeError):
             pass
 
@@ -272,7 +272,7 @@ def is_local_endpoint(base_url: str, *, timeout_s: float = 3.0) -> bool:
     return any(_is_own_address(ip) for ip in _addresses(host, timeout_s))
 
 
-def endpoint_overrides(stored: dict, args=None, env: Optional[dict] = None) -> dict:
+def endpoint_overrides(stored: dict, args=None, env: Optional[Mapping[str, str]] = None) -> dict:
     """What ``resume`` changes in a run's stored endpoint: ``{"base_url"?, "model"?}``.
 
     A run keeps the endpoint it was started with (its config is the default); the
@@ -300,7 +300,7 @@ def endpoint_problem(who: str = "--proposer llm") -> Optional[str]:
 
 
 def missing(
-    cfg: LLMConfig, env: Optional[dict] = None, *, path: Optional[Path] = None, who: str = "--proposer llm"
+    cfg: LLMConfig, env: Optional[Mapping[str, str]] = None, *, path: Optional[Path] = None, who: str = "--proposer llm"
 ) -> Optional[str]:
     """Why ``cfg`` cannot drive an LLM search, as one line naming how to fix it; None when it can.
 

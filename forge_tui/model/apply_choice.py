@@ -150,8 +150,8 @@ def choose_for_compile(
     out = Choice(used=used)
     tsp, tspread = speedup(model_c, base)
     out.trace = {"speedup": tsp, "spread": tspread}
-    for i, t in zip(used, timed[2:]):
-        sp, spread = speedup(base, t)
+    for i, k_timed in zip(used, timed[2:]):
+        sp, spread = speedup(base, k_timed)
         keep = sp is not None and spread is not None and spread[0] > 1.0  # p10-p90 above 1.0
         out.rows.append(
             {
@@ -159,11 +159,11 @@ def choose_for_compile(
                 "label": kernels[i].label,
                 "compile_ms": model_c.stats.median if model_c.stats else None,
                 "trace_ms": base.stats.median,
-                "with_ms": t.stats.median if t.stats else None,
+                "with_ms": k_timed.stats.median if k_timed.stats else None,
                 "speedup": sp,
                 "spread": spread,
                 "kept": keep,
-                "error": t.error,
+                "error": k_timed.error,
             }
         )
         if keep:

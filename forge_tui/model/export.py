@@ -61,7 +61,7 @@ from forge_tui.model.export_readme import MODULE_FILE, readme
 from store import Store
 
 #: Files an export writes (and replaces) in its directory.
-KERNEL_FILES = {b.name: b.kernel_filename for b in all_backend_facts()}
+KERNEL_FILES: dict[str, str] = {b.name: b.kernel_filename for b in all_backend_facts()}
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def pick_node(store: Store, run, node_id: Optional[int] = None):
         raise ExportError(f"run {run.id} has no correct kernel to export yet (see forge-tui show {run.id})")
     confirmed = [n for n in nodes if confirmation(n) == "confirmed"]
     if confirmed:
-        return max(confirmed, key=lambda n: n.confirmed_speedup)
+        return max(confirmed, key=lambda n: n.confirmed_speedup or 0.0)  # "confirmed" means > 0
     nodes = [n for n in nodes if confirmation(n) != "failed"] or nodes
     by_id = {n.id: n for n in nodes}
     if run.best_node_id in by_id:
@@ -163,10 +163,11 @@ def export_run(
         raise ExportError(f"cannot rebuild the task of run {run.id} ({run.task_name}): {one_line(exc)}") from None
     backend = run.backend
     out = Path(out_dir).expanduser()
-    speedup, kind = {
+    kinds: dict[Optional[str], tuple[Optional[float], str]] = {
         "confirmed": (node.confirmed_speedup, "confirmed"),
         "failed": (node.speedup, "search; its confirmation failed"),
-    }.get(confirmation(node), (node.speedup, "search"))
+    }
+    speedup, kind = kinds.get(confirmation(node), (node.speedup, "search"))
     device = run.device
     n_user = len(_user_inputs(task))
     cover = coverage.node_coverage(store, node, task, backend, n_user)
@@ -284,7 +285,7 @@ def _prebuild(source: str, backend: str, device: dict, out: Path) -> list:
         res = compiler.compile_source(source, backend, arch=arch)
     except compiler.ToolchainError as exc:
         raise ExportError(str(exc)) from None
-    if not res.ok:
+    if not res.ok or res.library is None:  # ok means the library exists
         raise ExportError(
             f"--build: the kernel did not compile: {res.log.strip().splitlines()[0] if res.log.strip() else ''}"
         )

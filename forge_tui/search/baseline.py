@@ -15,6 +15,7 @@ import math
 from typing import Any, Callable, Optional
 
 from forge_tui import hardware
+from forge_tui.core.config import RunConfig
 from forge_tui.core.results import EvalResult
 from forge_tui.core.status import NodeStatus
 from forge_tui.evaluate.backends import get_backend
@@ -72,9 +73,9 @@ def measure_baseline(
     return rows, summary
 
 
-def wants_compile_baseline(backend: str, config: dict) -> bool:
+def wants_compile_baseline(backend: str, config: RunConfig) -> bool:
     """torch.compile is timed on cuda unless the run's config says ``compile_baseline: false``."""
-    return get_backend(backend).has_compile_baseline and bool(config.get("compile_baseline", True))
+    return get_backend(backend).has_compile_baseline and config.compile_baseline
 
 
 def compile_speedup(baseline_json: Optional[str], result: EvalResult) -> Optional[float]:

@@ -48,7 +48,6 @@ from forge_tui.core.results import EvalResult
 from forge_tui.core.status import EXHAUSTED_REASON, REPAIRABLE, NodeKind, NodeStatus, RunStatus
 from forge_tui.search import mcts
 from forge_tui.search.control import PAUSE, Verdict
-from forge_tui.search.gate import TimingGate
 from forge_tui.search.proposers.base import Proposal, Proposer, ProposerUnavailable, SearchContext, source_hash
 from forge_tui.search.stages import StageClock
 
@@ -116,15 +115,14 @@ class SearchHost(Protocol):
     """What the pipeline needs from the search that drives it (:class:`~forge_tui.search.runner.Search`).
 
     Every store write goes through these methods, on the search thread; the pipeline's
-    other threads use only ``proposer``, ``evaluator``, ``cpu_gate`` and
-    :meth:`run_on_worker`.
+    other threads use only ``proposer``, :meth:`compile_node` and :meth:`run_on_worker`: the
+    node-evaluation steps the search's own synchronous evaluation (seed, repairs, nodes left in
+    flight) runs in turn, so both evaluate a node one way.
     """
 
     tree: mcts.Tree
     tried: set[str]
     proposer: Proposer
-    evaluator: Any
-    cpu_gate: TimingGate
     lease_lost: threading.Event
 
     def get_node(self, node_id: int) -> Any:
@@ -154,6 +152,10 @@ class SearchHost(Protocol):
 
     def set_status(self, node_id: int, stage: str, clock: Optional[StageClock] = None) -> None:
         """Persist an in-flight stage of a node (once per change)."""
+
+    def compile_node(self, source: str, clock: StageClock) -> tuple[Optional[EvalResult], Any]:
+        """Static-check and compile a node's source behind the CPU gate (any thread, several at
+        once): ``(verdict, None)`` when it never reaches the worker, else ``(None, compiled)``."""
 
     def run_on_worker(
         self, node_id: int, compiled: Any, clock: StageClock, on_stage: Callable[[str], None]
@@ -413,7 +415,6 @@ class Pipeline:
         self.events.put(Proposed(job, proposal, parent))
 
     def _compile_thread(self) -> None:
-        ev = self.s.evaluator
         while True:
             job = self.compile_q.get()
             if job is None:
@@ -421,11 +422,7 @@ class Pipeline:
             job.clock.wait_since("compile_q", "compile_q_s")
             self.events.put(StageBegan(job, NodeStatus.COMPILING))
             try:
-                job.clock.mark("cgate")
-                with self.s.cpu_gate.generation():
-                    job.clock.wait_since("cgate", "gate_s")
-                    with job.clock.stage("compile_s"):
-                        verdict, compiled = ev.prepare(job.source)
+                verdict, compiled = self.s.compile_node(job.source, job.clock)
             except BaseException as exc:  # noqa: BLE001
                 self.events.put(Crashed(job, exc))
                 continue

@@ -441,9 +441,9 @@ class Search(NodeSteps):
             node = self.store.get_node(root)
             raise SearchError(f"the seed kernel failed ({node.status}): {node.error}", exit_code=1)
         cfg = self._config()
-        parallel = max(1, int(cfg.get("parallel", 1)))
-        workers = int(cfg.get("compile_workers") or default_compile_workers(parallel))
-        ahead = bool(cfg.get("compile_ahead", True))
+        parallel = max(1, cfg.parallel or 1)  # a run stored without ``parallel``: one
+        workers = cfg.compile_workers or default_compile_workers(parallel)
+        ahead = cfg.compile_ahead
         done, target = self.iterations_done(), self.run.iterations_target
         if done >= target:  # `--iterations 0`, or a target already met: the pipeline starts nothing
             self.log(f"nothing to expand: {done} of {target} iteration(s) done")
@@ -470,7 +470,7 @@ class Search(NodeSteps):
             return
         self.gate, note = found
         self.log(f"{get_backend(self.run.backend).device_word} gate {note}")
-        cfg = self._config()
+        cfg = dict(self.run.config)
         if cfg.get("gpu_gate") != note:
             cfg["gpu_gate"] = note
             self.run = self.store.update_run(self.run_id, config_json=json.dumps(cfg))

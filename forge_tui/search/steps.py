@@ -9,6 +9,7 @@ import json
 import time
 from typing import Any, Callable, Optional
 
+from forge_tui.core.config import RunConfig
 from forge_tui.core.results import EvalResult
 from forge_tui.core.status import FINAL, IN_FLIGHT, REPAIRABLE, NodeKind, NodeStatus
 from forge_tui.evaluate.evaluator import Evaluator
@@ -43,8 +44,9 @@ class NodeSteps:
     t_start: float
     elapsed_base: float
 
-    def _config(self) -> dict:
-        return self.run.config
+    def _config(self) -> RunConfig:
+        """The run's stored settings, with the defaults for those it was stored without."""
+        return RunConfig.from_stored(self.run.config)
 
     def iterations_done(self) -> int:
         """Evaluated non-root nodes: the run's progress towards its target."""
@@ -52,7 +54,7 @@ class NodeSteps:
 
     def repair_budget(self) -> int:
         """Repair attempts a failed node gets (the run's ``repairs``, default 2)."""
-        return int(self._config().get("repairs", 2))
+        return self._config().repairs
 
     def add_node(self, proposal: Proposal, parent: Any, clock: Optional[StageClock] = None) -> int:
         """Store a proposal as a pending node (or as a finished failed one) and add it to the tree."""
@@ -89,6 +91,20 @@ class NodeSteps:
         with clock.stage("store_s") if clock is not None else contextlib.nullcontext():
             self.store.set_node_status(node_id, NodeStatus(stage))
 
+    def compile_node(self, source: str, clock: StageClock) -> tuple[Optional[EvalResult], Any]:
+        """Static-check and compile a node's source, behind the CPU gate (any thread, several at once).
+
+        Returns ``(verdict, compiled)``: a verdict (``rejected``, ``compile_error``) when the
+        source never reaches the worker, else None and the compiled candidate for
+        :meth:`run_on_worker`. Adds the gate wait to ``gate_s`` and the compile to ``compile_s``.
+        """
+        assert self.evaluator is not None  # set by Search._drive_inner before any evaluation
+        clock.mark("cgate")
+        with self.cpu_gate.generation():
+            clock.wait_since("cgate", "gate_s")
+            with clock.stage("compile_s"):
+                return self.evaluator.prepare(source)
+
     def run_on_worker(
         self, node_id: int, compiled: Any, clock: StageClock, on_stage: Callable[[str], None]
     ) -> EvalResult:
@@ -116,7 +132,7 @@ class NodeSteps:
         """
         from forge_tui.evaluate.profile import Profiler, profiling_enabled
 
-        if not profiling_enabled(self._config(), self.run.backend):
+        if not profiling_enabled(self.run.config, self.run.backend):
             return
         try:
             if self._profiler is None:
@@ -240,17 +256,16 @@ class NodeSteps:
         return self.store.get_node(current).status == NodeStatus.OK
 
     def _evaluate(self, node_id: int, ctx: SearchContext, clock: Optional[StageClock] = None) -> None:
-        """Evaluate one stored node now, on this thread (the seed, its repairs, nodes left in flight)."""
+        """Evaluate one stored node now, on this thread (the seed, its repairs, nodes left in flight):
+        the pipeline's steps (:meth:`compile_node`, :meth:`run_on_worker`, :meth:`finish`) in turn."""
         clock = clock or StageClock()
         node = self.store.get_node(node_id)
         if node.status in FINAL:
             return
-        assert self.evaluator is not None  # set by Search._drive_inner before any evaluation
         self.tree.begin(node_id)
         try:
             self.set_status(node_id, NodeStatus.COMPILING, clock)
-            with clock.stage("compile_s"):
-                verdict, compiled = self.evaluator.prepare(node.source)
+            verdict, compiled = self.compile_node(node.source, clock)
             if verdict is None:
                 verdict = self.run_on_worker(node_id, compiled, clock, lambda st: self.set_status(node_id, st, clock))
         finally:

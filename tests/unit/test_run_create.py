@@ -168,3 +168,46 @@ def test_the_precision_is_stored_and_every_search_of_the_run_evaluates_under_it(
         assert seen == ["high", "high"]
     finally:
         store.close()
+
+
+def test_stored_config_reads_through_run_config_with_its_defaults():
+    """A run stored before a setting existed reads with RunConfig's defaults; stored values win."""
+    old = RunConfig.from_stored({})
+    assert (old.repairs, old.parallel, old.precision, old.profile) == (
+        DEFAULTS.repairs,
+        None,
+        DEFAULTS.precision,
+        DEFAULTS.profile,
+    )
+    assert (old.compile_workers, old.compile_ahead, old.compile_baseline, old.seed_kernel) == (None, True, True, None)
+    assert RunConfig.from_stored(None) == old
+    stored = RunConfig.from_stored(
+        {
+            "repairs": 0,
+            "parallel": 3,
+            "precision": "high",
+            "profile": "off",
+            "compile_workers": 2,
+            "compile_ahead": False,
+            "compile_baseline": False,
+            "seed_kernel": {"path": "k.cu", "source": "..."},
+        }
+    )
+    assert (stored.repairs, stored.parallel, stored.precision, stored.profile) == (0, 3, "high", "off")
+    assert (stored.compile_workers, stored.compile_ahead, stored.compile_baseline) == (2, False, False)
+    assert stored.seed_kernel == "k.cu"
+    assert RunConfig.from_stored({"precision": "bogus"}).precision == DEFAULTS.precision
+
+
+def test_a_stored_endpoint_is_what_a_spawned_search_sees(monkeypatch):
+    """The app's spawn says a run's stored endpoint in the environment, unsets what it lacks, restores after."""
+    import os
+
+    from forge_tui.app.spawn import endpoint_env
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://before:1/v1")
+    monkeypatch.setenv("FORGE_LLM_MODEL", "before")
+    with endpoint_env({"base_url": "http://stored:2/v1", "repairs": 2}):
+        assert os.environ["OPENAI_BASE_URL"] == "http://stored:2/v1"
+        assert "FORGE_LLM_MODEL" not in os.environ
+    assert (os.environ["OPENAI_BASE_URL"], os.environ["FORGE_LLM_MODEL"]) == ("http://before:1/v1", "before")

@@ -178,7 +178,8 @@ class NewSearchScreen(ReadableModal[Optional[RunConfig]]):
         compact = height < COMPACT_HEIGHT
         self.set_class(compact, "-compact")
         for w in self.query("#new-grid Select, #new-grid Input, #new-box Button"):
-            w.compact = compact
+            if isinstance(w, (Select, Input, Button)):  # what the query selects
+                w.compact = compact
         # The box's height is auto, so the fields' box is capped by hand: the terminal less the
         # border, padding, title, error rows and buttons (see forge.tcss), so those always show;
         # the error gets the rows it needs while the fields keep two.

@@ -8,7 +8,7 @@ Textual provides (arrows, page keys, scrolling). Keys of one action share a row.
 
 from __future__ import annotations
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -77,7 +77,7 @@ def binding_groups(screen) -> list[tuple[str, list[tuple[str, str]]]]:
 def bindings_table(screen) -> Group:
     groups = binding_groups(screen)
     width = max((len(keys) for _title, rows in groups for keys, _desc in rows), default=8) + 2
-    parts = []
+    parts: list[RenderableType] = []
     for title, rows in groups:
         t = Table(box=None, show_header=False, padding=(0, 1), pad_edge=False)
         t.add_column("key", no_wrap=True, style="bold cyan", width=width)

@@ -19,10 +19,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Static, Tab, Tabs, Tree
 
 from forge_tui.app import telemetry
 from forge_tui.app.format import display_status
+from forge_tui.app.host import host
 from forge_tui.app.messages import (
     NodeDetail,
     NodeDetailLoaded,
@@ -39,7 +41,7 @@ from forge_tui.app.widgets.measurements import MeasurementsPane, best_curve
 from forge_tui.app.widgets.node_tree import NodeTree
 from forge_tui.app.widgets.transcript import LiveLLM, TranscriptPane, live_llm
 from forge_tui.core.status import BackendName
-from store import StoreError
+from store import Store, StoreError
 from store.models import RunRead
 
 PANES = ("tree", "code", "meas", "llm")
@@ -92,13 +94,13 @@ class RunScreen(Screen):
         self.selected_id: Optional[int] = None
         self.detail: Optional[NodeDetail] = None
         self._stale: set[str] = set()  # detail panes that were hidden when the detail arrived
-        self._detail_timer = None
+        self._detail_timer: Optional[Timer] = None
         self._loaded = False
         self._stopped = False
 
     @property
-    def store(self):
-        return self.app.store
+    def store(self) -> Store:
+        return host(self).store
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f" run {self.run_id}  loading..."), id="run-header")
@@ -116,7 +118,6 @@ class RunScreen(Screen):
         for p in PANES:
             w = self.query_one(f"#{p}")
             w.border_title = PANE_TITLES[p]
-            w.ALLOW_MAXIMIZE = True
         self.query_one("#tree", NodeTree).border_subtitle = "filter: all"
         self._apply_width(self.app.size.width)
         self.query_one("#tree").focus()
@@ -237,7 +238,7 @@ class RunScreen(Screen):
     def _leave(self, stopping: bool = False) -> None:
         self._stopped = True
         if self.exit_on_leave:
-            self.app.exit(self.app.leave_line(self.run_id, stopping))  # printed by the CLI
+            self.app.exit(host(self).leave_line(self.run_id, stopping))  # printed by the CLI
         else:
             self.app.pop_screen()
 
@@ -246,7 +247,7 @@ class RunScreen(Screen):
     def poll(self) -> None:
         """Read what changed since the last poll; post messages; then schedule the next."""
         try:
-            store = self.app.store
+            store = host(self).store
             if not self._loaded:
                 last_event = store.last_event_id(self.run_id)
                 run = store.get_run(self.run_id)
@@ -362,7 +363,7 @@ class RunScreen(Screen):
         if self.run is not None:
             best = self.query_one(NodeTree).nodes.get(self.run.best_node_id) if self.run.best_node_id else None
             self.query_one("#run-header", Static).update(
-                header_text(self.run, self.app.clock(), self.app.size.width, best)
+                header_text(self.run, host(self).clock(), self.app.size.width, best)
             )
 
     # ------------------------------------------------------------------ details
@@ -392,7 +393,7 @@ class RunScreen(Screen):
 
     @work(thread=True, exclusive=True, group="detail", name="load-node-detail")
     def _load_detail(self, node_id: int, root_id: Optional[int], best_id: Optional[int]) -> None:
-        store = self.app.store
+        store = host(self).store
         try:
             node = store.get_node(node_id)
             parent = store.get_node(node.parent_id) if node.parent_id else None

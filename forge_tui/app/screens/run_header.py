@@ -4,7 +4,7 @@ terminal's width by giving way field by field (see ``HEADER_GIVE_WAY``)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Optional
+from typing import Optional, Union
 
 from rich.text import Text
 
@@ -23,7 +23,7 @@ from forge_tui.app.format import (
     speedup_text,
 )
 from forge_tui.core.config import DEFAULT_PRECISION, run_precision
-from store.models import RunRead
+from store.models import NodeRead, NodeSummary, RunRead
 
 #: Run statuses of a run something drives (or may drive again soon).
 ACTIVE = ("running", "paused", "created")
@@ -46,7 +46,9 @@ HEADER_GIVE_WAY = (
 )
 
 
-def header_text(run: RunRead, now: float, width: Optional[int] = None, best: Optional[object] = None) -> Text:
+def header_text(
+    run: RunRead, now: float, width: Optional[int] = None, best: Optional[Union[NodeSummary, NodeRead]] = None
+) -> Text:
     """The run's one-line header, fitted to ``width`` cells by shortening and dropping the
     less important fields first (see ``HEADER_GIVE_WAY``).
 
@@ -87,7 +89,12 @@ def header_text(run: RunRead, now: float, width: Optional[int] = None, best: Opt
         field("kind", f" {kind}", "", style="bold red" if kind == CONFIRM_FAILED else "dim")
     if run.best_node_id:
         field("node", f" #{run.best_node_id}", "", style="dim")
-    if kind == CONFIRMED and best.speedup is not None and speedup_text(best.speedup) != speedup_text(value):
+    if (
+        kind == CONFIRMED
+        and best is not None
+        and best.speedup is not None
+        and speedup_text(best.speedup) != speedup_text(value)
+    ):
         field("search", f" (search {speedup_text(best.speedup)})", "", style="dim")
     field("where", f"  {run.backend}/{run.proposer}", "", style="dim")
     precision = run_precision(run.config)

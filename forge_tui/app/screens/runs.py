@@ -11,9 +11,11 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import DataTable, Input, Static
 
 from forge_tui.app.format import RUN_STYLE, device_name, display_reason, display_status, legends
+from forge_tui.app.host import host
 from forge_tui.app.messages import PollFailed, RunsLoaded
 from forge_tui.app.screens.dialogs import ConfirmScreen, NewSearchScreen, form_words
 from forge_tui.app.screens.runs_table import (  # noqa: F401 - RunsTable, sort_key, campaign_cell: this screen's API
@@ -35,7 +37,7 @@ from forge_tui.core.config import RunConfig
 from forge_tui.core.errors import one_line
 from forge_tui.core.present import count_text
 from forge_tui.core.status import nothing_to_resume, nothing_to_resume_line
-from store import StoreError
+from store import Store, StoreError
 from store.errors import StoreReadOnly
 from store.models import NodeSummary, RunRead
 
@@ -68,7 +70,7 @@ class RunsScreen(Screen):
         self._stopped = False
         self._suspended = False
         self._chain = False
-        self._timer = None
+        self._timer: Optional[Timer] = None
         self.narrow: Optional[bool] = None
         self.grouped = False  # a campaign column is shown (some run belongs to a campaign)
         self.last_form: Optional[RunConfig] = None  # the new-search form last started
@@ -76,11 +78,11 @@ class RunsScreen(Screen):
         self._return_to: Optional[int] = None  # the run whose screen is open: the cursor goes to it
 
     @property
-    def store(self):
-        return self.app.store
+    def store(self) -> Store:
+        return host(self).store
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(f" forge-tui  runs in {self.app.db_path.name}", style="bold"), id="runs-title")
+        yield Static(Text(f" forge-tui  runs in {host(self).db_path.name}", style="bold"), id="runs-title")
         yield Input(placeholder="/ filter runs (task, status, backend, device...)", id="runs-filter")
         yield RunsTable(id="runs-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="runs-reason")
@@ -134,7 +136,7 @@ class RunsScreen(Screen):
     def poll_runs(self) -> None:
         if self._writable is None:  # once: a read-only file is browsed, and the title says so
             try:
-                self.app.store.check_writable(wait_s=1.0)
+                host(self).store.check_writable(wait_s=1.0)
                 self._writable = True
             except StoreReadOnly:
                 self._writable = False
@@ -142,18 +144,18 @@ class RunsScreen(Screen):
             except StoreError:  # locked, ...: not known; asked again next poll
                 pass
         try:
-            version = self.app.store.data_version()
+            version = host(self).store.data_version()
             if version != self._version:
                 self._version = version
-                runs = self.app.store.list_runs()
-                self.post_message(RunsLoaded(runs, self.app.store.best_node_summaries()))
+                runs = host(self).store.list_runs()
+                self.post_message(RunsLoaded(runs, host(self).store.best_node_summaries()))
         except StoreError as exc:
             self.post_message(PollFailed(str(exc)))
         finally:
             self.app.call_from_thread(self._after_poll)
 
     def _mark_read_only(self) -> None:
-        title = f" forge-tui  runs in {self.app.db_path.name} (read-only: browse only)"
+        title = f" forge-tui  runs in {host(self).db_path.name} (read-only: browse only)"
         self.query_one("#runs-title", Static).update(Text(title, style="bold"))
 
     def _after_poll(self) -> None:
@@ -231,7 +233,7 @@ class RunsScreen(Screen):
         if self._return_to is not None and any(r.id == self._return_to for r in self.runs):
             keep, self._return_to = self._return_to, None  # back from its screen (r/x/del act on it)
         runs = self.visible_runs()
-        rows = [table_row(r, self.best.get(r.id), narrow=self.narrow, grouped=self.grouped) for r in runs]
+        rows = [table_row(r, self.best.get(r.id), narrow=bool(self.narrow), grouped=self.grouped) for r in runs]
         if self.narrow:
             rows = fit_narrow(rows, self._table_width(len(rows)), lead=1 + self.grouped)
         self._set_columns(rows)  # clears the rows too
@@ -325,7 +327,7 @@ class RunsScreen(Screen):
     def _open(self, run_id: int, note: str = "") -> None:
         """Open a run's screen; back in the browser, the cursor is on that run."""
         self._return_to = run_id
-        self.app.open_run(run_id, note=note)
+        host(self).open_run(run_id, note=note)
 
     def action_resume_run(self) -> None:
         run = self.selected_run()
@@ -346,7 +348,7 @@ class RunsScreen(Screen):
         """Start the run's search in the background (``ForgeApp.spawn``); its log, or None after
         a toast saying why it could not start (a read-only database or directory)."""
         try:
-            return self.app.spawn(run_id)
+            return host(self).spawn(run_id)
         except (StoreError, OSError) as exc:
             why = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and exc.strerror else one_line(exc)
             self.notify(f"run {run_id}: cannot start its search: {why}", severity="error", timeout=8, markup=False)
@@ -431,7 +433,7 @@ class RunsScreen(Screen):
         from forge_tui.search.create import create_run  # the same service as `forge-tui run`
 
         try:
-            run = create_run(self.app.store, spec)
+            run = create_run(host(self).store, spec)
         except Exception as exc:  # SearchError, TaskError, ConfigError, RunConfigError, StoreError: one line
             self.app.call_from_thread(self._not_started, one_line(exc))
             return

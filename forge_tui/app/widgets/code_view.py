@@ -49,6 +49,8 @@ def highlight(text: str, lexer: str) -> Text:
 class CodeView(LineView):
     """Scrollable, highlighted source or diff of the selected node."""
 
+    ALLOW_MAXIMIZE = True  # a pane of the run screen: every pane can be maximised
+
     BINDINGS = [Binding("v", "cycle_mode", "View", tooltip="Diff vs parent / vs best / vs root / full source")]
 
     class CodeHighlighted(Message):

@@ -8,7 +8,7 @@ Lines are rich ``Text`` (already highlighted); an optional gutter shows line num
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Iterable, Optional
 
 from rich.segment import Segment
 from rich.style import Style
@@ -51,7 +51,7 @@ class LineView(ScrollView, can_focus=True):
         """The text shown (without line numbers)."""
         return "\n".join(line.plain for line in self._lines)
 
-    def set_lines(self, lines: Sequence[Text], *, line_numbers: bool = False, keep_scroll: bool = False) -> None:
+    def set_lines(self, lines: Iterable[Text], *, line_numbers: bool = False, keep_scroll: bool = False) -> None:
         """Show these lines (replacing what was there)."""
         self._lines = list(lines)
         self._numbers = line_numbers

@@ -8,9 +8,9 @@ p10-p90 interval holds 1.0 is marked ``~1``; the mode line says cold or warm."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterable, Optional, Union
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.binding import Binding
@@ -31,7 +31,7 @@ from forge_tui.app.format import (
 )
 from forge_tui.app.messages import NodeDetail
 from forge_tui.core.config import DEFAULT_PRECISION, run_precision
-from store.models import MeasurementRead, NodeRead, RunRead
+from store.models import MeasurementRead, NodeRead, NodeSummary, RunRead
 
 
 def _ms(ms: Optional[float]) -> str:
@@ -79,7 +79,23 @@ def straddles(eager: MeasurementRead, cand: MeasurementRead) -> bool:
     return eager.p10_ms / cand.p90_ms < 1.0 < eager.p90_ms / cand.p10_ms
 
 
-def best_curve(nodes: list[NodeRead]) -> list[float]:
+#: One row of a shape's table: (what, median, p10, p90, CV, GB/s, %SOL, n, speedup, whether
+#: the speedup's p10-p90 straddles 1.0); times in the block's unit, None where not measured.
+_Row = tuple[
+    str,
+    Optional[float],
+    Optional[float],
+    Optional[float],
+    Optional[float],
+    Optional[float],
+    Optional[float],
+    Optional[int],
+    Optional[float],
+    bool,
+]
+
+
+def best_curve(nodes: Iterable[Union[NodeRead, NodeSummary]]) -> list[float]:
     """Best speedup so far after each evaluated node, in id order."""
     out, best = [], 0.0
     for n in sorted(nodes, key=lambda n: n.id):
@@ -91,6 +107,7 @@ def best_curve(nodes: list[NodeRead]) -> list[float]:
 
 
 class MeasurementsPane(VerticalScroll):
+    ALLOW_MAXIMIZE = True  # a pane of the run screen: every pane can be maximised
     BINDINGS = [Binding("j", "scroll_down", "Down", show=False), Binding("k", "scroll_up", "Up", show=False)]
 
     def __init__(self, **kwargs) -> None:
@@ -163,7 +180,7 @@ class MeasurementsPane(VerticalScroll):
         method = next((m.method for m in node_meas.values() if m.method), "")  # the selected node's
         if not method:
             method = next((m.method for m in self.baseline if m.method and m.method != "baseline"), "")
-        parts: list = []
+        parts: list[RenderableType] = []
         header = Text()
         if node is not None:
             header.append(f"node #{node.id} {node.status}  ", style="bold")
@@ -212,9 +229,9 @@ class MeasurementsPane(VerticalScroll):
             parts.append(Text(f"mode: {', '.join(modes)} ({_MODE_WORDS.get(modes[0], '')})", style="dim"))
         straddle_seen = False
         for shape in shapes:
-            rows = []  # (what, median, p10, p90, cv, gbps, sol, n, speedup, straddles 1.0)
+            rows: list[_Row] = []
             m = node_eager.get(shape)
-            if m is not None:  # interleaved with the node: what its speedup divides
+            if m is not None and node is not None:  # interleaved with the node: what its speedup divides
                 rows.append(
                     (f"eager w/ #{node.id}", m.median_ms, m.p10_ms, m.p90_ms, m.cv, m.gbps, m.sol_pct, m.n, 1.0, False)
                 )
@@ -334,14 +351,14 @@ class MeasurementsPane(VerticalScroll):
             )
             for col in ("", f"median {unit}", f"p10-p90 {unit}", "CV", "GB/s", "%SOL", "n", "speedup"):
                 table.add_column(col, justify="left" if not col else "right", no_wrap=True)
-            for what, med, p10, p90, cv, gbps, sol, n, sp, wide in rows:
+            for what, med, p10, p90, cv, gbps, sol, count, sp, wide in rows:
                 spread = f"{t(p10)}-{t(p90)}" if p10 is not None and p90 is not None else "-"
                 cell = Text(speedup_text(sp), style=speedup_style(sp) if not what.startswith("eager") else "dim")
                 if wide:
                     cell.append(" ~1", style="yellow")
                     straddle_seen = True
                 table.add_row(
-                    what, t(med), spread, _pct(cv), _num(gbps, "{:.0f}"), _num(sol), str(n) if n else "-", cell
+                    what, t(med), spread, _pct(cv), _num(gbps, "{:.0f}"), _num(sol), str(count) if count else "-", cell
                 )
             parts.append(table)
         if straddle_seen:
@@ -352,7 +369,7 @@ class MeasurementsPane(VerticalScroll):
 
     def refresh_detail(self) -> None:
         d = self.detail
-        parts = []
+        parts: list[RenderableType] = []
         if d is not None:
             for cl in d.compile_logs:
                 head = Text(

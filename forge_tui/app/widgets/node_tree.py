@@ -54,6 +54,8 @@ AUTO_EXPAND_LIMIT = 300
 class NodeTree(Tree[int]):
     """Tree of one run's nodes; ``data`` of each TreeNode is the node id (None: a placeholder)."""
 
+    ALLOW_MAXIMIZE = True  # a pane of the run screen: every pane can be maximised
+
     BINDINGS = [
         Binding("j", "cursor_down", "Down", show=False),
         Binding("k", "cursor_up", "Up", show=False),

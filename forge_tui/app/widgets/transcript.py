@@ -17,6 +17,7 @@ from textual.widgets import Static
 
 from forge_tui.app.format import cap
 from forge_tui.app.messages import NodeDetail
+from forge_tui.core.config import RunConfig
 from forge_tui.llm.usage import from_totals, line
 from store.models import RunRead
 
@@ -74,8 +75,7 @@ def live_markdown(live: list, expanded: bool = False) -> str:
 def seed_origin(run: Optional[RunRead]) -> str:
     """Where a run's root kernel came from: the ``--seed-kernel`` file (kept in the run's
     config as ``seed_kernel``) or the task catalog."""
-    given = run.config.get("seed_kernel") if run is not None else None
-    path = given.get("path") if isinstance(given, dict) else None
+    path = RunConfig.from_stored(run.config).seed_kernel if run is not None else None
     return f"the file `{path}` (--seed-kernel)" if path else "the task catalog"
 
 
@@ -120,6 +120,7 @@ def transcript_markdown(detail: Optional[NodeDetail], run: Optional[RunRead] = N
 
 
 class TranscriptPane(VerticalScroll):
+    ALLOW_MAXIMIZE = True  # a pane of the run screen: every pane can be maximised
     BINDINGS = [
         Binding("j", "scroll_down", "Down", show=False),
         Binding("k", "scroll_up", "Up", show=False),

@@ -166,7 +166,9 @@ def mutation(func) -> Optional[str]:
 def functional_name(func) -> Optional[str]:
     """The out-of-place twin of an in-place operator (``aten.relu_.default`` -> ``aten.relu.default``)."""
     name = str(func)
-    ns, packet, overload = name.split(".", 2) if name.count(".") >= 2 else (None, None, None)
+    if name.count(".") < 2:
+        return None
+    ns, packet, overload = name.split(".", 2)
     if not packet or not packet.endswith("_") or packet.startswith("__"):
         return None
     try:

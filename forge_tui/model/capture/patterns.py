@@ -152,7 +152,8 @@ def _rms(v: _View) -> Optional[dict]:
         and n.args[0]["tensor"]["dtype"] != "float32"
         for n in v.calls
     )
-    name, detail = "rms_norm", {}
+    name = "rms_norm"
+    detail: dict[str, object] = {}
     gemma = [n for n in v.with_scalar("add") if v.is_param(v.root(n.reads[0])) and _number(n) == 1.0]
     weights = [r for n in v.calls if n.name == "mul" for r in n.reads if v.is_param(v.root(r))]
     if gemma:

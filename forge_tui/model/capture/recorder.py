@@ -66,7 +66,7 @@ class Recorder(TorchDispatchMode):
     """Groups every aten call of a forward pass; keeps each group's first call (its argument
     objects, not copies) so :func:`measure` can re-run it."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.groups: dict[str, OpGroup] = {}
 

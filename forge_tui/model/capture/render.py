@@ -161,6 +161,8 @@ def render_arg(d, names, dev: str = "x0") -> str:
 
 def _input_expr(spec: dict) -> str:
     shape, dt, r = tuple(spec["shape"]), spec["dtype"], spec.get("range")
+    lo: float  # an int bound for integer dtypes, a float one otherwise
+    hi: float
     if dt == "bool":
         return f"torch.rand({shape!r}) < 0.5"
     if dt in _INT_DTYPES:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
-from forge_tui.model.capture.recorder import Capture
+from forge_tui.model.capture.recorder import Capture, OpGroup
 from forge_tui.model.errors import CaptureError
 from forge_tui.tasks.loader import one_line as _first_line
+
+
+def _rerun(g: OpGroup) -> Callable[[], Any]:
+    """A call of ``g``'s first recorded call again, on the argument objects it kept."""
+    return lambda: g.func(*g.call_args, **g.call_kwargs)
 
 
 def measure(
@@ -28,12 +33,16 @@ def measure(
 
     model, inputs = cap.model, cap.inputs
     n = OP_TIMING[cap.backend]["samples"] if samples is None else samples
-    jobs = [(g, lambda g=g: g.func(*g.call_args, **g.call_kwargs)) for g in cap.groups]
+    jobs: list[tuple[Optional[OpGroup], Callable[[], Any]]] = [(g, _rerun(g)) for g in cap.groups]
     jobs.append((None, lambda: model(*inputs)))
     for i, (g, fn) in enumerate(jobs):
+
+        def tick(_i: int, _n: int, i: int = i) -> None:
+            progress(i, len(jobs))
+
         try:
             with torch.no_grad():
-                (s,) = time_each([fn], cap.device, samples=n, progress=lambda _i, _n, i=i: progress(i, len(jobs)))
+                (s,) = time_each([fn], cap.device, samples=n, progress=tick)
         except Exception as exc:  # noqa: BLE001 - one group's fault; the table keeps the rest
             why = f"re-running it raised {_first_line(exc, 200)}"
             if g is None:
