@@ -307,22 +307,10 @@ def _gemm_epilogue(graph: Graph, inst: Instance) -> Optional[dict]:
     if ch["residual"] is not None:
         roles["residual"] = v.slot(ch["residual"])
     act = act_name(ch["act"])
+    found = {"roles": roles, "act": act, "act_code": _ACT_CODES[act], "bias": ch["bias"] is not None}
     if ch["up"] is not None:  # act(x W_gate^T [+ b]) * (x W_up^T [+ b_up]): SwiGLU / GeGLU
         roles["up_weight"] = v.slot(ch["up"]["weight"])
         if ch["up"]["bias"] is not None:
             roles["up_bias"] = v.slot(ch["up"]["bias"])
-        return {
-            "name": "gemm_glu",
-            "roles": roles,
-            "act": act,
-            "act_code": _ACT_CODES[act],
-            "bias": ch["bias"] is not None,
-        }
-    return {
-        "name": "gemm_epilogue",
-        "roles": roles,
-        "act": act,
-        "act_code": _ACT_CODES[act],
-        "bias": ch["bias"] is not None,
-        "residual": ch["residual"] is not None,
-    }
+        return {"name": "gemm_glu", **found}
+    return {"name": "gemm_epilogue", **found, "residual": ch["residual"] is not None}
