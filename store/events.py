@@ -16,7 +16,28 @@ from sqlmodel import col, select
 from store.models import Event, EventRead
 from store.session import SessionFactory, now_iso
 
-__all__ = ["EventRepository"]
+__all__ = ["EventRepository", "event_row"]
+
+
+def event_row(
+    run_id: int, kind: str, *, node_id: Optional[int] = None, payload: Optional[dict] = None, at: Optional[str] = None
+) -> Event:
+    """One event row, for the caller to add in the transaction of the change it records.
+
+    Args:
+        run_id: the run that changed; node_id: its node, when the change is a node's.
+        kind: what changed (``run_created``, ``node_status``, ``lease``...: the UI polls by kind).
+        payload: JSON-able details (stored as ``payload_json``; ``{}`` when None).
+        at: the ISO time stamp (``now_iso()`` when None): the caller's own stamp of the change,
+            so the row and the event carry the same time.
+    """
+    return Event(
+        run_id=run_id,
+        node_id=node_id,
+        kind=kind,
+        created_at=at if at is not None else now_iso(),
+        payload_json=json.dumps(payload or {}),
+    )
 
 
 class EventRepository:
@@ -31,15 +52,7 @@ class EventRepository:
         """Append an event of ``kind`` alone (e.g. ``device_wait``: the search waits for another
         process's timing on its device); the store's own writes add theirs in their transaction."""
         with self._session() as s:
-            s.add(
-                Event(
-                    run_id=run_id,
-                    node_id=node_id,
-                    kind=kind,
-                    created_at=now_iso(),
-                    payload_json=json.dumps(payload or {}),
-                )
-            )
+            s.add(event_row(run_id, kind, node_id=node_id, payload=payload))
 
     def events(self, run_id: Optional[int] = None, *, after_id: int = 0, limit: int = 10_000) -> list[EventRead]:
         """Events with ``id > after_id`` (of one run, or of all runs), oldest first."""

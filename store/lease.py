@@ -17,7 +17,6 @@ shows: a ``running`` or ``paused`` run whose driver is gone reads ``interrupted`
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
@@ -28,8 +27,8 @@ from sqlalchemy import update
 from sqlmodel import Session, col, select
 
 from store.errors import LeaseHeld, StoreNotFound
-from store.models import Event, Run
-from store.session import now_iso
+from store.events import event_row
+from store.models import Run
 
 #: A lease whose heartbeat is older than this many seconds is stale and may be taken over.
 LEASE_STALE_S = 30.0
@@ -78,14 +77,7 @@ def acquire(s: Session, run_id: int, stale_after_s: float = LEASE_STALE_S) -> tu
             live_holder(fresh, time.time(), stale_after_s)
             or f"run {run_id} was taken by pid {fresh.owner_pid} on {fresh.owner_host} at the same moment; stop it first"
         )
-    s.add(
-        Event(
-            run_id=run_id,
-            kind="lease",
-            created_at=now_iso(),
-            payload_json=json.dumps({"host": host, "pid": pid, "message": message}),
-        )
-    )
+    s.add(event_row(run_id, "lease", payload={"host": host, "pid": pid, "message": message}))
     return token, message
 
 

@@ -19,13 +19,13 @@ from sqlmodel import col, select
 
 from store import ids
 from store.errors import StoreNotFound
+from store.events import event_row
 from store.models import (
     FINAL,
     CompileLog,
     CompileLogRead,
     Correctness,
     CorrectnessRead,
-    Event,
     Measurement,
     MeasurementRead,
     Node,
@@ -53,7 +53,7 @@ class NodeRepository:
             row = Node(id=ids.next_id(s.connection(), "node"), run_id=run_id, created_at=stamp, **fields)
             s.add(row)
             s.flush()
-            s.add(Event(run_id=run_id, node_id=row.id, kind="node_added", created_at=stamp))
+            s.add(event_row(run_id, "node_added", node_id=row.id, at=stamp))
             return NodeRead.model_validate(row, from_attributes=True)
 
     def set_node_status(self, node_id: int, status: str, **fields: Any) -> None:
@@ -72,15 +72,7 @@ class NodeRepository:
             for k, v in fields.items():
                 setattr(row, k, v)
             s.add(row)
-            s.add(
-                Event(
-                    run_id=row.run_id,
-                    node_id=node_id,
-                    kind="node_status",
-                    created_at=now_iso(),
-                    payload_json=json.dumps({"status": status}),
-                )
-            )
+            s.add(event_row(row.run_id, "node_status", node_id=node_id, payload={"status": status}))
 
     def finish_node(
         self,
@@ -129,15 +121,8 @@ class NodeRepository:
                     setattr(run, k, v)
                 run.updated_at = stamp
                 s.add(run)
-            s.add(
-                Event(
-                    run_id=row.run_id,
-                    node_id=node_id,
-                    kind="node_finished",
-                    created_at=stamp,
-                    payload_json=json.dumps({"status": row.status, "speedup": row.speedup}),
-                )
-            )
+            finished = {"status": row.status, "speedup": row.speedup}
+            s.add(event_row(row.run_id, "node_finished", node_id=node_id, payload=finished, at=stamp))
 
     def set_node_profile(self, node_id: int, profile: dict) -> None:
         """Store a node's hardware profile (``profile_json``, see forge_tui.evaluate.ncu) with a ``node_profiled`` event."""
@@ -148,13 +133,7 @@ class NodeRepository:
             row.profile_json = json.dumps(profile)
             s.add(row)
             s.add(
-                Event(
-                    run_id=row.run_id,
-                    node_id=node_id,
-                    kind="node_profiled",
-                    created_at=now_iso(),
-                    payload_json=json.dumps({"status": profile.get("status", "")}),
-                )
+                event_row(row.run_id, "node_profiled", node_id=node_id, payload={"status": profile.get("status", "")})
             )
 
     def confirm_node(self, node_id: int, speedup: float, measurements: Sequence[dict], note: str = "") -> None:
@@ -170,15 +149,8 @@ class NodeRepository:
             s.add(row)
             for m in measurements:
                 s.add(Measurement(node_id=node_id, run_id=row.run_id, created_at=stamp, **m))
-            s.add(
-                Event(
-                    run_id=row.run_id,
-                    node_id=node_id,
-                    kind="node_confirmed",
-                    created_at=stamp,
-                    payload_json=json.dumps({"confirmed_speedup": speedup}),
-                )
-            )
+            confirmed = {"confirmed_speedup": speedup}
+            s.add(event_row(row.run_id, "node_confirmed", node_id=node_id, payload=confirmed, at=stamp))
 
     def add_measurements(self, run_id: int, rows: Sequence[dict]) -> None:
         """Add measurements not tied to a node (the run's baselines)."""

@@ -8,7 +8,6 @@ its transactions with the session factory it is given. Every multi-row change (a
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -18,6 +17,7 @@ from sqlmodel import col, select
 
 from store import ids, lease
 from store.errors import LeaseHeld, StoreNotFound
+from store.events import event_row
 from store.lease import LEASE_STALE_S
 from store.models import CompileLog, Correctness, Event, LLMExchange, Measurement, Node, Run, RunRead
 from store.session import SessionFactory, now_iso
@@ -42,10 +42,11 @@ class RunRepository:
         """Insert a run (fields of :class:`store.models.RunBase`, a new id) and log a ``run_created`` event."""
         stamp = now_iso()
         with self._session() as s:
-            row = Run(id=ids.next_id(s.connection(), "run"), created_at=stamp, updated_at=stamp, **fields)
+            run_id = ids.next_id(s.connection(), "run")
+            row = Run(id=run_id, created_at=stamp, updated_at=stamp, **fields)
             s.add(row)
             s.flush()
-            s.add(Event(run_id=row.id, kind="run_created", created_at=stamp))
+            s.add(event_row(run_id, "run_created", at=stamp))
             return RunRead.model_validate(row, from_attributes=True)
 
     def get_run(self, run_id: int) -> RunRead:
@@ -74,16 +75,8 @@ class RunRepository:
             row.updated_at = stamp
             s.add(row)
             if event_kind:
-                s.add(
-                    Event(
-                        run_id=run_id,
-                        kind=event_kind,
-                        created_at=stamp,
-                        payload_json=json.dumps(
-                            {k: v for k, v in fields.items() if k in ("status", "status_reason", "control")}
-                        ),
-                    )
-                )
+                said = {k: v for k, v in fields.items() if k in ("status", "status_reason", "control")}
+                s.add(event_row(run_id, event_kind, payload=said, at=stamp))
             s.flush()
             return RunRead.model_validate(row, from_attributes=True)
 
@@ -102,7 +95,7 @@ class RunRepository:
                 s.add(Measurement(run_id=run_id, created_at=stamp, **m))
             row.baseline_json, row.updated_at = baseline_json, stamp
             s.add(row)
-            s.add(Event(run_id=run_id, kind="baseline", created_at=stamp))
+            s.add(event_row(run_id, "baseline", at=stamp))
             s.flush()
             return RunRead.model_validate(row, from_attributes=True)
 
