@@ -297,6 +297,10 @@ class Store:
         """See :meth:`NodeRepository.best_node_summaries`."""
         return self._nodes.best_node_summaries()
 
+    def node_counts(self) -> dict[int, int]:
+        """See :meth:`NodeRepository.node_counts`."""
+        return self._nodes.node_counts()
+
     def left_in_flight(self, run_id: int) -> int:
         """See :meth:`NodeRepository.left_in_flight`."""
         return self._nodes.left_in_flight(run_id)

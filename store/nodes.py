@@ -242,6 +242,13 @@ class NodeRepository:
             out = [NodeSummary(*row) for row in rows]
         return {n.run_id: n for n in out}
 
+    def node_counts(self) -> dict[int, int]:
+        """``{run id: how many nodes it has, the seed among them}`` for every run with a node
+        (what ``show`` lists and the app's tree holds). One query, no sources."""
+        with self._session() as s:
+            rows = s.exec(select(Node.run_id, func.count()).group_by(col(Node.run_id)))
+            return {int(run_id): int(n) for run_id, n in rows}
+
     def left_in_flight(self, run_id: int) -> int:
         """How many of the run's non-seed nodes are not in a final status: those a killed search
         left in flight, which a resume evaluates again before anything else."""

@@ -239,7 +239,8 @@ def cmd_cache(args, store) -> int:
 def cmd_ls(args, store: Store) -> int:
     best, rows = store.best_node_summaries(), store.list_runs()
     if args.json:
-        print(render.to_json([render.run_summary(r, best.get(r.id)) for r in rows]))
+        counts = store.node_counts()
+        print(render.to_json([render.run_summary(r, best.get(r.id), nodes=counts.get(r.id, 0)) for r in rows]))
     elif not rows:
         print(f"no runs in {store.path}; start one with: forge-tui run softmax")
     else:

@@ -37,19 +37,23 @@ def _device(device_json: str) -> str:
     return facts.get("gpu") or facts.get("cpu") or ""
 
 
-def run_summary(r, best=None) -> dict:
+def run_summary(r, best=None, nodes: Optional[int] = None) -> dict:
     """A run as ls/show give it; ``best`` is its best node when known (see ``Store.best_node_summaries``):
     ``best_confirmation`` then says whether ``best_speedup`` is confirmed ("confirmed"), a
-    search-time figure whose re-measurement failed ("failed") or a search-time one (null)."""
+    search-time figure whose re-measurement failed ("failed") or a search-time one (null).
+    ``nodes``: how many nodes the run has, its seed among them (``Store.node_counts``, as ``show``
+    lists them), given as ``nodes``; None leaves the key out (the ``ls`` table shows iterations).
+    ``iterations_done`` / ``iterations`` are the iterations done (nodes after the seed) and the target."""
     value, kind = run_best(r, best)
     status, reason = effective_state(r)  # a running run whose process is gone reads interrupted
-    return {
+    out = {
         "id": r.id,
         "task": r.task_name,
         "status": status,
         "backend": r.backend,
         "proposer": r.proposer,
-        "nodes": r.iterations_done,
+        "nodes": nodes,
+        "iterations_done": r.iterations_done,
         "best_speedup": value,
         "best_confirmation": CONFIRMATION_JSON[kind],
         "created_at": r.created_at,
@@ -58,6 +62,9 @@ def run_summary(r, best=None) -> dict:
         "device": _device(r.device_json),
         "campaign": getattr(r, "campaign_id", None),
     }
+    if nodes is None:
+        del out["nodes"]
+    return out
 
 
 def terminal_columns() -> Optional[int]:
@@ -106,7 +113,7 @@ def runs_table(rows: list, best: dict, campaigns: Optional[dict] = None, columns
     lines_of: dict = {}
     for r, row in zip(runs, rows):
         shown, mark = speedup_cell(*run_best(row, best.get(row.id)))
-        lines_of.setdefault(r["campaign"], []).append(line(r, f"{r['nodes']}/{r['iterations']}", shown, mark))
+        lines_of.setdefault(r["campaign"], []).append(line(r, f"{r['iterations_done']}/{r['iterations']}", shown, mark))
     for cid in dict.fromkeys(r["campaign"] for r in runs if r["campaign"] is not None):
         ids = [x["id"] for x in runs if x["campaign"] == cid]
         lines.append(_campaign_line(cid, (campaigns or {}).get(cid), ids))
@@ -160,7 +167,7 @@ def node_dicts(nodes: list, llm: dict) -> list[dict]:
 def show_json(run, nodes: list, llm: dict, llm_usage: Optional[dict] = None) -> str:
     """``show --json``; ``llm_usage``: the run's tokens per run and model (forge_tui.llm.usage.tally)."""
     best = next((n for n in nodes if n.id == run.best_node_id), None)
-    summary = run_summary(run, best)
+    summary = run_summary(run, best, nodes=len(nodes))
     summary["baseline"] = run.baseline
     summary["device_facts"] = run.device
     summary["precision"] = run_precision(run.config)

@@ -52,12 +52,13 @@ def test_ls_json(db_with_run):
     assert isinstance(runs, list) and len(runs) == 1
     r = runs[0]
     assert RUN_KEYS <= set(r)
-    assert (r["id"], r["task"], r["status"], r["backend"], r["proposer"], r["nodes"]) == (
+    assert (r["id"], r["task"], r["status"], r["backend"], r["proposer"], r["nodes"], r["iterations_done"]) == (
         run_id,
         "softmax",
         "finished",
         "host",
         "tune",
+        3,  # the seed and the 2 iterations, as show lists them
         2,
     )
     assert r["best_speedup"] > 0

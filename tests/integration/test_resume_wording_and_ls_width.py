@@ -1,8 +1,10 @@
 """CLI wording: ``resume`` of an unknown run says so first, and ``resume --headless``
-on a read-only database prints no ``run N`` line before its error."""
+on a read-only database prints no ``run N`` line before its error; ``ls``'s width and what
+its ``--json`` counts."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -100,3 +102,32 @@ def test_ls_fits_an_80_column_terminal(tmp_path):
     assert narrow[1].split()[1].startswith("region_R4_add") and "host/tune" in narrow[1]
     assert "region_R4_add_rms_norm_of_a_long_model" in render.runs_table(rows, best, {})  # a pipe: whole
     s.close()
+
+
+def test_ls_json_counts_the_seed_node_as_show_does(tmp_path, capsys):
+    """``ls --json``'s ``nodes`` is every node of the run, the seed among them (as ``show`` lists
+    them and the app's tree holds them); the iterations done are ``iterations_done``."""
+    from tests.helpers import main_rc
+
+    db = tmp_path / "f.db"
+    s = Store(db)
+    t = s.add_task(name="softmax", origin="catalog", reference_source="", spec={}, signature="", content_hash="h")
+    run = s.create_run(task_id=t.id, task_name="softmax", backend="host", proposer="tune", iterations_target=5)
+    seed = s.add_node(run_id=run.id, source="S", kind="seed")
+    for k in range(2):
+        s.add_node(run_id=run.id, parent_id=seed.id, depth=1, source=f"S{k}")
+    s.update_run(run.id, iterations_done=2)
+    empty = s.create_run(task_id=t.id, task_name="softmax", backend="host", proposer="tune")
+    s.close()
+
+    rc, out, err = main_rc(capsys, "--db", db, "ls", "--json")
+    assert rc == 0, err
+    listed = {r["id"]: r for r in json.loads(out)}
+    assert (listed[run.id]["nodes"], listed[run.id]["iterations_done"], listed[run.id]["iterations"]) == (3, 2, 5)
+    assert (listed[empty.id]["nodes"], listed[empty.id]["iterations_done"]) == (0, 0)
+    rc, out, err = main_rc(capsys, "--db", db, "show", run.id, "--json")
+    shown = json.loads(out)
+    assert rc == 0 and len(shown["nodes"]) == shown["run"]["nodes"] == listed[run.id]["nodes"]
+    rc, out, err = main_rc(capsys, "--db", db, "ls")
+    (row,) = [ln for ln in out.splitlines() if ln.split()[0] == str(run.id)]
+    assert rc == 0 and "2/5" in row.split()  # the table: iterations done/target
