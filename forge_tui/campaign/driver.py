@@ -86,14 +86,23 @@ def region_words(store, run_id: int) -> tuple[str, str]:
     """``(", campaign C's search of region R", tail)`` when a campaign region points at run
     ``run_id``, else ``("", "")``; ``tail`` says, after a deletion, how the campaign searches
     that region again (it reopens a region whose run is gone when next started). The words
-    ``forge-tui rm`` and the app's delete dialog share."""
+    ``forge-tui rm`` and the app's delete dialog share.
+
+    ``forge-tui optimize MODEL.py`` continues the newest campaign of the model (same file, bytes
+    and backend: :meth:`store.Store.find_campaign`), so the tail names it only for that one; for
+    an older campaign of the model it names ``--resume C`` alone, and which campaign
+    ``optimize MODEL.py`` would continue instead."""
     region = store.region_of_run(run_id)
     if region is None:
         return "", ""
     c = store.get_campaign(region.campaign_id)
-    return (
-        f", campaign {c.id}'s search of region {region.region}",
-        f"; `forge-tui optimize {c.model_file}` (or --resume {c.id}) searches region {region.region} again",
+    part = f", campaign {c.id}'s search of region {region.region}"
+    newest = store.find_campaign(c.model_file, c.model_hash, c.backend)
+    if newest is None or newest.id == c.id:
+        return part, f"; `forge-tui optimize {c.model_file}` (or --resume {c.id}) searches region {region.region} again"
+    return part, (
+        f"; `forge-tui optimize --resume {c.id}` searches region {region.region} again "
+        f"(`forge-tui optimize {Path(c.model_file).name}` continues campaign {newest.id})"
     )
 
 

@@ -54,3 +54,23 @@ def test_rm_of_a_region_run_without_logs_says_nothing_of_them(tmp_path):
 
 def test_count_text():
     assert [count_text(n, "iteration") for n in (0, 1, 2)] == ["0 iterations", "1 iteration", "2 iterations"]
+
+
+def test_rm_of_an_older_campaigns_region_run_names_its_resume(tmp_path):
+    """With two campaigns of one model, ``optimize MODEL.py`` continues the newest: the line
+    after deleting a run of the older one names ``--resume`` of that one, not the model file."""
+    store, run = _store_with_region_run(tmp_path)
+    newer = store.create_campaign(model_file="/m/llama_block.py", model_hash="h", backend="host", proposer="tune",
+                                  out_dir=str(tmp_path / "out-2"), config={}, regions=[dict(region="R3")])  # fmt: skip
+    run2 = store.create_run(task_id=run.task_id, task_name=run.task_name, backend="host", proposer="tune")
+    store.link_campaign_run(store.campaign_regions(newer.id)[0].id, run2.id)
+    part, again = region_words(store, run.id)
+    assert part == ", campaign 1's search of region R3"
+    assert again == (
+        f"; `forge-tui optimize --resume 1` searches region R3 again "
+        f"(`forge-tui optimize llama_block.py` continues campaign {newer.id})"
+    )
+    part, again = region_words(store, run2.id)  # the newest: the model file names it
+    assert part == f", campaign {newer.id}'s search of region R3"
+    assert again == f"; `forge-tui optimize /m/llama_block.py` (or --resume {newer.id}) searches region R3 again"
+    store.close()
