@@ -61,7 +61,9 @@ def file_hash(path: Path) -> str:
 
 
 def check_options(o: Options) -> Optional[str]:
-    """One line for a flag out of range, else None."""
+    """One line for a flag out of range, or flags that contradict (``--resume`` with ``--new``),
+    else None. A model file given with ``--resume`` is checked against the campaign's own
+    (:meth:`Campaigner.run`: another file is refused)."""
     if o.top is not None and o.top < 1:
         return "--top must be 1 or more"
     if o.iterations is not None and not 1 <= o.iterations <= 1_000_000:
@@ -70,6 +72,8 @@ def check_options(o: Options) -> Optional[str]:
         return "--budget-s must be more than 0 seconds"
     if o.model is None and o.resume is None:
         return "name a model file (forge-tui optimize MODEL.py) or a campaign (--resume ID)"
+    if o.resume is not None and o.new:
+        return f"--resume {o.resume} continues campaign {o.resume} and --new plans another: give one of them"
     return None
 
 

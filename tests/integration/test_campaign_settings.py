@@ -73,3 +73,25 @@ def test_host_searches_above_the_cpu_count_are_refused_before_planning(tmp_path,
     s = Store(db)
     assert s.list_campaigns() == []  # refused before the capture and the plan
     s.close()
+
+
+def test_resume_takes_only_the_campaigns_own_model_file(tmp_path, capsys, monkeypatch):
+    """``optimize --resume ID MODEL.py``: another model file is refused with one line (exit 2,
+    nothing changed); the campaign's own (here by a relative path) continues it; ``--resume``
+    with ``--new`` contradict and are refused before anything is read."""
+    db, model, cid = _stored_campaign(tmp_path)
+    other = tmp_path / "other.py"
+    other.write_text(_LINEAR + "\n# another model\n")
+    rc, out, err = main_rc(capsys, "--db", db, "optimize", "--resume", cid, other, "--backend", "host")
+    one_line_error(rc, out, err, f"campaign {cid} is of {model.resolve()}, not {other}")
+    s = Store(db)
+    assert s.get_campaign(cid).status == "interrupted" and len(s.list_campaigns()) == 1
+    s.close()
+
+    rc, out, err = main_rc(capsys, "--db", db, "optimize", "--resume", cid, model, "--new", "--backend", "host")
+    one_line_error(rc, out, err, f"--resume {cid} continues campaign {cid} and --new plans another")
+
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = main_rc(capsys, "--db", db, "optimize", "--resume", cid, "lin.py", "--backend", "host")
+    assert rc == 0, out + err
+    assert f"campaign {cid} of lin.py continues" in out
