@@ -57,6 +57,17 @@ class RunStatus(StrEnum):
 EXHAUSTED_REASON = "search space exhausted: every reachable configuration was tried"
 
 
+def tune_exhausted(state: str, proposer: str, reason: str) -> bool:
+    """Whether a run is a finished ``tune`` run that ended with :data:`EXHAUSTED_REASON`: its
+    tuner tried every reachable configuration, and the tuner's space is fixed, so no further
+    iteration can be proposed (``state``: the run's status; ``reason``: its stored status reason)."""
+    return (
+        state == RunStatus.FINISHED
+        and proposer == ProposerName.TUNE
+        and reason.startswith(EXHAUSTED_REASON.split(":")[0])
+    )
+
+
 def nothing_to_resume(state: str, proposer: str, reason: str, done: int, target: int) -> str:
     """Why resuming a run would do nothing ("" when it would do something).
 
@@ -76,7 +87,7 @@ def nothing_to_resume(state: str, proposer: str, reason: str, done: int, target:
         return ""
     if done >= target:
         return "it is finished"
-    if proposer == ProposerName.TUNE and reason.startswith(EXHAUSTED_REASON.split(":")[0]):
+    if tune_exhausted(state, proposer, reason):
         return "it is finished: the tuner's search space is exhausted"
     return ""
 

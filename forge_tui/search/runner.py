@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from forge_tui.core.config import AUTO, run_precision
-from forge_tui.core.status import BackendName, NodeStatus, ProposerName, RunStatus
+from forge_tui.core.status import BackendName, NodeStatus, ProposerName, RunStatus, tune_exhausted
 from forge_tui.evaluate.backends import (
     Backend,
     UnknownBackendError,
@@ -201,8 +201,17 @@ def resume_target(store: Any, run: Any, more: int) -> tuple[int, int]:
 
     Raises:
         SearchError: (exit 2, nothing written) MORE is below the nodes left in flight: they are
-            evaluated whatever the target, and would carry the run past it.
+            evaluated whatever the target, and would carry the run past it; or the run is a
+            ``tune`` run that finished with its search space exhausted
+            (:func:`forge_tui.core.status.tune_exhausted`): no iteration is left to propose, and
+            its target stays as it was.
     """
+    if tune_exhausted(run.status, run.proposer, run.status_reason or ""):
+        raise SearchError(
+            f"run {run.id}: the tuner's search space is exhausted ({run.iterations_done} of "
+            f"{run.iterations_target} iterations done, every reachable configuration tried): --iterations adds "
+            "none; start another run (--proposer llm, or a --seed-kernel with other // @tune knobs)"
+        )
     in_flight = store.left_in_flight(run.id)
     if more < in_flight:
         raise SearchError(

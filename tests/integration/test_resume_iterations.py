@@ -117,3 +117,31 @@ def test_background_resume_says_and_stores_the_new_target(tmp_path, capsys, monk
     # (test_cli's slow resume test, two real searches, folded in here) a negative N is one line
     assert cli.main(["--db", str(store.path), "resume", str(run_id), "--iterations", "-1"]) == 2
     assert "--iterations" in capsys.readouterr().err
+
+
+def test_more_iterations_on_an_exhausted_tune_run_are_refused_and_its_target_kept(tmp_path, capsys, monkeypatch):
+    """A ``tune`` run that finished with its search space exhausted has no iteration left to
+    propose (the tuner's space is fixed): ``resume --iterations N`` says so in one line (exit 2)
+    and keeps the run's target, instead of rewriting it to done + N and finishing again."""
+    from forge_tui.core.status import EXHAUSTED_REASON
+
+    store = Store(tmp_path / "f.db")
+    run = create_run(store, get_task("softmax"), backend="host", proposer="tune", iterations=30)
+    store.update_run(run.id, status=RunStatus.FINISHED, status_reason=EXHAUSTED_REASON, iterations_done=8)
+    spawned = []
+    monkeypatch.setattr(cli, "spawn_search", lambda *a: spawned.append(a))
+    monkeypatch.setattr(cli, "_has_terminal", lambda: True)
+    monkeypatch.setattr(cli, "_open_app", lambda *a, **k: 0)
+    for headless in ([], ["--headless"]):
+        rc = cli.main(["--db", str(store.path), "resume", str(run.id), "--iterations", "5", *headless])
+        out, err = capsys.readouterr()
+        assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, out + err
+        assert (
+            "the tuner's search space is exhausted (8 of 30 iterations done" in err and "--iterations adds none" in err
+        )
+    with pytest.raises(SearchError, match="search space is exhausted") as info:  # the search's own check
+        _search(store, run.id, []).execute(extra_iterations=5)
+    assert info.value.exit_code == 2
+    after = store.get_run(run.id)
+    assert (after.iterations_target, after.status, after.status_reason) == (30, RunStatus.FINISHED, EXHAUSTED_REASON)
+    assert not spawned
