@@ -363,14 +363,15 @@ def _write_seeds(path, region: Region, capd: dict, stem: str) -> tuple[str, str]
     signature (:func:`forge_tui.model.capture.region_seed.seeds_for`)."""
     from forge_tui.core.errors import user_message
     from forge_tui.model.capture import region_seed
+    from forge_tui.model.capture.register import stamp, write_atomic
     from forge_tui.tasks.catalog import catalog
     from forge_tui.tasks.taskfile import load_task_file
 
     if not region.pattern_name:
         return "", "no named pattern"
     pattern = {"name": region.pattern_name, "region": region.id, **capd.get("details", {}), "roles": capd["roles"]}
-    try:
-        path.write_text(_source(region, capd, stem))
+    try:  # stamped and whole: a Ctrl-C from here on leaves a file capture knows as its own
+        write_atomic(path, stamp(_source(region, capd, stem)))
         task = load_task_file(str(path), origin="captured")
     except Exception as exc:  # noqa: BLE001 - write_and_register reports the same failure with its context
         return "", user_message(exc) or _first_line(exc)
@@ -382,7 +383,7 @@ def _write_seeds(path, region: Region, capd: dict, stem: str) -> tuple[str, str]
     for backend, text in seeds.items():
         name = f"{path.stem}.seed.{ext.get(backend, backend)}"
         try:
-            (path.parent / name).write_text(text)
+            write_atomic(path.parent / name, text)
         except OSError as exc:
             raise CaptureError(f"cannot write {path.parent / name}: {exc.strerror}") from exc
         names[backend] = name

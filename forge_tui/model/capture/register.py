@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 from typing import Optional, Sequence
@@ -27,6 +28,24 @@ def stamp(text: str) -> str:
         f"# forge-tui capture: sha256 {_digest(text)} of the text below (edit freely: capture --select "
         f"keeps an edited file unless --force)\n" + text
     )
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: into a hidden temporary file beside it
+    (``.NAME.PID.tmp``), then renamed over it. A Ctrl-C (or any error) mid-write leaves the
+    file as it was, never a part of the new one, and removes the temporary file.
+
+    Raises:
+        OSError: the file cannot be written (the temporary file removed).
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:  # KeyboardInterrupt too: no temporary file left behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def edited(path: Path) -> bool:
@@ -120,8 +139,8 @@ def task_dir(out_dir: Optional[str | Path], model_stem: str) -> Path:
 
 
 def write_and_register(store, path: Path, text: str, what: str, *, mode: str = "eval"):
-    """Write the task file ``text`` to ``path``, load it (origin ``captured``) and register it:
-    ``(TaskSpec, task row)``. ``what`` names the group or region in errors.
+    """Write the task file ``text`` to ``path`` (stamped, :func:`write_atomic`), load it (origin
+    ``captured``) and register it: ``(TaskSpec, task row)``. ``what`` names the group or region in errors.
 
     Raises:
         CaptureError: the file cannot be written, or does not load as a task.
@@ -131,7 +150,7 @@ def write_and_register(store, path: Path, text: str, what: str, *, mode: str = "
     from forge_tui.tasks.taskfile import load_task_file
 
     try:
-        path.write_text(stamp(text))
+        write_atomic(path, stamp(text))
     except OSError as exc:
         raise CaptureError(f"cannot write {path}: {exc.strerror}") from exc
     try:
