@@ -31,10 +31,15 @@ Imports torch: only ``capture --compiled`` and ``optimize`` (which run the model
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
+import sys
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 import torch
 
@@ -130,7 +135,7 @@ def profile_kernels(
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
             with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": one cycle here
                 warnings.simplefilter("ignore", UserWarning)
-                with torch.profiler.profile(activities=activities) as prof:
+                with _kineto_lines_dropped(), torch.profiler.profile(activities=activities) as prof:
                     for _ in range(n):
                         run()
                     backend.synchronize()
@@ -143,6 +148,41 @@ def profile_kernels(
     if not kernels:
         notes.append("the profiler recorded no kernel of the forward")
     return KernelProfile(kernels, n, method, stats, notes)
+
+
+#: Kineto's own start/stop lines, written by its C++ code straight to file descriptor 2 on some
+#: builds (``USDT:12-02 15:20:01 123:456 SyncActivityProfilerHandler.cpp:52] profiler_start``):
+#: noise to a user, so :func:`_kineto_lines_dropped` keeps them off the terminal.
+KINETO_NOISE = re.compile(r"^USDT:.*ActivityProfilerHandler\.cpp:\d+\] profiler_(start|stop)\s*$")
+
+
+@contextlib.contextmanager
+def _kineto_lines_dropped() -> Iterator[None]:
+    """Send file descriptor 2 to a temporary file while the block runs, then write back to it
+    every line except Kineto's start/stop lines (:data:`KINETO_NOISE`). The lines are C++
+    writes below Python's ``sys.stderr``, so only the descriptor can catch them; a file, not a
+    pipe, so a long block cannot fill a pipe's buffer and stall the writer."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no descriptor 2 (a closed or replaced stderr): nothing to filter
+        yield
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            try:
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            kept = [ln for ln in tmp.read().decode(errors="replace").splitlines(True) if not KINETO_NOISE.match(ln)]
+            if kept:
+                os.write(2, "".join(kept).encode())
 
 
 def _warm_up(run: Callable[[], object], backend) -> None:
