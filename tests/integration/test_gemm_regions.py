@@ -166,6 +166,10 @@ def test_the_llama_block_projections_get_their_catalog_seeds(tmp_path, capsys):
     assert tasks["R6"]["seed"] == "" and "no catalog seed for pattern gemm_glu" in tasks["R6"]["seed_reason"]
     text = (tmp_path / "t" / "region_R5_gemm_epilogue.seed.cu").read_text()
     assert "#define ACT 0" in text and "cublasLtMatmul(" in text
+    # what the LLM reads of each: every GEMM's sizes, the gated MLP's two over one input
+    assert "Its GEMM (aten.mm.default): M=32, K=64, N=64" in (tmp_path / "t" / "region_R5_gemm_epilogue.py").read_text()
+    glu = (tmp_path / "t" / "region_R6_gemm_glu.py").read_text()
+    assert "Its 2 GEMMs read the same input" in glu and glu.count("aten.mm.default: M=32, K=64, N=160") == 2
 
 
 def test_in_place_activation_and_residual_on_the_running_value(tmp_path):

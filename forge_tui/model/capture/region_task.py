@@ -208,17 +208,27 @@ def get_init_inputs():
 
 
 def _gemm_note(region: Region) -> str:
-    """For a GEMM region, a docstring paragraph with its matmul's sizes and FLOPs (what the LLM
-    reads of the task: the region's time is the GEMM's, bounded by tensor-core throughput);
-    "" for the others."""
+    """For a GEMM region, a docstring paragraph with each matmul's sizes and FLOPs (what the LLM
+    reads of the task: the region's time is the GEMMs', bounded by tensor-core throughput);
+    "" for the others. A gated MLP (``gemm_glu``) has two GEMMs over the same input."""
     if not region.first.anchors:
         return ""
-    node = region.graph.nodes[region.first.anchors[0]]
-    a, b = (region.graph.value(r) for r in node.reads[-2:])  # mm(x, W^T) / addmm(bias, x, W^T)
-    m, k, n = int(a.shape[0]), int(a.shape[1]), int(b.shape[1])
+    sizes = []
+    for anchor in region.first.anchors:
+        node = region.graph.nodes[anchor]
+        a, b = (region.graph.value(r) for r in node.reads[-2:])  # mm(x, W^T) / addmm(bias, x, W^T)
+        sizes.append((node.op, int(a.shape[0]), int(a.shape[1]), int(b.shape[1])))
+    gflop = sum(2 * m * n * k for _, m, k, n in sizes) / 1e9
+    if len(sizes) == 1:
+        op, m, k, n = sizes[0]
+        return (
+            f"\nIts GEMM ({op}): M={m}, K={k}, N={n}, 2*M*N*K = {gflop:.3f} GFLOP per call; the rest "
+            "of the region\nis its epilogue (bias, activation, residual add) on the M x N output."
+        )
+    each = "".join(f"\n  {op}: M={m}, K={k}, N={n}" for op, m, k, n in sizes)
     return (
-        f"\nIts GEMM ({node.op}): M={m}, K={k}, N={n}, 2*M*N*K = {2 * m * n * k / 1e9:.3f} GFLOP per call; the rest "
-        "of the region\nis its epilogue (bias, activation, residual add) on the M x N output."
+        f"\nIts {len(sizes)} GEMMs read the same input, {gflop:.3f} GFLOP per call in all:{each}\nthe rest of "
+        "the region is their epilogue: the activation of the gate's output times the up\nprojection's."
     )
 
 
