@@ -64,6 +64,7 @@ def _bits(t: "torch.Tensor") -> "torch.Tensor":
     return _flat(t).view(torch.uint8)
 
 
+@torch.no_grad()
 def same_bits(a: "torch.Tensor", b: "torch.Tensor", cap: int = SLICE_MAX) -> bool:
     """True when ``a`` and ``b`` hold the same bytes (shapes and dtypes equal), compared over
     slices of :func:`slice_len` bytes."""
@@ -74,6 +75,7 @@ def same_bits(a: "torch.Tensor", b: "torch.Tensor", cap: int = SLICE_MAX) -> boo
     return all(torch.equal(x[i : i + step], y[i : i + step]) for i in range(0, x.numel(), step))
 
 
+@torch.no_grad()
 def digest(t: "torch.Tensor", values: bool = False) -> tuple:
     """A checksum of ``t``: ``(shape, dtype, h_0, h_1, ...)`` with one int64 per slice of
     :func:`slice_len` elements, ``h = sum_i w_i * word_i`` modulo 2^64 (``word_i``: the slice's
@@ -106,6 +108,7 @@ def digest(t: "torch.Tensor", values: bool = False) -> tuple:
     return (tuple(t.shape), str(t.dtype), *hs)
 
 
+@torch.no_grad()
 def _widen_(narrow: "torch.Tensor", wide: "torch.Tensor") -> None:
     """Write ``narrow``'s values as float64 into ``wide``, which starts at the same address and
     is 8 / ``narrow.element_size()`` times as long in bytes. Slices from the end backward:
@@ -116,6 +119,7 @@ def _widen_(narrow: "torch.Tensor", wide: "torch.Tensor") -> None:
         wide[a : a + step].copy_(narrow[a : a + step].to(torch.float64))
 
 
+@torch.no_grad()
 def _narrow_(wide: "torch.Tensor", narrow: "torch.Tensor") -> None:
     """:func:`_widen_` undone, slices from the start forward: narrow element k overwrites
     float64 elements of index <= k, already read. Exact for values the narrow dtype holds."""
@@ -135,9 +139,11 @@ class InputSet:
     the reference as :func:`~forge_tui.evaluate.launch.reference_inputs` would (float64 as it
     is, integer and bool as a copy).
 
-    ``tensors``: the inputs the candidate is given (contiguous; their addresses never change).
+    ``tensors``: the inputs the candidate is given (contiguous; their addresses never change;
+    no autograd history, a task file's parameters included).
     """
 
+    @torch.no_grad()
     def __init__(self, inputs: Sequence["torch.Tensor"]):
         self.tensors: list = []
         self._wide: list = []
@@ -152,6 +158,7 @@ class InputSet:
                 self.tensors.append(x.clone(memory_format=torch.contiguous_format))
                 self._wide.append(None)
 
+    @torch.no_grad()
     def load(self, inputs: Sequence["torch.Tensor"]) -> None:
         """Copy a new draw into the buffers (same shapes and dtypes as the first)."""
         for t, x in zip(self.tensors, inputs):
@@ -161,6 +168,7 @@ class InputSet:
         """The buffers' addresses (an output that is a view of one must be copied out)."""
         return {t.untyped_storage().data_ptr() for t in self.tensors}
 
+    @torch.no_grad()
     def widen(self) -> list:
         """The reference's inputs: the buffers' float64 forms, in place (the inputs are not
         valid until :meth:`narrow`), float64 inputs as they are, other inputs copied."""
@@ -173,6 +181,7 @@ class InputSet:
                 out.append(w.view(t.shape))
         return out
 
+    @torch.no_grad()
     def narrow(self) -> None:
         """The inputs back from their float64 form (bit for bit, unless the reference wrote
         into its inputs: the caller compares a :func:`digest`)."""
@@ -181,6 +190,7 @@ class InputSet:
                 _narrow_(w, t.reshape(-1))
 
 
+@torch.no_grad()
 def to_float64(inputs: list) -> list:
     """The reference's inputs from ``inputs``: floating tensors as float64, integer and bool
     tensors copied (as :func:`~forge_tui.evaluate.launch.reference_inputs`). ``inputs`` is
