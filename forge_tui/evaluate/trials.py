@@ -192,23 +192,24 @@ def time_shape(
     legit_nan: dict = {}
     if launcher:
 
-        def count(k: int, refs) -> None:
+        def count(k: int, refs, then_poison: bool) -> None:
             refs = _as_tuple(refs)
             legit_nan[k] = [
                 refs[i].isnan().sum() if i < len(refs) and o.is_floating_point() else None
                 for i, o in enumerate(outs[k])
             ]
+            if then_poison:
+                poison(refs)
 
         for w, ks in enumerate(windows):
             if eager:
-                ret = eager_runs[w]()
-                for k, r in zip(ks, cast(list, ret)):
-                    count(k, r)
-                    poison(r)
-                del ret
+                rets = cast(list, eager_runs[w]())
+                for j, k in enumerate(ks):
+                    count(k, rets[j], True)
+                del rets
             else:
                 for k in ks:
-                    count(k, task.reference(*sets[k]))
+                    count(k, task.reference(*sets[k]), False)
     held("timing.sets")
     c_dev, c_host, e_dev, e_host = [], [], [], []
     rounds, last_w, i = 0, 0, 0
