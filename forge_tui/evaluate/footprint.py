@@ -18,8 +18,11 @@ O64 = the outputs as float64): the correctness trials hold the inputs in buffers
 for their float64 form (2I for fp32), the output set, and either a fresh draw and the
 determinism run's copy (I + O) or the float64 reference (O64); the timing holds its sets
 (inputs, outputs and eager's outputs in its graphs' pools) and one set drawn again at the end;
-the vetting one draw's float64 inputs and outputs. For fp32, 2.5P for a softmax (I = O), 3P
-at most; the reference's own temporaries (an attention's score matrix) come on top.
+the vetting one draw's float64 inputs and outputs. For fp32 inputs and outputs and one timing
+set: the trials 2.5P for a softmax (I = O), 3P at most (all inputs or all outputs), the timing
+2P, the vetting 2P; the reference's own temporaries (an attention's scaled queries and keys and
+its score matrix), PyTorch's own output when an element needs its slack (O), the fixed buffers
+(the 256 MB cache flush, the 2 GB copy-bandwidth measurement once per device) come on top.
 
 Only the worker imports this module's torch-using parts (lazily, inside the functions).
 """
