@@ -6,8 +6,10 @@ For each task file: start an evaluation worker, time the baselines (eager and to
 unless ``--no-compile``), evaluate the seed kernel and then each variant named after ``:``
 (the seed with one ``#define`` knob changed, as the ``@tune`` proposer writes them: a short
 search through the same Evaluator), and print the worker's peak device memory per stage (the
-caching allocator's ``max_memory_allocated``, CUDA-graph pools included) next to the
-problem's bytes (inputs + outputs of its largest shape). One JSON row per task.
+caching allocator's ``max_memory_allocated``, CUDA-graph pools included) and per step inside
+the stages (``holding.held``: the vetting's reference, the trials' runs, reference, eager and
+comparison, the timing's sets, the verification) next to the problem's bytes (inputs + outputs
+of its largest shape). One JSON row per task.
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ def main() -> int:
                 f"## {row['task']}: problem {row.get('problem_gb')} GB; baseline peak {b.get('peak_bytes', 0) / 1e9:.2f} GB "
                 f"({b.get('multiple')}x); evaluation peak {m['peak_bytes'] / 1e9:.2f} GB ({m['multiple']}x) "
                 f"by stage { ({k: round(v / 1e9, 2) for k, v in m['stages'].items()}) }; "
+                f"by step { ({k: round(v / 1e9, 2) for k, v in (m.get('steps') or {}).items()}) }; "
                 f"{[(c['candidate'], c['status'], c['speedup']) for c in row['candidates']]}",
                 flush=True,
             )

@@ -9,8 +9,20 @@ Two jobs, both about the worker's memory in proportion to the problem:
   unified-memory GPU (DGX Spark's GB10: CPU and GPU share one memory), and the worker's own
   address-space cap. A task that cannot fit is refused at once with one line naming both;
 * the **peak** (:class:`PeakTracker`): the worker's largest device allocation (the caching
-  allocator's ``max_memory_allocated``, CUDA-graph pools included) per stage, reported with
-  every evaluation as a multiple of the problem's bytes.
+  allocator's ``max_memory_allocated``, CUDA-graph pools included) per stage, and per step
+  inside the stages (:func:`~forge_tui.evaluate.holding.held`), reported with every
+  evaluation as a multiple of the problem's bytes.
+
+The model (I, O: one input set's and one output set's bytes at the largest shape, P = I + O,
+O64 = the outputs as float64): the correctness trials hold the inputs in buffers with room
+for their float64 form (2I for fp32), the output set, and either a fresh draw and the
+determinism run's copy (I + O) or the float64 reference (O64); the timing holds its sets
+(inputs, outputs and eager's outputs in its graphs' pools) and one set drawn again at the end;
+the vetting one draw's float64 inputs and outputs. For fp32 inputs and outputs and one timing
+set: the trials 2.5P for a softmax (I = O), 3P at most (all inputs or all outputs), the timing
+2P, the vetting 2P; the reference's own temporaries (an attention's scaled queries and keys and
+its score matrix), PyTorch's own output when an element needs its slack (O), the fixed buffers
+(the 256 MB cache flush, the 2 GB copy-bandwidth measurement once per device) come on top.
 
 Only the worker imports this module's torch-using parts (lazily, inside the functions).
 """
@@ -48,6 +60,7 @@ class Footprint:
     inputs / outputs: bytes of one input set and one output set at the shape.
     sets: input/output sets the timing holds at once (:func:`~forge_tui.evaluate.timers.timing_sets`).
     reference: bytes of the float64 reference outputs, kept once.
+    wide_inputs: bytes of the inputs' float64 form (the buffers the trials hold them in).
     """
 
     shape: str
@@ -55,6 +68,7 @@ class Footprint:
     outputs: int
     sets: int
     reference: int
+    wide_inputs: int = 0
 
     @property
     def problem(self) -> int:
@@ -63,14 +77,19 @@ class Footprint:
 
     @property
     def need(self) -> int:
-        """What the evaluation needs at least (bytes): ``sets`` x (inputs + outputs) + the reference."""
-        return self.sets * self.problem + self.reference
+        """What the evaluation needs at least (bytes), its largest stage (see the module):
+        the correctness trials, ``max(I, wide_inputs) + O + max(I + O, reference)``; the
+        timing, ``sets`` x (I + 2 O) + I; the vetting, ``wide_inputs + reference``."""
+        wide = max(self.inputs, self.wide_inputs)
+        trials = wide + self.outputs + max(self.problem, self.reference)
+        timing = self.sets * (self.inputs + 2 * self.outputs) + self.inputs
+        return max(trials, timing, wide + self.reference)
 
     def describe(self) -> str:
         sets = "one set" if self.sets == 1 else f"{self.sets} sets"
         return (
             f"{self.need / GB:.1f} GB (inputs {self.inputs / GB:.1f} GB + outputs {self.outputs / GB:.1f} GB, "
-            f"{sets}, and the float64 reference {self.reference / GB:.1f} GB)"
+            f"{sets}, their float64 forms {max(self.inputs, self.wide_inputs) / GB:.1f} GB + {self.reference / GB:.1f} GB)"
         )
 
 
@@ -82,6 +101,26 @@ def output_bytes(task, dims: Mapping[str, int]) -> tuple[int, int]:
         out += n * DTYPE_BYTES.get(str(dtype), 4)
         ref += n * max(REFERENCE_ITEMSIZE, DTYPE_BYTES.get(str(dtype), 4))
     return out, ref
+
+
+def wide_input_bytes(task, dims: Mapping[str, int], inputs: int) -> int:
+    """Bytes of the inputs' float64 form at ``dims`` (the trials' input buffers,
+    :class:`~forge_tui.evaluate.holding.InputSet`): each floating input at 8 bytes per element,
+    the others as they are. ``inputs``: the input bytes (``task.bytes_moved`` less the
+    outputs). Exact where the task's argument shapes are known (a task file's layout); else
+    ``inputs`` scaled by 8 over the narrowest floating input's element size (an upper bound)."""
+    ins = [a for a in task.args if a.role == "in"]
+    floats = [a for a in ins if str(a.dtype).startswith(("float", "bfloat"))]
+    arg_dims = (getattr(task.reference, "forge_layout", None) or {}).get("arg_dims") or {}
+    if ins and all(a.name in arg_dims for a in ins):
+        total = 0
+        for a in ins:
+            n = math.prod(int(dims[d]) for d in arg_dims[a.name])
+            total += n * (REFERENCE_ITEMSIZE if a in floats else DTYPE_BYTES.get(str(a.dtype), 4))
+        return total
+    if not floats:
+        return inputs
+    return inputs * REFERENCE_ITEMSIZE // min(DTYPE_BYTES.get(str(a.dtype), 4) for a in floats)
 
 
 def footprint(task, backend: BackendName, set_cap: int, budget_bytes: int) -> Footprint:
@@ -98,7 +137,9 @@ def footprint(task, backend: BackendName, set_cap: int, budget_bytes: int) -> Fo
     for name, dims in shapes.items():
         total = int(task.bytes_moved(dims))
         out, ref = output_bytes(task, dims)
-        fp = Footprint(name, max(total - out, 0), out, timing_sets(total, set_cap, budget_bytes), ref)
+        inputs = max(total - out, 0)
+        wide = wide_input_bytes(task, dims, inputs)
+        fp = Footprint(name, inputs, out, timing_sets(total, set_cap, budget_bytes), ref, wide)
         if best is None or fp.need > best.need:
             best = fp
     return best or Footprint("", 0, 0, 1, 0)
@@ -159,28 +200,44 @@ class PeakTracker:
     CUDA-graph private pools included; host: nothing is tracked, every figure is None).
 
     ``mark(stage)`` ends the stage running since the last mark: its peak is recorded and the
-    counter reset. :meth:`report` gives ``{"peak_bytes", "problem_bytes", "multiple",
-    "stages": {stage: bytes}, "worker_peak_bytes", "worker_reserved_bytes"}`` (the last two
-    over the worker's whole life so far).
+    counter reset. ``step(name)`` (the :data:`~forge_tui.evaluate.holding.PROBE` the worker
+    installs) ends a step inside a stage the same way; the stage's peak is the largest of its
+    steps'. :meth:`report` gives ``{"peak_bytes", "problem_bytes", "multiple", "stages":
+    {stage: bytes}, "steps": {step: bytes}, "worker_peak_bytes", "worker_reserved_bytes"}``
+    (the last two over the worker's whole life so far).
     """
 
     def __init__(self, backend: BackendName, problem_bytes: int):
         self.on = backend == BackendName.CUDA
         self.problem = problem_bytes
         self.stages: dict[str, int] = {}
+        self.steps: dict[str, int] = {}
         self.peak = 0
+        self.since_mark = 0  # the largest step peak since the last mark
         self.reserved = 0  # the allocator's largest reservation so far (cached blocks included)
+
+    def _take(self) -> int:
+        import torch
+
+        now = int(torch.cuda.max_memory_allocated())
+        self.peak = max(self.peak, now)
+        self.reserved = max(self.reserved, int(torch.cuda.max_memory_reserved()))
+        torch.cuda.reset_peak_memory_stats()
+        return now
+
+    def step(self, name: str) -> None:
+        if not self.on:
+            return
+        now = self._take()
+        self.steps[name] = max(self.steps.get(name, 0), now)
+        self.since_mark = max(self.since_mark, now)
 
     def mark(self, stage: str) -> None:
         if not self.on:
             return
-        import torch
-
-        now = int(torch.cuda.max_memory_allocated())
+        now = max(self._take(), self.since_mark)
+        self.since_mark = 0
         self.stages[stage] = max(self.stages.get(stage, 0), now)
-        self.peak = max(self.peak, now)
-        self.reserved = max(self.reserved, int(torch.cuda.max_memory_reserved()))
-        torch.cuda.reset_peak_memory_stats()
 
     def report(self, stages: tuple[str, ...] = ()) -> dict:
         """The peak over ``stages`` (all when empty) and each stage's peak, in bytes."""
@@ -193,6 +250,7 @@ class PeakTracker:
             "problem_bytes": self.problem,
             "multiple": round(peak / self.problem, 2) if self.problem else None,
             "stages": chosen,
+            "steps": dict(self.steps),
             "worker_peak_bytes": self.peak,
             "worker_reserved_bytes": self.reserved,
         }

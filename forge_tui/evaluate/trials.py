@@ -28,7 +28,7 @@ from typing import Callable, Mapping, Optional, cast
 import torch
 
 from forge_tui.evaluate.backends import available_backends
-from forge_tui.evaluate.correctness import same_bits
+from forge_tui.evaluate.holding import held, same_bits
 from forge_tui.evaluate.launch import Launcher, _as_tuple, _sync, alloc_outputs, input_generator, poison_
 from forge_tui.evaluate.timers import Stats, Timer, launches_per_window, timing_sets
 from kernels.base import TaskSpec
@@ -41,6 +41,17 @@ __all__ = ["TIMING", "time_shape"]
 
 def _nbytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _out_bytes(task: TaskSpec, dims: Mapping[str, int]) -> int:
+    """Bytes of one output set at ``dims`` (from the task's shapes and dtypes)."""
+    n = 0
+    for shape, dt in task.outputs(dims):
+        numel = 1
+        for s in shape:
+            numel *= int(s)
+        n += numel * getattr(torch, dt).itemsize
+    return n
 
 
 def time_shape(
@@ -68,9 +79,16 @@ def time_shape(
     :func:`~forge_tui.evaluate.timers.timing_sets`), rotated window by
     window (check 5), checked unchanged after the last round against a second draw from the
     same seed (check 3). Every candidate output is poisoned with NaN before its window and
-    checked after it for NaNs beyond those of the reference on the same inputs (check 4); the eager outputs are poisoned after each eager
-    window, outside the timed span, so they never sit in memory as an answer for the candidate.
-    The outputs of the last candidate window are returned for verification.
+    checked after it for NaNs beyond those of the reference on the same inputs (check 4; the
+    reference's NaNs counted on the eager window's own outputs when ``eager`` is given); the
+    eager outputs are poisoned after each eager window, outside the timed span, so they never
+    sit in memory as an answer for the candidate. The outputs of the last candidate window
+    are returned for verification.
+
+    Memory (I, O: one set's inputs and outputs): the sets (I + O each; no outputs when only
+    ``eager`` is timed), each eager window's outputs in its CUDA graph's pool (O per set),
+    and at the end one set drawn again (I): a problem larger than the budget, timed on one
+    set, holds 2I + 2O.
 
     Returns ``{"candidate": Stats, "candidate_host": Stats, "eager": Stats, "eager_host": Stats,
     "last_inputs": [...], "last_outputs": [...], "window_sets": [(inputs, outputs), ...],
@@ -84,7 +102,8 @@ def time_shape(
     gen = input_generator(seed, device)
     first_sets = timing_sets(int(task.bytes_moved(dims)), cfg["sets"], timer.budget_bytes)
     sets = [task.make_inputs(dims, gen, device, "normal") for _ in range(first_sets)]
-    outs = [alloc_outputs(task, dims, device) for _ in range(first_sets)]
+    # outputs for the candidate only: eager allocates its own (in its window's graph pool)
+    outs = [alloc_outputs(task, dims, device) if launcher else [] for _ in range(first_sets)]
     rc_bad: list = []
     run_candidate = cast(Launcher, launcher)  # only called under `if launcher:`
     run_eager = cast(Callable, eager)  # only called under `if eager:`
@@ -126,13 +145,13 @@ def time_shape(
         poison(ret)
         est.append(d)
         del ret  # an eager output held to the end of the timing is one more output set
-    set_bytes = _nbytes(sets[0]) + _nbytes(outs[0])
+    set_bytes = _nbytes(sets[0]) + _out_bytes(task, dims)
     n = launches_per_window(min(est), set_bytes, mode, timer.cache_bytes, timer.budget_bytes)
     n_sets = max(n, first_sets)
     n_sets += (-n_sets) % n
     while len(sets) < n_sets:
         sets.append(task.make_inputs(dims, gen, device, "normal"))
-        outs.append(alloc_outputs(task, dims, device))
+        outs.append(alloc_outputs(task, dims, device) if launcher else [])
     windows = [list(range(w * n, (w + 1) * n)) for w in range(n_sets // n)]
 
     def cand_window(ks: list, fresh: bool):
@@ -168,15 +187,30 @@ def time_shape(
 
     skipped = torch.zeros((), dtype=torch.bool, device=device)
     # NaNs each output may hold (the reference's own, e.g. log of a negative input): more
-    # after a timed launch means the poison survived, i.e. the launch skipped work
+    # after a timed launch means the poison survived, i.e. the launch skipped work. Counted on
+    # eager's outputs of each window (one replay, no output set more), else on the reference's.
     legit_nan: dict = {}
     if launcher:
-        for k in range(n_sets):
-            refs = _as_tuple(task.reference(*sets[k]))
+
+        def count(k: int, refs, then_poison: bool) -> None:
+            refs = _as_tuple(refs)
             legit_nan[k] = [
                 refs[i].isnan().sum() if i < len(refs) and o.is_floating_point() else None
                 for i, o in enumerate(outs[k])
             ]
+            if then_poison:
+                poison(refs)
+
+        for w, ks in enumerate(windows):
+            if eager:
+                rets = cast(list, eager_runs[w]())
+                for j, k in enumerate(ks):
+                    count(k, rets[j], True)
+                del rets
+            else:
+                for k in ks:
+                    count(k, task.reference(*sets[k]), False)
+    held("timing.sets")
     c_dev, c_host, e_dev, e_host = [], [], [], []
     rounds, last_w, i = 0, 0, 0
     while True:
@@ -218,6 +252,7 @@ def time_shape(
         for k in range(n_sets):
             pristine = task.make_inputs(dims, again, device, "normal")
             changed = [nm for nm, x, p in zip(names, sets[k], pristine) if not same_bits(x, p)]
+            held("timing.inputs")
             if changed:
                 raise RuntimeError(f"the candidate modified its input(s) {', '.join(changed)} during timing")
     out: dict = {"rounds": rounds, "mode": mode, "launches": n, "graphed": graphed}

@@ -16,8 +16,14 @@ at start-up, on the backend's smallest timed shape, with the fp64 reference the 
 A statistic-like output (a loss over 10^9 elements, a mean) barely moves between two draws
 of one distribution but moves with the distribution's scale and shift, so it is judged, not
 refused (check 31); only a task whose output no draw moves is refused. Draws stop as soon as
-the output has moved: a task that moves between its first two draws costs two references,
-as before, and only a summary (min, max) of each further draw's output is kept.
+the output has moved: a task that moves between its first two draws costs two references.
+
+One draw at a time: of each draw only a summary is kept (a checksum of each float64 output,
+:func:`~forge_tui.evaluate.holding.digest`, whether it holds a finite value, and its finite
+range), and the draw's inputs are released as their float64 form is made
+(:func:`~forge_tui.evaluate.holding.to_float64`), so a draw holds its float64 inputs and
+outputs (2P) and the reference's own temporaries, nothing of another draw. The ignored-input
+check draws the two inputs it mixes again from their seeds.
 
 Only the worker imports this module (it imports torch).
 """
@@ -25,12 +31,14 @@ Only the worker imports this module (it imports torch).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
 
 from forge_tui.core.errors import ForgeError
 from forge_tui.core.tolerance import tolerance_for
+from forge_tui.evaluate.holding import digest, held, slice_len, to_float64
 from kernels.base import TaskSpec
 
 #: Draws of a task file's own ``get_inputs()`` the vetting makes at most (only while nothing
@@ -47,28 +55,24 @@ def _as_tuple(x) -> tuple:
 
 
 def _reference(task: TaskSpec, inputs: list) -> tuple:
-    from forge_tui.evaluate.launch import reference_inputs
-
+    """The reference's outputs in float64 on ``inputs``, which are released on the way (the
+    caller holds no other reference to them: :func:`~forge_tui.evaluate.holding.to_float64`)."""
     with torch.no_grad():
-        return tuple(r.detach().to(torch.float64) for r in _as_tuple(task.reference(*reference_inputs(inputs))))
+        outs = tuple(r.detach().to(torch.float64) for r in _as_tuple(task.reference(*to_float64(inputs))))
+    held("vet.reference")
+    return outs
 
 
-def _same(x: tuple, y: tuple) -> bool:
-    """Equal element for element, NaN equal to NaN (a reference that is NaN on two draws did not move)."""
-    return len(x) == len(y) and all(_equal(a, b) for a, b in zip(x, y))
+@dataclass(frozen=True)
+class _Draw:
+    """What the vetting keeps of one draw: its seed and distribution (to draw it again), a
+    checksum of each output's values (NaN equal to NaN), and whether every output holds a
+    finite value."""
 
-
-def _equal(a: "torch.Tensor", b: "torch.Tensor") -> bool:
-    if a.shape != b.shape:
-        return False
-    if torch.equal(a, b):
-        return True
-    if not a.is_floating_point():
-        return False
-    nan = a.isnan()
-    if not bool(nan.any()):  # the common case: outputs that differ, without building more masks
-        return False
-    return bool(((a == b) | (nan & b.isnan())).all())
+    seed: int
+    dist: str
+    digests: tuple
+    finite: bool
 
 
 def _finite(outs: tuple) -> bool:
@@ -115,14 +119,22 @@ def vet_task(task: TaskSpec, backend: str, device: str, seed: int = 20_011) -> O
     shape, dims = min(shapes.items(), key=lambda kv: int(task.bytes_moved(kv[1])))
     precision = torch.get_float32_matmul_precision()
     tols = [tolerance_for(dt, precision) for _, dt in task.outputs(dims)] or [tolerance_for("float32", precision)]
-    a = task.make_inputs(dims, input_generator(seed, device), device, "normal")
-    ra = _reference(task, a)
     spread = _Spread()
-    spread.add(ra)
-    # the inputs the ignored-input check compares: the first draw with a finite output (a task
-    # file's log of N(0,1) is NaN everywhere) and the first later one whose output differs from it
-    base: Optional[tuple] = (a, ra) if _finite(ra) else None
-    b: Optional[list] = None
+
+    def make(seed: int, dist: str) -> list:
+        return task.make_inputs(dims, input_generator(seed, device), device, dist)
+
+    def one(seed: int, dist: str) -> _Draw:
+        outs = _reference(task, make(seed, dist))
+        spread.add(outs)
+        return _Draw(seed, dist, tuple(digest(o, values=True) for o in outs), _finite(outs))
+
+    a = one(seed, "normal")
+    n_out = len(a.digests)
+    # the draws the ignored-input check mixes: the first with a finite output (a task file's
+    # log of N(0,1) is NaN everywhere) and the first later one whose output differs from it
+    base: Optional[_Draw] = a if a.finite else None
+    b: Optional[_Draw] = None
     moved = False  # some draw's output differs from the first one's
     # a second normal draw, then each distribution the trials use, the task file's own draws
     # last (get_inputs() runs on the CPU at full size), several of them: its own randomness (a
@@ -134,18 +146,15 @@ def vet_task(task: TaskSpec, backend: str, device: str, seed: int = 20_011) -> O
     drawn: list[str] = ["normal"]
     flat: Optional[int] = 0
     for i, dist in enumerate(plan, start=1):
-        x = task.make_inputs(dims, input_generator(seed + i, device), device, dist)
-        rx = _reference(task, x)
+        x = one(seed + i, dist)
         drawn.append(dist)
-        spread.add(rx)
-        moved = moved or not _same(rx, ra)
+        moved = moved or x.digests != a.digests
         if base is None:
-            if _finite(rx):
-                base = (x, rx)
-        elif b is None and not _same(rx, base[1]):
+            if x.finite:
+                base = x
+        elif b is None and x.digests != base.digests:
             b = x
-        del x, rx
-        flat = spread.flat(tols, len(ra))
+        flat = spread.flat(tols, n_out)
         if moved and (b is not None or base is None) and flat is None:
             break
     if flat is not None and flat not in spread.lo:
@@ -158,13 +167,18 @@ def vet_task(task: TaskSpec, backend: str, device: str, seed: int = 20_011) -> O
         )
     names = [arg.name for arg in task.args if arg.role == "in"]
     if base is not None and b is not None:
-        x0, r0 = base
-        for i, name in enumerate(names[: len(x0)]):
-            if torch.equal(x0[i], b[i]):  # not drawn at random (a model's parameters): nothing to learn
+        for i, name in enumerate(names):
+            # both draws again, one input of the second kept: two draws' inputs at once for a moment only
+            mixed = make(base.seed, base.dist)
+            other = make(b.seed, b.dist)
+            if i >= len(mixed):
+                break
+            same = torch.equal(mixed[i], other[i])  # not drawn at random (a model's parameters): nothing to learn
+            mixed[i] = other[i]
+            del other
+            if same:
                 continue
-            mixed = list(x0)
-            mixed[i] = b[i]
-            if _same(_reference(task, mixed), r0):
+            if tuple(digest(o, values=True) for o in _reference(task, mixed)) == base.digests:
                 return (
                     f"its reference ignores input {name} (a new draw of {name} alone leaves the output unchanged "
                     f"on {shape}): a kernel that never reads it would pass"
@@ -177,7 +191,7 @@ def vet_task(task: TaskSpec, backend: str, device: str, seed: int = 20_011) -> O
     return None
 
 
-#: Elements per slice of :func:`finite_range` (its temporaries stay a few hundred MB).
+#: Most elements per slice of :func:`finite_range` (:func:`~forge_tui.evaluate.holding.slice_len`).
 RANGE_CHUNK = 1 << 24
 
 
@@ -187,8 +201,9 @@ def finite_range(t: "torch.Tensor") -> tuple[float, float, int]:
     and masked took 4x its size). ``(inf, -inf, 0)`` when none is finite."""
     flat = t.reshape(-1) if t.is_contiguous() else t.contiguous().reshape(-1)
     lo, hi, n = math.inf, -math.inf, 0
-    for a in range(0, flat.numel(), RANGE_CHUNK):
-        c = flat[a : a + RANGE_CHUNK]
+    step = slice_len(flat.numel(), RANGE_CHUNK)
+    for a in range(0, flat.numel(), step):
+        c = flat[a : a + step]
         fin = torch.isfinite(c)
         k = int(fin.sum())
         if not k:
