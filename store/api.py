@@ -393,3 +393,7 @@ class Store:
     def unlinked_runs(self, task_id: int, since: str) -> list[RunRead]:
         """See :meth:`CampaignRepository.unlinked_runs`."""
         return self._campaigns.unlinked_runs(task_id, since)
+
+    def search_start_ups(self, backend: str, limit: int = 10) -> list[float]:
+        """See :meth:`CampaignRepository.search_start_ups`."""
+        return self._campaigns.search_start_ups(backend, limit)

@@ -26,10 +26,14 @@ from sqlmodel import Session, col, select
 
 from store.errors import LeaseHeld, StoreNotFound
 from store.lease import pid_alive
-from store.models import Campaign, CampaignRead, CampaignRegion, CampaignRegionRead, Run, RunRead
+from store.models import Campaign, CampaignRead, CampaignRegion, CampaignRegionRead, Event, Run, RunRead
 from store.session import SessionFactory, now_iso
 
-__all__ = ["CampaignRepository", "campaign_state", "campaign_holder"]
+__all__ = ["START_UP_EVENT", "CampaignRepository", "campaign_state", "campaign_holder"]
+
+#: The event kind a campaign adds to a search's run once its first node is measured, with
+#: ``{"seconds": from the search's process start to that node}``.
+START_UP_EVENT = "search_start_up"
 
 
 def campaign_holder(c: Any) -> str:
@@ -212,6 +216,28 @@ class CampaignRepository:
                 .order_by(col(Run.id))
             )
             return [RunRead.model_validate(r, from_attributes=True) for r in rows]
+
+    def search_start_ups(self, backend: str, limit: int = 10) -> list[float]:
+        """The start-ups (seconds) the campaigns recorded for their searches on ``backend``,
+        newest first, at most ``limit``: each ``search_start_up`` event's ``seconds`` (from the
+        search's process start to its first measured node, ``forge_tui.campaign.scheduler``)."""
+        with self._session() as s:
+            rows = s.exec(
+                select(Event.payload_json)
+                .join(Run, col(Run.id) == col(Event.run_id))
+                .where(Event.kind == START_UP_EVENT, Run.backend == backend)
+                .order_by(col(Event.id).desc())
+                .limit(limit)
+            )
+            out: list[float] = []
+            for text in rows:
+                try:
+                    v = float(json.loads(text).get("seconds"))
+                except (ValueError, TypeError, AttributeError):
+                    continue
+                if v > 0:
+                    out.append(v)
+            return out
 
     @staticmethod
     def _campaign_row(s: Session, campaign_id: int) -> Campaign:

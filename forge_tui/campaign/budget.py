@@ -23,17 +23,39 @@ compute term then has ``eager_us / compute_us`` (its epilogue's cost over its ma
 (distance 1) still gets its share's worth; one far from it, more. Source of the model: the
 roofline (Williams, Waterman, Patterson, CACM 2009); the split itself is ours.
 
+Ranked inside torch.compile (``optimize --rank compiled``), the weight is instead what the
+region leaves inside the compiled forward (``compiled_left_us``, :func:`compiled_weights`):
+eager's distance to the roofline says nothing of what is left to win once Inductor has fused
+the region, and a region Inductor already took to its floor would otherwise draw the budget
+from one it left unfused.
+
 Iterations: ``total = iterations x regions``; each region first gets the floor
 ``max(1, iterations // 4)``, the rest is split in proportion to the weights by largest
-remainder (so the total is exact). A time budget (``--budget-s``, seconds of search) is split
-the same way, with a floor of a quarter of an equal share.
+remainder (so the total is exact). A time budget (``--budget-s``, seconds of search in all) is
+split the same way, with a floor of a quarter of an equal share; each region's seconds count
+from its search's process start, so they include the search's fixed *start-up* (the worker
+started, eager and torch.compile baselines timed, the seed compiled and timed: 36-46 s per
+search on the H200, s11). A region whose share is below one start-up would overrun its share
+before its first node: :func:`fit_searches` leaves it out (the smallest share first, the budget
+split again among the others) rather than let the searches' sum pass ``--budget-s``. The
+start-up is the median of those the campaigns measured on the backend (:func:`start_up_s`),
+else :data:`START_UP_S`.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Optional, Sequence
+
+#: A search's start-up (seconds: process start to its first measured node) per backend where no
+#: campaign measured one yet. cuda: the H200's, 40, 46 and 36 s for three Llama region searches
+#: (s11, `optimize examples/llama_hf.py`); host: 20 and 16 s for the two GEMM-region searches of
+#: tests/fixtures/gemm_mlp_block.py on a shared 2-core machine (s11).
+START_UP_S = {"cuda": 40.0, "host": 18.0}
+#: How many of the newest measured start-ups :func:`start_up_s` takes the median of.
+START_UP_SAMPLES = 10
 
 
 @dataclass(frozen=True)
@@ -101,13 +123,16 @@ def split_iterations(ws: Sequence[float], iterations: int) -> list[int]:
 
 
 def split_seconds(ws: Sequence[float], budget_s: Optional[float]) -> list[Optional[float]]:
-    """``budget_s`` seconds of search over the regions: a quarter of an equal share each, the
-    rest in proportion to ``ws``; None each when there is no time budget."""
+    """``budget_s`` seconds of search over the regions (each search's start-up included): a
+    quarter of an equal share each, the rest in proportion to ``ws`` (evenly when every weight
+    is 0); None each when there is no time budget."""
     k = len(ws)
     if not budget_s or k == 0:
         return [None] * k
     floor = budget_s / (4 * k)
     total = sum(ws)
+    if total <= 0:
+        return [budget_s / k] * k
     return [floor + (budget_s - floor * k) * (w / total) for w in ws]
 
 
@@ -121,4 +146,42 @@ def _apportion(ws: Sequence[float], n: int) -> list[int]:
     order = sorted(range(len(ws)), key=lambda i: (-(exact[i] - out[i]), i))
     for i in order[: n - sum(out)]:
         out[i] += 1
+    return out
+
+
+def compiled_weights(left_us: Sequence[Optional[float]]) -> list[float]:
+    """The regions' weights ranked inside torch.compile: what each leaves inside the compiled
+    forward (us per forward; None or below 0 counts 0); all equal (1) when none leaves anything."""
+    out = [max(0.0, float(v or 0.0)) for v in left_us]
+    return out if any(w > 0 for w in out) else [1.0] * len(out)
+
+
+def start_up_s(backend: str, measured: Sequence[float]) -> tuple[float, str]:
+    """``(seconds, where from)``: a search's start-up on ``backend``, the median of ``measured``
+    (the newest start-ups campaigns recorded, ``Store.search_start_ups``) when there are any,
+    else :data:`START_UP_S` (0 for a backend without an entry)."""
+    got = [float(v) for v in measured if v and v > 0]
+    if got:
+        n = len(got)
+        return statistics.median(got), f"the median of {n} measured start-up{'s' if n != 1 else ''} on {backend}"
+    return START_UP_S.get(backend, 0.0), f"the default for {backend}: no search start-up measured yet"
+
+
+def fit_searches(ws: Sequence[float], budget_s: Optional[float], start_s: float) -> list[Optional[float]]:
+    """Which regions' searches fit in ``budget_s`` seconds when each costs ``start_s`` to start:
+    per region None when it fits, else the share (seconds, :func:`split_seconds`) it had when it
+    was left out. While the smallest share among the regions left is below ``start_s`` that
+    region is left out (the later one on a tie) and the budget is split again among the others.
+    Without a time budget or a start-up every region fits.
+    """
+    out: list[Optional[float]] = [None] * len(ws)
+    if not budget_s or start_s <= 0:
+        return out
+    left = list(range(len(ws)))
+    while left:
+        shares = split_seconds([ws[i] for i in left], budget_s)
+        low = min(range(len(left)), key=lambda j: (shares[j] or 0.0, -j))
+        if (shares[low] or 0.0) >= start_s:
+            break
+        out[left.pop(low)] = shares[low]
     return out

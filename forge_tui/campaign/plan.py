@@ -28,8 +28,9 @@ where Inductor gave no byte estimate, as on the host). A region Inductor already
 kernels at their floor, or that left no kernel of its own, ranks below every region with time
 left; ties keep the eager-share order. GEMM kernels carry no aten op names, so a GEMM region
 ranks by the glue kernels Inductor left of its epilogue (attributed among the GEMM regions apart
-from the fusion regions, so the same kernel counts for both kinds). The budget split (:mod:`forge_tui.campaign.budget`) is
-unchanged. ``auto`` (the default) is ``compiled`` on cuda and ``eager`` on the host (where
+from the fusion regions, so the same kernel counts for both kinds). The budget split
+(:mod:`forge_tui.campaign.budget`) weighs the regions by the same figure (what each leaves inside
+compile) instead of share x distance. ``auto`` (the default) is ``compiled`` on cuda and ``eager`` on the host (where
 torch.compile builds C++ for tens of seconds and no floor is known); a compiled forward that
 cannot be profiled (torch.compile fails) falls back to ``eager`` with a log line.
 
@@ -43,7 +44,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from forge_tui.campaign.budget import RegionCost, distances, split_iterations, split_seconds, weights
+from forge_tui.campaign.budget import (
+    RegionCost,
+    compiled_weights,
+    distances,
+    fit_searches,
+    split_iterations,
+    split_seconds,
+    start_up_s,
+    weights,
+)
 from forge_tui.core.status import BackendName, ProposerName
 
 #: ``--rank`` values (module docstring).
@@ -101,7 +111,11 @@ def plan_regions(
         ``ranked_by`` (``compiled``/``eager``) and, ranked by the compiled forward,
         ``compiled_left_us`` per region id and the forward's ``compiled_glue_us``/``compiled_kernels_us``.
         ``precision``: the searches' fp32 matmul precision (``torch.set_float32_matmul_precision``),
-        which sets a float32 GEMM's peak rate.
+        which sets a float32 GEMM's peak rate. ``budget_s``: seconds of search in all, each
+        search's start-up included; with it ``facts`` says ``start_up_s`` (a search's start-up
+        on ``backend``, :func:`forge_tui.campaign.budget.start_up_s` over the start-ups ``store``
+        holds) and ``start_up_from``, and a picked region whose share is below it is left out
+        (``skipped``, its note says so: :func:`forge_tui.campaign.budget.fit_searches`).
 
     Raises:
         CaptureError: the model file does not load or its forward raises (one line).
@@ -142,8 +156,23 @@ def plan_regions(
     bw = bandwidth_gbs(backend)
     left_us = facts.get("compiled_left_us") if facts["ranked_by"] == "compiled" else None
     picked = pick_regions(entries, top=top, by=by, prepare=prepare, bandwidth=bw, left_us=left_us)
+    start_s, start_from = 0.0, ""
+    if budget_s:
+        start_s, start_from = start_up_s(backend, store.search_start_ups(backend))
+        facts.update(start_up_s=round(start_s, 1), start_up_from=start_from)
+        log(
+            f"budget  {budget_s:.0f} s of search in all, each search's start-up included ({start_s:.0f} s: {start_from})"
+        )
+    left_out = fit_searches(_weights(picked, bw, left_us), budget_s, start_s)
+    for (row, _), share in zip(picked, left_out):
+        if share is not None:
+            row["note"] = (
+                f"not started: its share of --budget-s ({share:.0f} s) is below a search's start-up "
+                f"({start_s:.0f} s, {start_from})"
+            )
+    picked = [p for p, share in zip(picked, left_out) if share is None]
     costs = [_cost(row) for row, _ in picked]
-    ws = weights(costs, bw)
+    ws = _weights(picked, bw, left_us)
     for (row, _), d, n, s in zip(
         picked, distances(costs, bw), split_iterations(ws, iterations), split_seconds(ws, budget_s)
     ):
@@ -193,6 +222,15 @@ def _row(r) -> dict:
         "_calls": region_calls(r),
         "_refusal": r.refusal,
     }
+
+
+def _weights(picked: list[tuple[dict, Any]], bandwidth: Optional[float], left_us: Optional[dict]) -> list[float]:
+    """The budget's weight of each picked region: ranked inside compile (``left_us`` given),
+    what it leaves there (:func:`~forge_tui.campaign.budget.compiled_weights`), else share x
+    distance (:func:`~forge_tui.campaign.budget.weights`)."""
+    if left_us is not None:
+        return compiled_weights([left_us.get(row["region"]) for row, _ in picked])
+    return weights([_cost(row) for row, _ in picked], bandwidth)
 
 
 def _cost(row: dict) -> RegionCost:

@@ -127,3 +127,38 @@ def test_a_finished_run_is_never_searched_again(tmp_path):
     sched = Scheduler(s, c, [Slot("slot 1")], db_path=s.path, logs_dir=tmp_path / "logs", log=lines.append)
     assert sched.run() == "finished" and not sched.active
     assert s.campaign_regions(c.id)[0].state == "done" and "not searched again" in lines[0]
+
+
+def test_regions_whose_share_is_below_a_start_up_are_left_out_and_the_rest_fit_the_budget():
+    from forge_tui.campaign.budget import compiled_weights, fit_searches
+
+    # H200 Llama, ranked inside compile: R10 60.0, R5 40.5, R4 3.9 us left; 180 s; 40 s start-ups
+    ws = compiled_weights([60.0, 40.5, 3.9])
+    assert ws == [60.0, 40.5, 3.9] and compiled_weights([0.0, None]) == [1.0, 1.0]
+    out = fit_searches(ws, 180.0, 40.0)
+    assert out[:2] == [None, None] and out[2] == pytest.approx(15.0 + 135.0 * 3.9 / 104.4)
+    kept = split_seconds(ws[:2], 180.0)
+    assert sum(kept) == pytest.approx(180.0) and min(kept) >= 40.0  # the sum is --budget-s, each >= a start-up
+    # the smallest goes first, then the budget is split again: two of three even shares of 100 s
+    assert fit_searches([1.0, 1.0, 1.0], 100.0, 40.0) == [None, None, pytest.approx(100.0 / 3)]
+    assert fit_searches([1.0], 30.0, 40.0) == [30.0]  # not even one search fits
+    assert fit_searches([1.0, 2.0], None, 40.0) == [None, None]  # no time budget
+    assert fit_searches([1.0, 2.0], 10.0, 0.0) == [None, None]  # no start-up known
+    assert split_seconds([0.0, 0.0], 10.0) == [5.0, 5.0]
+
+
+def test_the_start_up_is_the_median_of_the_measured_ones_else_the_backends_default(tmp_path):
+    from forge_tui.campaign.budget import START_UP_S, start_up_s
+    from store import Store
+
+    assert start_up_s("cuda", []) == (START_UP_S["cuda"], "the default for cuda: no search start-up measured yet")
+    assert start_up_s("cuda", [40.0, 46.0, 36.0]) == (40.0, "the median of 3 measured start-ups on cuda")
+    s = Store(tmp_path / "f.db")
+    t = s.add_task(name="t", origin="captured", reference_source="", spec={}, signature="", content_hash="h")
+    runs = {b: s.create_run(task_id=t.id, task_name="t", iterations_target=3, backend=b) for b in ("cuda", "host")}
+    s.add_event(runs["cuda"].id, "search_start_up", payload={"seconds": 41.5})
+    s.add_event(runs["cuda"].id, "search_start_up", payload={"seconds": 38.0})
+    s.add_event(runs["host"].id, "search_start_up", payload={"seconds": 9.0})
+    s.add_event(runs["cuda"].id, "node_added", payload={"seconds": 1.0})
+    assert s.search_start_ups("cuda") == [38.0, 41.5]  # newest first, this backend's only
+    assert s.search_start_ups("cuda", limit=1) == [38.0] and s.search_start_ups("host") == [9.0]
