@@ -394,6 +394,6 @@ class Store:
         """See :meth:`CampaignRepository.unlinked_runs`."""
         return self._campaigns.unlinked_runs(task_id, since)
 
-    def search_start_ups(self, backend: str, limit: int = 10) -> list[float]:
-        """See :meth:`CampaignRepository.search_start_ups`."""
-        return self._campaigns.search_start_ups(backend, limit)
+    def search_seconds(self, kind: str, backend: str, limit: int = 10) -> list[float]:
+        """See :meth:`CampaignRepository.search_seconds`."""
+        return self._campaigns.search_seconds(kind, backend, limit)

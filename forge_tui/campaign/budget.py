@@ -33,13 +33,15 @@ Iterations: ``total = iterations x regions``; each region first gets the floor
 ``max(1, iterations // 4)``, the rest is split in proportion to the weights by largest
 remainder (so the total is exact). A time budget (``--budget-s``, seconds of search in all) is
 split the same way, with a floor of a quarter of an equal share; each region's seconds count
-from its search's process start, so they include the search's fixed *start-up* (the worker
-started, eager and torch.compile baselines timed, the seed compiled and timed: 36-46 s per
-search on the H200, s11). A region whose share is below one start-up would overrun its share
-before its first node: :func:`fit_searches` leaves it out (the smallest share first, the budget
-split again among the others) rather than let the searches' sum pass ``--budget-s``. The
-start-up is the median of those the campaigns measured on the backend (:func:`start_up_s`),
-else :data:`START_UP_S`.
+from its search's process start to its end, so they include the search's fixed cost
+(:class:`FixedCost`): its *start-up* (the worker started, eager and torch.compile baselines
+timed, the seed compiled and timed: 33-46 s per search on the H200, s11) and its *wind-down*
+(once asked to stop, the nodes in flight finish: 5-6 s). The scheduler asks a search to stop
+one wind-down before its share is spent. A region whose share is below the fixed cost would
+overrun it before its first node: :func:`fit_searches` leaves it out (the smallest share first,
+the budget split again among the others) rather than let the searches' sum pass
+``--budget-s``. Each part is the median of those the campaigns measured on the backend
+(:func:`fixed_cost`), else :data:`START_UP_S` / :data:`WIND_DOWN_S`.
 """
 
 from __future__ import annotations
@@ -50,12 +52,17 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 #: A search's start-up (seconds: process start to its first measured node) per backend where no
-#: campaign measured one yet. cuda: the H200's, 40, 46 and 36 s for three Llama region searches
-#: (s11, `optimize examples/llama_hf.py`); host: 20 and 16 s for the two GEMM-region searches of
-#: tests/fixtures/gemm_mlp_block.py on a shared 2-core machine (s11).
-START_UP_S = {"cuda": 40.0, "host": 18.0}
-#: How many of the newest measured start-ups :func:`start_up_s` takes the median of.
-START_UP_SAMPLES = 10
+#: campaign measured one yet. cuda: the median of the H200's 40, 46 and 36 s (three Llama region
+#: searches, from the store's times) and 33.7 and 32.7 s (two, measured by the scheduler) (s11,
+#: `optimize examples/llama_hf.py`); host: the median of 20, 16 and 9 s for GEMM-region searches
+#: of tests/fixtures/gemm_mlp_block.py on a shared 2-core machine (s11).
+START_UP_S = {"cuda": 36.0, "host": 16.0}
+#: A search's wind-down (seconds: from the campaign's stop request to the process's end, the
+#: nodes in flight finished) where none was measured: 5 and 6 s on the H200 (four nodes in
+#: flight); 1.0 s on the host (one), for the same searches (s11).
+WIND_DOWN_S = {"cuda": 6.0, "host": 1.0}
+#: How many of the newest measured start-ups (wind-downs) :func:`fixed_cost` takes the median of.
+FIXED_COST_SAMPLES = 10
 
 
 @dataclass(frozen=True)
@@ -156,23 +163,57 @@ def compiled_weights(left_us: Sequence[Optional[float]]) -> list[float]:
     return out if any(w > 0 for w in out) else [1.0] * len(out)
 
 
-def start_up_s(backend: str, measured: Sequence[float]) -> tuple[float, str]:
-    """``(seconds, where from)``: a search's start-up on ``backend``, the median of ``measured``
-    (the newest start-ups campaigns recorded, ``Store.search_start_ups``) when there are any,
-    else :data:`START_UP_S` (0 for a backend without an entry)."""
-    got = [float(v) for v in measured if v and v > 0]
-    if got:
-        n = len(got)
-        return statistics.median(got), f"the median of {n} measured start-up{'s' if n != 1 else ''} on {backend}"
-    return START_UP_S.get(backend, 0.0), f"the default for {backend}: no search start-up measured yet"
+@dataclass(frozen=True)
+class FixedCost:
+    """What every search costs besides its search (seconds), and where the figures come from.
+
+    start_s: its start-up (process start to its first measured node). wind_s: its wind-down
+    (from the campaign's stop request to the process's end: the nodes in flight finish).
+    source: ``"defaults: none measured yet"``, or the medians' sample counts.
+    """
+
+    start_s: float
+    wind_s: float
+    source: str
+
+    @property
+    def total_s(self) -> float:
+        """The search's whole fixed cost: a share below it cannot search at all."""
+        return self.start_s + self.wind_s
+
+    def text(self, backend: str) -> str:
+        """``"46 s: start-up 40 s + wind-down 6 s on cuda, defaults: none measured yet"``."""
+        return (
+            f"{self.total_s:.0f} s: start-up {self.start_s:.0f} s + wind-down {self.wind_s:.0f} s on {backend}, "
+            f"{self.source}"
+        )
+
+
+def fixed_cost(backend: str, start_ups: Sequence[float], wind_downs: Sequence[float]) -> FixedCost:
+    """A search's fixed cost on ``backend``: each part the median of what the campaigns measured
+    (the newest first, ``Store.search_seconds``: ``start_ups`` and ``wind_downs``, seconds) where
+    there is any, else :data:`START_UP_S` / :data:`WIND_DOWN_S` (0 for a backend without an entry)."""
+    parts, said = [], []
+    for name, got, default in (("start-up", start_ups, START_UP_S), ("wind-down", wind_downs, WIND_DOWN_S)):
+        vals = [float(v) for v in got if v and v > 0]
+        if vals:
+            parts.append(statistics.median(vals))
+            said.append(f"{name} the median of {len(vals)} measured")
+        else:
+            parts.append(default.get(backend, 0.0))
+    source = "; ".join(said) if said else "defaults: none measured yet"
+    if said and len(said) < 2:
+        source += ", the other the default"
+    return FixedCost(parts[0], parts[1], source)
 
 
 def fit_searches(ws: Sequence[float], budget_s: Optional[float], start_s: float) -> list[Optional[float]]:
-    """Which regions' searches fit in ``budget_s`` seconds when each costs ``start_s`` to start:
-    per region None when it fits, else the share (seconds, :func:`split_seconds`) it had when it
-    was left out. While the smallest share among the regions left is below ``start_s`` that
-    region is left out (the later one on a tie) and the budget is split again among the others.
-    Without a time budget or a start-up every region fits.
+    """Which regions' searches fit in ``budget_s`` seconds when each has a fixed cost of
+    ``start_s`` (its start-up and wind-down, :class:`FixedCost`): per region None when it fits,
+    else the share (seconds, :func:`split_seconds`) it had when it was left out. While the
+    smallest share among the regions left is below ``start_s`` that region is left out (the
+    later one on a tie) and the budget is split again among the others. Without a time budget
+    or a fixed cost every region fits.
     """
     out: list[Optional[float]] = [None] * len(ws)
     if not budget_s or start_s <= 0:

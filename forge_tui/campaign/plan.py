@@ -45,13 +45,14 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from forge_tui.campaign.budget import (
+    FIXED_COST_SAMPLES,
     RegionCost,
     compiled_weights,
     distances,
     fit_searches,
+    fixed_cost,
     split_iterations,
     split_seconds,
-    start_up_s,
     weights,
 )
 from forge_tui.core.status import BackendName, ProposerName
@@ -112,10 +113,11 @@ def plan_regions(
         ``compiled_left_us`` per region id and the forward's ``compiled_glue_us``/``compiled_kernels_us``.
         ``precision``: the searches' fp32 matmul precision (``torch.set_float32_matmul_precision``),
         which sets a float32 GEMM's peak rate. ``budget_s``: seconds of search in all, each
-        search's start-up included; with it ``facts`` says ``start_up_s`` (a search's start-up
-        on ``backend``, :func:`forge_tui.campaign.budget.start_up_s` over the start-ups ``store``
-        holds) and ``start_up_from``, and a picked region whose share is below it is left out
-        (``skipped``, its note says so: :func:`forge_tui.campaign.budget.fit_searches`).
+        search's fixed cost included; with it ``facts`` says ``start_up_s``, ``wind_down_s``
+        (a search's fixed cost on ``backend``, :func:`forge_tui.campaign.budget.fixed_cost` over
+        what ``store`` holds; the scheduler stops a search one wind-down before its share is
+        spent) and ``fixed_cost_from``, and a picked region whose share is below that cost is
+        left out (``skipped``, its note says so: :func:`forge_tui.campaign.budget.fit_searches`).
 
     Raises:
         CaptureError: the model file does not load or its forward raises (one line).
@@ -156,19 +158,22 @@ def plan_regions(
     bw = bandwidth_gbs(backend)
     left_us = facts.get("compiled_left_us") if facts["ranked_by"] == "compiled" else None
     picked = pick_regions(entries, top=top, by=by, prepare=prepare, bandwidth=bw, left_us=left_us)
-    start_s, start_from = 0.0, ""
+    cost = None
     if budget_s:
-        start_s, start_from = start_up_s(backend, store.search_start_ups(backend))
-        facts.update(start_up_s=round(start_s, 1), start_up_from=start_from)
-        log(
-            f"budget  {budget_s:.0f} s of search in all, each search's start-up included ({start_s:.0f} s: {start_from})"
+        from store.campaigns import START_UP_EVENT, WIND_DOWN_EVENT
+
+        n = FIXED_COST_SAMPLES
+        cost = fixed_cost(
+            backend, store.search_seconds(START_UP_EVENT, backend, n), store.search_seconds(WIND_DOWN_EVENT, backend, n)
         )
-    left_out = fit_searches(_weights(picked, bw, left_us), budget_s, start_s)
+        facts.update(start_up_s=round(cost.start_s, 1), wind_down_s=round(cost.wind_s, 1), fixed_cost_from=cost.source)
+        log(f"budget  {budget_s:.0f} s of search in all, each search's fixed cost included ({cost.text(backend)})")
+    left_out = fit_searches(_weights(picked, bw, left_us), budget_s, cost.total_s if cost else 0.0)
     for (row, _), share in zip(picked, left_out):
-        if share is not None:
+        if share is not None and cost is not None:
             row["note"] = (
-                f"not started: its share of --budget-s ({share:.0f} s) is below a search's start-up "
-                f"({start_s:.0f} s, {start_from})"
+                f"not started: its share of --budget-s ({share:.0f} s) is below a search's fixed cost "
+                f"({cost.text(backend)})"
             )
     picked = [p for p, share in zip(picked, left_out) if share is None]
     costs = [_cost(row) for row, _ in picked]
