@@ -397,3 +397,7 @@ class Store:
     def unlinked_runs(self, task_id: int, since: str) -> list[RunRead]:
         """See :meth:`CampaignRepository.unlinked_runs`."""
         return self._campaigns.unlinked_runs(task_id, since)
+
+    def search_seconds(self, kind: str, backend: str, limit: int = 10) -> list[float]:
+        """See :meth:`CampaignRepository.search_seconds`."""
+        return self._campaigns.search_seconds(kind, backend, limit)

@@ -26,10 +26,17 @@ from sqlmodel import Session, col, select
 
 from store.errors import LeaseHeld, StoreNotFound
 from store.lease import pid_alive
-from store.models import Campaign, CampaignRead, CampaignRegion, CampaignRegionRead, Run, RunRead
+from store.models import Campaign, CampaignRead, CampaignRegion, CampaignRegionRead, Event, Run, RunRead
 from store.session import SessionFactory, now_iso
 
-__all__ = ["CampaignRepository", "campaign_state", "campaign_holder"]
+__all__ = ["START_UP_EVENT", "WIND_DOWN_EVENT", "CampaignRepository", "campaign_state", "campaign_holder"]
+
+#: The event kind a campaign adds to a search's run once its first node is measured, with
+#: ``{"seconds": from the search's process start to that node}``.
+START_UP_EVENT = "search_start_up"
+#: The event kind a campaign adds to a search's run that it asked to stop, once the search
+#: ended, with ``{"seconds": from the request to the process's end}``.
+WIND_DOWN_EVENT = "search_wind_down"
 
 
 def campaign_holder(c: Any) -> str:
@@ -212,6 +219,30 @@ class CampaignRepository:
                 .order_by(col(Run.id))
             )
             return [RunRead.model_validate(r, from_attributes=True) for r in rows]
+
+    def search_seconds(self, kind: str, backend: str, limit: int = 10) -> list[float]:
+        """What the campaigns measured of their searches on ``backend``, newest first, at most
+        ``limit``: the ``seconds`` of each event of ``kind`` (:data:`START_UP_EVENT`: from the
+        search's process start to its first measured node; :data:`WIND_DOWN_EVENT`: from the
+        campaign's stop request to the process's end), recorded by
+        ``forge_tui.campaign.scheduler``."""
+        with self._session() as s:
+            rows = s.exec(
+                select(Event.payload_json)
+                .join(Run, col(Run.id) == col(Event.run_id))
+                .where(Event.kind == kind, Run.backend == backend)
+                .order_by(col(Event.id).desc())
+                .limit(limit)
+            )
+            out: list[float] = []
+            for text in rows:
+                try:
+                    v = float(json.loads(text).get("seconds"))
+                except (ValueError, TypeError, AttributeError):
+                    continue
+                if v > 0:
+                    out.append(v)
+            return out
 
     @staticmethod
     def _campaign_row(s: Session, campaign_id: int) -> Campaign:

@@ -23,17 +23,46 @@ compute term then has ``eager_us / compute_us`` (its epilogue's cost over its ma
 (distance 1) still gets its share's worth; one far from it, more. Source of the model: the
 roofline (Williams, Waterman, Patterson, CACM 2009); the split itself is ours.
 
+Ranked inside torch.compile (``optimize --rank compiled``), the weight is instead what the
+region leaves inside the compiled forward (``compiled_left_us``, :func:`compiled_weights`):
+eager's distance to the roofline says nothing of what is left to win once Inductor has fused
+the region, and a region Inductor already took to its floor would otherwise draw the budget
+from one it left unfused.
+
 Iterations: ``total = iterations x regions``; each region first gets the floor
 ``max(1, iterations // 4)``, the rest is split in proportion to the weights by largest
-remainder (so the total is exact). A time budget (``--budget-s``, seconds of search) is split
-the same way, with a floor of a quarter of an equal share.
+remainder (so the total is exact). A time budget (``--budget-s``, seconds of search in all) is
+split the same way, with a floor of a quarter of an equal share; each region's seconds count
+from its search's process start to its end, so they include the search's fixed cost
+(:class:`FixedCost`): its *start-up* (the worker started, eager and torch.compile baselines
+timed, the seed compiled and timed: 33-46 s per search on the H200, s11) and its *wind-down*
+(once asked to stop, the nodes in flight finish: 5-6 s). The scheduler asks a search to stop
+one wind-down before its share is spent. A region whose share is below the fixed cost would
+overrun it before its first node: :func:`fit_searches` leaves it out (the smallest share first,
+the budget split again among the others) rather than let the searches' sum pass
+``--budget-s``. Each part is the median of those the campaigns measured on the backend
+(:func:`fixed_cost`), else :data:`START_UP_S` / :data:`WIND_DOWN_S`.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Optional, Sequence
+
+#: A search's start-up (seconds: process start to its first measured node) per backend where no
+#: campaign measured one yet. cuda: the median of the H200's 40, 46 and 36 s (three Llama region
+#: searches, from the store's times) and 33.7 and 32.7 s (two, measured by the scheduler) (s11,
+#: `optimize examples/llama_hf.py`); host: the median of 20, 16 and 9 s for GEMM-region searches
+#: of tests/fixtures/gemm_mlp_block.py on a shared 2-core machine (s11).
+START_UP_S = {"cuda": 36.0, "host": 16.0}
+#: A search's wind-down (seconds: from the campaign's stop request to the process's end, the
+#: nodes in flight finished) where none was measured: 5 and 6 s on the H200 (four nodes in
+#: flight); 1.0 s on the host (one), for the same searches (s11).
+WIND_DOWN_S = {"cuda": 6.0, "host": 1.0}
+#: How many of the newest measured start-ups (wind-downs) :func:`fixed_cost` takes the median of.
+FIXED_COST_SAMPLES = 10
 
 
 @dataclass(frozen=True)
@@ -101,13 +130,16 @@ def split_iterations(ws: Sequence[float], iterations: int) -> list[int]:
 
 
 def split_seconds(ws: Sequence[float], budget_s: Optional[float]) -> list[Optional[float]]:
-    """``budget_s`` seconds of search over the regions: a quarter of an equal share each, the
-    rest in proportion to ``ws``; None each when there is no time budget."""
+    """``budget_s`` seconds of search over the regions (each search's start-up included): a
+    quarter of an equal share each, the rest in proportion to ``ws`` (evenly when every weight
+    is 0); None each when there is no time budget."""
     k = len(ws)
     if not budget_s or k == 0:
         return [None] * k
     floor = budget_s / (4 * k)
     total = sum(ws)
+    if total <= 0:
+        return [budget_s / k] * k
     return [floor + (budget_s - floor * k) * (w / total) for w in ws]
 
 
@@ -121,4 +153,76 @@ def _apportion(ws: Sequence[float], n: int) -> list[int]:
     order = sorted(range(len(ws)), key=lambda i: (-(exact[i] - out[i]), i))
     for i in order[: n - sum(out)]:
         out[i] += 1
+    return out
+
+
+def compiled_weights(left_us: Sequence[Optional[float]]) -> list[float]:
+    """The regions' weights ranked inside torch.compile: what each leaves inside the compiled
+    forward (us per forward; None or below 0 counts 0); all equal (1) when none leaves anything."""
+    out = [max(0.0, float(v or 0.0)) for v in left_us]
+    return out if any(w > 0 for w in out) else [1.0] * len(out)
+
+
+@dataclass(frozen=True)
+class FixedCost:
+    """What every search costs besides its search (seconds), and where the figures come from.
+
+    start_s: its start-up (process start to its first measured node). wind_s: its wind-down
+    (from the campaign's stop request to the process's end: the nodes in flight finish).
+    source: ``"defaults: none measured yet"``, or the medians' sample counts.
+    """
+
+    start_s: float
+    wind_s: float
+    source: str
+
+    @property
+    def total_s(self) -> float:
+        """The search's whole fixed cost: a share below it cannot search at all."""
+        return self.start_s + self.wind_s
+
+    def text(self, backend: str) -> str:
+        """``"46 s: start-up 40 s + wind-down 6 s on cuda, defaults: none measured yet"``."""
+        return (
+            f"{self.total_s:.0f} s: start-up {self.start_s:.0f} s + wind-down {self.wind_s:.0f} s on {backend}, "
+            f"{self.source}"
+        )
+
+
+def fixed_cost(backend: str, start_ups: Sequence[float], wind_downs: Sequence[float]) -> FixedCost:
+    """A search's fixed cost on ``backend``: each part the median of what the campaigns measured
+    (the newest first, ``Store.search_seconds``: ``start_ups`` and ``wind_downs``, seconds) where
+    there is any, else :data:`START_UP_S` / :data:`WIND_DOWN_S` (0 for a backend without an entry)."""
+    parts, said = [], []
+    for name, got, default in (("start-up", start_ups, START_UP_S), ("wind-down", wind_downs, WIND_DOWN_S)):
+        vals = [float(v) for v in got if v and v > 0]
+        if vals:
+            parts.append(statistics.median(vals))
+            said.append(f"{name} the median of {len(vals)} measured")
+        else:
+            parts.append(default.get(backend, 0.0))
+    source = "; ".join(said) if said else "defaults: none measured yet"
+    if said and len(said) < 2:
+        source += ", the other the default"
+    return FixedCost(parts[0], parts[1], source)
+
+
+def fit_searches(ws: Sequence[float], budget_s: Optional[float], start_s: float) -> list[Optional[float]]:
+    """Which regions' searches fit in ``budget_s`` seconds when each has a fixed cost of
+    ``start_s`` (its start-up and wind-down, :class:`FixedCost`): per region None when it fits,
+    else the share (seconds, :func:`split_seconds`) it had when it was left out. While the
+    smallest share among the regions left is below ``start_s`` that region is left out (the
+    later one on a tie) and the budget is split again among the others. Without a time budget
+    or a fixed cost every region fits.
+    """
+    out: list[Optional[float]] = [None] * len(ws)
+    if not budget_s or start_s <= 0:
+        return out
+    left = list(range(len(ws)))
+    while left:
+        shares = split_seconds([ws[i] for i in left], budget_s)
+        low = min(range(len(left)), key=lambda j: (shares[j] or 0.0, -j))
+        if (shares[low] or 0.0) >= start_s:
+            break
+        out[left.pop(low)] = shares[low]
     return out

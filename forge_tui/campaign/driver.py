@@ -223,7 +223,7 @@ class Campaigner:
         dirs = [
             d
             for r in self.store.campaign_regions(campaign.id)
-            if (d := rp.export_region(self.store, r, out_dir, self.log))
+            if (d := rp.export_region(self.store, r, out_dir, self.log, build=campaign.backend == "cuda"))
         ]
         self.log(f"apply   {len(dirs)} kernel(s) to {Path(campaign.model_file).name} ...")
         applied = rp.run_apply(campaign.model_file, dirs, db_path=self.store.path, backend=campaign.backend)

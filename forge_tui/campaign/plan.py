@@ -12,8 +12,10 @@ that has such a seed and gives the others to the LLM when an endpoint is configu
 ``top`` searchable regions are picked; every other region is listed as skipped with the reason.
 A GEMM region and a fusion region can share calls (the gated MLP's region holds the ``swiglu``
 region's activation and product); both kernels would replace the same ops, so only one of two
-such regions is picked: the one that holds all of the other's calls, else the one with the larger
-share x distance (:func:`pick_regions`). A GEMM region's distance to the roofline counts its
+such regions is picked: the one that holds all of the other's calls, else the one the ranking in
+force puts first: ranked inside compile, the one with more left inside torch.compile (a tie by
+share x distance); ranked by eager share, the larger share x distance (:func:`pick_regions`);
+the skip line names the measure that decided. A GEMM region's distance to the roofline counts its
 FLOPs (:func:`compute_floor`, :mod:`forge_tui.campaign.budget`).
 
 Ranking (``--rank``): ``eager`` orders regions by their share of the eager forward. ``compiled``
@@ -26,8 +28,9 @@ where Inductor gave no byte estimate, as on the host). A region Inductor already
 kernels at their floor, or that left no kernel of its own, ranks below every region with time
 left; ties keep the eager-share order. GEMM kernels carry no aten op names, so a GEMM region
 ranks by the glue kernels Inductor left of its epilogue (attributed among the GEMM regions apart
-from the fusion regions, so the same kernel counts for both kinds). The budget split (:mod:`forge_tui.campaign.budget`) is
-unchanged. ``auto`` (the default) is ``compiled`` on cuda and ``eager`` on the host (where
+from the fusion regions, so the same kernel counts for both kinds). The budget split
+(:mod:`forge_tui.campaign.budget`) weighs the regions by the same figure (what each leaves inside
+compile) instead of share x distance. ``auto`` (the default) is ``compiled`` on cuda and ``eager`` on the host (where
 torch.compile builds C++ for tens of seconds and no floor is known); a compiled forward that
 cannot be profiled (torch.compile fails) falls back to ``eager`` with a log line.
 
@@ -37,10 +40,21 @@ torch is imported here (capture runs the model); the CLI imports this module laz
 from __future__ import annotations
 
 import gc
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from forge_tui.campaign.budget import RegionCost, distances, split_iterations, split_seconds, weights
+from forge_tui.campaign.budget import (
+    FIXED_COST_SAMPLES,
+    RegionCost,
+    compiled_weights,
+    distances,
+    fit_searches,
+    fixed_cost,
+    split_iterations,
+    split_seconds,
+    weights,
+)
 from forge_tui.core.status import BackendName, ProposerName
 
 #: ``--rank`` values (module docstring).
@@ -98,7 +112,12 @@ def plan_regions(
         ``ranked_by`` (``compiled``/``eager``) and, ranked by the compiled forward,
         ``compiled_left_us`` per region id and the forward's ``compiled_glue_us``/``compiled_kernels_us``.
         ``precision``: the searches' fp32 matmul precision (``torch.set_float32_matmul_precision``),
-        which sets a float32 GEMM's peak rate.
+        which sets a float32 GEMM's peak rate. ``budget_s``: seconds of search in all, each
+        search's fixed cost included; with it ``facts`` says ``start_up_s``, ``wind_down_s``
+        (a search's fixed cost on ``backend``, :func:`forge_tui.campaign.budget.fixed_cost` over
+        what ``store`` holds; the scheduler stops a search one wind-down before its share is
+        spent) and ``fixed_cost_from``, and a picked region whose share is below that cost is
+        left out (``skipped``, its note says so: :func:`forge_tui.campaign.budget.fit_searches`).
 
     Raises:
         CaptureError: the model file does not load or its forward raises (one line).
@@ -137,9 +156,28 @@ def plan_regions(
 
     entries = [(r, _row(r)) for r in order]
     bw = bandwidth_gbs(backend)
-    picked = pick_regions(entries, top=top, by=by, prepare=prepare, bandwidth=bw)
+    left_us = facts.get("compiled_left_us") if facts["ranked_by"] == "compiled" else None
+    picked = pick_regions(entries, top=top, by=by, prepare=prepare, bandwidth=bw, left_us=left_us)
+    cost = None
+    if budget_s:
+        from store.campaigns import START_UP_EVENT, WIND_DOWN_EVENT
+
+        n = FIXED_COST_SAMPLES
+        cost = fixed_cost(
+            backend, store.search_seconds(START_UP_EVENT, backend, n), store.search_seconds(WIND_DOWN_EVENT, backend, n)
+        )
+        facts.update(start_up_s=round(cost.start_s, 1), wind_down_s=round(cost.wind_s, 1), fixed_cost_from=cost.source)
+        log(f"budget  {budget_s:.0f} s of search in all, each search's fixed cost included ({cost.text(backend)})")
+    left_out = fit_searches(_weights(picked, bw, left_us), budget_s, cost.total_s if cost else 0.0)
+    for (row, _), share in zip(picked, left_out):
+        if share is not None and cost is not None:
+            row["note"] = (
+                f"not started: its share of --budget-s ({share:.0f} s) is below a search's fixed cost "
+                f"({cost.text(backend)})"
+            )
+    picked = [p for p, share in zip(picked, left_out) if share is None]
     costs = [_cost(row) for row, _ in picked]
-    ws = weights(costs, bw)
+    ws = _weights(picked, bw, left_us)
     for (row, _), d, n, s in zip(
         picked, distances(costs, bw), split_iterations(ws, iterations), split_seconds(ws, budget_s)
     ):
@@ -191,6 +229,15 @@ def _row(r) -> dict:
     }
 
 
+def _weights(picked: list[tuple[dict, Any]], bandwidth: Optional[float], left_us: Optional[dict]) -> list[float]:
+    """The budget's weight of each picked region: ranked inside compile (``left_us`` given),
+    what it leaves there (:func:`~forge_tui.campaign.budget.compiled_weights`), else share x
+    distance (:func:`~forge_tui.campaign.budget.weights`)."""
+    if left_us is not None:
+        return compiled_weights([left_us.get(row["region"]) for row, _ in picked])
+    return weights([_cost(row) for row, _ in picked], bandwidth)
+
+
 def _cost(row: dict) -> RegionCost:
     return RegionCost(row["share"], row["eager_us"], row.get("bytes_moved", 0), row.get("compute_us", 0.0))
 
@@ -202,6 +249,7 @@ def pick_regions(
     by: str,
     prepare: Callable[[Any, dict], tuple[Any, Optional[str]]],
     bandwidth: Optional[float],
+    left_us: Optional[dict[str, float]] = None,
 ) -> list[tuple[dict, Any]]:
     """Pick up to ``top`` regions from ``entries`` (``(region, row)`` in rank order; ``row`` as
     :func:`_row` builds it, with the region's call set under ``_calls`` and its refusal under
@@ -212,11 +260,15 @@ def pick_regions(
     ``(None, why)``; it sets ``row["bytes_moved"]`` (and ``compute_us``) for the budget.
     Two regions that share a call (a GEMM + epilogue region holds an activation that is also in
     a fusion region) would replace the same op, so only one is picked: the one whose calls hold
-    all of the other's; else the one with the larger ``share x distance`` as the budget weighs
-    it (:func:`forge_tui.campaign.budget.weights` over the regions picked so far and the
-    challenger, ``bandwidth`` in GB/s or None); the other is skipped, its note naming the winner.
-    A challenger that wins takes its rivals' places, so it may join when ``top`` are picked.
-    ``rows``'s private keys (``_calls``, ``_refusal``) are removed.
+    all of the other's; else the one the ranking in force puts first (:func:`_contest`):
+    ranked inside torch.compile (``left_us``: us per forward left of each region, by id, as
+    ``compiled_left_us``), the one with more left, a tie by share x distance; ranked by eager
+    share (``left_us`` None), the larger ``share x distance`` as the budget weighs it
+    (:func:`forge_tui.campaign.budget.weights` over the regions picked so far and the
+    challenger, ``bandwidth`` in GB/s or None). The other is skipped, its note naming the
+    winner and the measure that decided. A challenger that wins takes its rivals' places, so it
+    may join when ``top`` are picked. ``rows``'s private keys (``_calls``, ``_refusal``) are
+    removed.
     """
     picked: list[tuple[dict, Any]] = []
     for region, row in entries:
@@ -240,13 +292,14 @@ def pick_regions(
         if rivals:
             every = [prow for prow, _ in picked] + [row]
             w = dict(zip(map(id, every), weights([_cost(x) for x in every], bandwidth)))
-            lost = next((prow for prow, _ in rivals if not (calls > prow["_c"] or w[id(row)] > w[id(prow)])), None)
+            contests = [(prow, p, _contest(row, prow, w, left_us)) for prow, p in rivals]
+            lost = next(((prow, c) for prow, _, c in contests if not c.won), None)
             if lost is not None:
-                row["note"] = _overlap_note(lost, (w[id(lost)], w[id(row)]))
+                row["note"] = _overlap_note(lost[0], lost[1])
                 continue
-            for prow, p in rivals:
+            for prow, p, c in contests:
                 picked.remove((prow, p))
-                prow["note"] = _overlap_note(row, None if calls > prow["_c"] else (w[id(row)], w[id(prow)]))
+                prow["note"] = _overlap_note(row, c)
         if len(picked) >= top:
             row["note"] = f"not in the top {top} searchable regions by {by} (--top)"
             continue
@@ -256,16 +309,63 @@ def pick_regions(
     return picked
 
 
-def _overlap_note(winner: dict, weighed: Optional[tuple[float, float]]) -> str:
+@dataclass(frozen=True)
+class Contest:
+    """How two regions that share calls were settled (:func:`_contest`).
+
+    won: the challenger wins. measure: what decided, ``"holds"`` (the challenger's calls hold
+    all of the other's), ``"left"`` (what each leaves inside torch.compile, us per forward) or
+    ``"weight"`` (share x distance, as the budget weighs it). figures: ``(winner's, loser's)``
+    figure of that measure (None for ``"holds"``). tied_left: what both leave inside
+    torch.compile when that tie sent the contest to share x distance, else None.
+    """
+
+    won: bool
+    measure: str
+    figures: Optional[tuple[float, float]] = None
+    tied_left: Optional[float] = None
+
+
+def _contest(row: dict, prow: dict, w: dict, left_us: Optional[dict[str, float]]) -> Contest:
+    """Settle challenger ``row`` against picked ``prow`` (two regions sharing calls) by the
+    ranking in force: a challenger whose calls hold all of ``prow``'s wins; ranked inside
+    compile (``left_us`` given) the larger figure left inside torch.compile wins (figures equal
+    to 0.1 us, as the log shows them, are a tie and go to share x distance); ranked by eager
+    share the larger share x distance wins (``w``: weights by ``id(row)``; a tie keeps
+    ``prow``, picked first)."""
+    if row["_c"] > prow["_c"]:
+        return Contest(True, "holds")
+    tied = None
+    if left_us is not None:
+        a, b = float(left_us.get(row["region"]) or 0.0), float(left_us.get(prow["region"]) or 0.0)
+        if round(a, 1) != round(b, 1):
+            return Contest(a > b, "left", (a, b) if a > b else (b, a))
+        tied = a
+    a, b = w[id(row)], w[id(prow)]
+    return Contest(a > b, "weight", (a, b) if a > b else (b, a), tied)
+
+
+def _overlap_note(winner: dict, contest: Optional[Contest]) -> str:
     """The skip note of a region that shares calls with ``winner`` (a row): it holds them all
-    (``weighed`` None), or its ``share x distance`` is the larger (``(winner's, this one's)``)."""
+    (``contest`` None or measure ``holds``), or the ranking in force put it first (the measure
+    that decided and both figures, the winner's first)."""
     name = f"{winner['region']} ({winner['pattern'] or 'no pattern'})"
-    if weighed is None:
+    if contest is None or contest.measure == "holds":
         return f"its calls are all inside {name}, which is searched instead (one kernel would replace both)"
-    return (
-        f"shares calls with {name}, searched instead: its share x distance is larger "
-        f"({weighed[0]:.3g} against {weighed[1]:.3g}; both kernels would replace the same ops)"
-    )
+    hi, lo = contest.figures or (0.0, 0.0)
+    if contest.measure == "left":
+        why = (
+            f"it leaves more inside torch.compile ({hi:.1f} us against {lo:.1f} us per forward; "
+            "the ranking in force, --rank compiled"
+        )
+    elif contest.tied_left is not None:
+        why = (
+            f"both leave {contest.tied_left:.1f} us inside torch.compile, and its share x distance is larger "
+            f"({hi:.3g} against {lo:.3g}"
+        )
+    else:
+        why = f"its share x distance is larger ({hi:.3g} against {lo:.3g}; the ranking in force, --rank eager"
+    return f"shares calls with {name}, searched instead: {why}; both kernels would replace the same ops)"
 
 
 def compute_floor(task, anchor_ms: Optional[float], gpu: Optional[str], precision: str) -> tuple[int, float, str]:

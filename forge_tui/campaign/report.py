@@ -36,10 +36,16 @@ def _best_node(store, run):
         return None
 
 
-def export_region(store, region, out_dir: Path, log: Callable[[str], None]) -> Optional[str]:
+def export_region(store, region, out_dir: Path, log: Callable[[str], None], *, build: bool = False) -> Optional[str]:
     """Export the best node of a done region's run into ``out_dir/kernels/<region>``; returns
     that directory, or None (no run, no ok node, or the export failed: said in the log and
-    the region's note). An earlier export of the same node is kept as it is."""
+    the region's note). An earlier export of the same node is kept as it is.
+
+    ``build`` (a cuda campaign): the export carries ``kernel.so`` (``export --build``), the
+    library the search itself compiled for this GPU (from the build cache: no second nvcc run,
+    and for a cuBLAS kernel the link the search ran with), so ``apply`` loads it instead of
+    compiling the source again; where that build fails the export is written without it and
+    ``apply`` compiles the source (said in the log)."""
     from forge_tui.model.export import export_run
 
     if region.run_id is None or region.state != "done":
@@ -56,7 +62,13 @@ def export_region(store, region, out_dir: Path, log: Callable[[str], None]) -> O
     except (OSError, ValueError):
         pass
     try:
-        res = export_run(store, run.id, target)
+        try:
+            res = export_run(store, run.id, target, build=build)
+        except Exception as exc:  # noqa: BLE001 - the prebuilt library only: apply compiles the source instead
+            if not build:
+                raise
+            log(f"export  {region.region}: no kernel.so ({one_line(exc)}); apply compiles the source")
+            res = export_run(store, run.id, target)
     except Exception as exc:  # noqa: BLE001 - ExportError, TaskError...: one line in the report
         why = one_line(exc)
         store.update_campaign_region(

@@ -36,6 +36,7 @@ from forge_tui.core.errors import ForgeError, one_line
 from forge_tui.core.present import run_best, speedup_cell
 from forge_tui.core.status import RunStatus
 from store import StoreNotFound
+from store.campaigns import START_UP_EVENT, WIND_DOWN_EVENT
 from store.lease import effective_state
 
 #: How often the scheduler looks at its children (seconds).
@@ -185,8 +186,12 @@ class _Active:
     proc: Optional[subprocess.Popen]  # None: a search another process drives, waited for
     t0: float = field(default_factory=time.monotonic)
     stop_requested: bool = False
-    #: When the run first had a measured node (its seed): a region's time budget counts from here.
+    #: When the run first had a measured node (its seed): it is never asked to stop before.
     t_seed: Optional[float] = None
+    #: The run had no measured node when its process started: its start-up is measured.
+    fresh: bool = False
+    #: When the campaign asked it to stop (its budget spent): its wind-down is measured from here.
+    t_stop: Optional[float] = None
 
 
 class Scheduler:
@@ -287,7 +292,7 @@ class Scheduler:
             return
         verb = "resume " if run.iterations_done or status != RunStatus.CREATED else "start  "
         proc = self._spawn(run.id, region.region, slot)
-        self.active[slot.label] = _Active(region.id, run.id, slot, proc)
+        self.active[slot.label] = _Active(region.id, run.id, slot, proc, fresh=run.best_node_id is None)
         self.log(
             f"{verb} {what} on {slot.label}: run {run.id}, {run.iterations_done}/{run.iterations_target} iterations"
             + (f", {region.budget_s:.0f} s budget" if region.budget_s else "")
@@ -332,34 +337,53 @@ class Scheduler:
             else:
                 ended = not self.store.lease_holder(a.run_id)
             if not ended:
+                self._watch_seed(a)
                 self._check_budget(a)
                 continue
             del self.active[label]
             early |= self._finish(a) == "stopped"
         return early
 
-    def _check_budget(self, a: _Active) -> None:
-        """Ask the search to stop once its region's time budget is spent. The clock starts when
-        the run has a measured node (its seed): a search's start-up (the baseline timed, the
-        seed compiled and timed; ~30 s on the H200) is not search, and a region whose budget
-        is shorter than that would otherwise end with nothing to export."""
-        region = next(r for r in self.store.campaign_regions(self.campaign.id) if r.id == a.region_id)
-        if not region.budget_s or a.stop_requested:
+    def _watch_seed(self, a: _Active) -> None:
+        """Note when the search first has a measured node (its seed). A search this campaign
+        started with none has its start-up (process start to that node: the worker, the
+        baselines, the seed's compile and timing) stored on its run as a ``search_start_up``
+        event, which the next campaign's budget split reads (``Store.search_seconds``)."""
+        if a.t_seed is not None:
             return
-        if a.t_seed is None:
-            try:
-                measured = self.store.get_run(a.run_id).best_node_id is not None
-            except StoreNotFound:
-                measured = False
-            if not measured:
-                return
-            a.t_seed = time.monotonic()
-        if region.seconds + time.monotonic() - a.t_seed > region.budget_s:
+        try:
+            measured = self.store.get_run(a.run_id).best_node_id is not None
+        except StoreNotFound:
+            return
+        if not measured:
+            return
+        a.t_seed = time.monotonic()
+        if a.proc is not None and a.fresh:
+            self.store.add_event(a.run_id, START_UP_EVENT, payload={"seconds": round(a.t_seed - a.t0, 2)})
+
+    def _check_budget(self, a: _Active) -> None:
+        """Ask the search to stop once its region's time budget, less one wind-down (the
+        campaign's ``wind_down_s``: the nodes in flight finish after the request), is spent.
+        The budget counts from the search's process start, its start-up included (the plan
+        gave each region a share of ``--budget-s`` at least one fixed cost long:
+        :func:`forge_tui.campaign.budget.fit_searches`), so the searches together keep to
+        ``--budget-s``; but a search is never asked to stop before it has a measured node (its
+        seed), so every region has something to export."""
+        region = next(r for r in self.store.campaign_regions(self.campaign.id) if r.id == a.region_id)
+        if not region.budget_s or a.stop_requested or a.t_seed is None:
+            return
+        wind = float((getattr(self.campaign, "config", None) or {}).get("wind_down_s") or 0.0)
+        if region.seconds + time.monotonic() - a.t0 + wind > region.budget_s:
             self.store.request_control(a.run_id, "stop")
-            a.stop_requested = True
-            self.log(f"budget  {region.region}: {region.budget_s:.0f} s spent; asked run {a.run_id} to stop")
+            a.stop_requested, a.t_stop = True, time.monotonic()
+            self.log(
+                f"budget  {region.region}: {region.budget_s:.0f} s less a {wind:.0f} s wind-down spent "
+                f"(its start-up included); asked run {a.run_id} to stop"
+            )
 
     def _finish(self, a: _Active) -> str:
+        if a.t_stop is not None and a.proc is not None and (a.proc.returncode or 0) >= 0:  # not killed: its wind-down
+            self.store.add_event(a.run_id, WIND_DOWN_EVENT, payload={"seconds": round(time.monotonic() - a.t_stop, 2)})
         region = next(r for r in self.store.campaign_regions(self.campaign.id) if r.id == a.region_id)
         run = self.store.get_run(a.run_id)
         status, reason = effective_state(run)

@@ -3,6 +3,8 @@ and its ``--gpus`` slots."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from forge_tui.campaign.budget import RegionCost, distances, split_iterations, split_seconds, weights
@@ -109,13 +111,17 @@ def test_a_search_past_its_time_budget_is_asked_to_stop_and_counts_as_done(tmp_p
     sched = Scheduler(s, c, [Slot("slot 1")], db_path=s.path, logs_dir=tmp_path / "logs", log=lines.append)
     (reg,) = s.campaign_regions(c.id)
     # its seed measured 6 s ago (the budget's clock starts there: test_campaign_budget_clock.py)
-    active = _Active(reg.id, run.id, Slot("slot 1"), None, t0=time.monotonic() - 6.0, t_seed=time.monotonic() - 6.0)
+    ended = SimpleNamespace(returncode=3)  # the search's process, exited interrupted
+    active = _Active(reg.id, run.id, Slot("slot 1"), ended, t0=time.monotonic() - 6.0, t_seed=time.monotonic() - 6.0)
     sched._check_budget(active)
     assert active.stop_requested and s.get_run(run.id).control == "stop"
     s.update_run(run.id, status="interrupted", status_reason="stopped on request")
+    active.t_stop = (active.t_stop or 0.0) - 2.0  # the search took 2 s to end after the request
     assert sched._finish(active) == "done"
     (reg,) = s.campaign_regions(c.id)
     assert reg.state == "done" and reg.note.startswith("time budget spent") and reg.seconds >= 6.0
+    (wind,) = s.search_seconds("search_wind_down", s.get_run(run.id).backend)  # from the stop request to its end
+    assert 2.0 <= wind < 6.0
 
 
 def test_a_finished_run_is_never_searched_again(tmp_path):
@@ -127,3 +133,48 @@ def test_a_finished_run_is_never_searched_again(tmp_path):
     sched = Scheduler(s, c, [Slot("slot 1")], db_path=s.path, logs_dir=tmp_path / "logs", log=lines.append)
     assert sched.run() == "finished" and not sched.active
     assert s.campaign_regions(c.id)[0].state == "done" and "not searched again" in lines[0]
+
+
+def test_regions_whose_share_is_below_a_start_up_are_left_out_and_the_rest_fit_the_budget():
+    from forge_tui.campaign.budget import compiled_weights, fit_searches
+
+    # H200 Llama, ranked inside compile: R10 60.0, R5 40.5, R4 3.9 us left; 180 s; 40 s start-ups
+    ws = compiled_weights([60.0, 40.5, 3.9])
+    assert ws == [60.0, 40.5, 3.9] and compiled_weights([0.0, None]) == [1.0, 1.0]
+    out = fit_searches(ws, 180.0, 40.0)
+    assert out[:2] == [None, None] and out[2] == pytest.approx(15.0 + 135.0 * 3.9 / 104.4)
+    kept = split_seconds(ws[:2], 180.0)
+    assert sum(kept) == pytest.approx(180.0) and min(kept) >= 40.0  # the sum is --budget-s, each >= a start-up
+    # the smallest goes first, then the budget is split again: two of three even shares of 100 s
+    assert fit_searches([1.0, 1.0, 1.0], 100.0, 40.0) == [None, None, pytest.approx(100.0 / 3)]
+    assert fit_searches([1.0], 30.0, 40.0) == [30.0]  # not even one search fits
+    assert fit_searches([1.0, 2.0], None, 40.0) == [None, None]  # no time budget
+    assert fit_searches([1.0, 2.0], 10.0, 0.0) == [None, None]  # no start-up known
+    assert split_seconds([0.0, 0.0], 10.0) == [5.0, 5.0]
+
+
+def test_the_fixed_cost_is_the_median_of_the_measured_parts_else_the_backends_defaults(tmp_path):
+    from forge_tui.campaign.budget import START_UP_S, WIND_DOWN_S, fixed_cost
+    from store import Store
+    from store.campaigns import START_UP_EVENT, WIND_DOWN_EVENT
+
+    c = fixed_cost("cuda", [], [])
+    assert (c.start_s, c.wind_s, c.total_s) == (START_UP_S["cuda"], WIND_DOWN_S["cuda"], c.start_s + c.wind_s)
+    assert c.text("cuda") == "42 s: start-up 36 s + wind-down 6 s on cuda, defaults: none measured yet"
+    c = fixed_cost("cuda", [40.0, 46.0, 36.0], [])
+    assert (c.start_s, c.wind_s) == (40.0, WIND_DOWN_S["cuda"])
+    assert c.source == "start-up the median of 3 measured, the other the default"
+    assert fixed_cost("cuda", [33.7], [5.0, 6.0]).source == (
+        "start-up the median of 1 measured; wind-down the median of 2 measured"
+    )
+    s = Store(tmp_path / "f.db")
+    t = s.add_task(name="t", origin="captured", reference_source="", spec={}, signature="", content_hash="h")
+    runs = {b: s.create_run(task_id=t.id, task_name="t", iterations_target=3, backend=b) for b in ("cuda", "host")}
+    s.add_event(runs["cuda"].id, START_UP_EVENT, payload={"seconds": 41.5})
+    s.add_event(runs["cuda"].id, START_UP_EVENT, payload={"seconds": 38.0})
+    s.add_event(runs["cuda"].id, WIND_DOWN_EVENT, payload={"seconds": 5.5})
+    s.add_event(runs["host"].id, START_UP_EVENT, payload={"seconds": 9.0})
+    s.add_event(runs["cuda"].id, "node_added", payload={"seconds": 1.0})
+    assert s.search_seconds(START_UP_EVENT, "cuda") == [38.0, 41.5]  # newest first, this backend's only
+    assert s.search_seconds(START_UP_EVENT, "cuda", limit=1) == [38.0]
+    assert s.search_seconds(START_UP_EVENT, "host") == [9.0] and s.search_seconds(WIND_DOWN_EVENT, "cuda") == [5.5]

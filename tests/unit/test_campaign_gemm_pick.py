@@ -186,3 +186,35 @@ def test_ranked_inside_compile_a_gemm_region_gets_the_glue_left_of_its_epilogue(
     # the SiLU-product kernel counts for the fusion region and for the GEMM region holding it
     assert facts["compiled_left_us"] == {"R3": 8.0, "R6": 8.0, "R1": 0.5}
     assert [r.id for r in order] == ["R6", "R3", "R1"]
+
+
+def test_ranked_inside_compile_an_overlap_is_settled_by_what_is_left_there():
+    """H200, Llama (4 layers): R10 (down_proj + residual) left 60.0 us inside torch.compile, R7
+    (add_rms_norm) 14.7 us; they share the residual add. Eager share x distance favours R7
+    (0.252 against 0.147), but the campaign is ranked inside compile: R10 is searched."""
+    proj = _entry("R10", {9, 10}, 0.105, 60.0, anchors=["aten.mm.default"])
+    norm = _entry("R7", {10, 11, 12}, 0.024, 61.6)
+    prep = _prepare({"R10": 100_000, "R7": 100_000}, {"R10": 50.0})
+    left = {"R10": 59.999, "R7": 14.688}
+    picked = pick_regions([proj, norm], top=4, by="what is left", prepare=prep, bandwidth=1000.0, left_us=left)
+    assert [row["region"] for row, _ in picked] == ["R10"]
+    assert norm[1]["note"] == (
+        "shares calls with R10 (gemm_epilogue), searched instead: it leaves more inside torch.compile "
+        "(60.0 us against 14.7 us per forward; the ranking in force, --rank compiled; both kernels would "
+        "replace the same ops)"
+    )
+    # the same regions ranked by eager share: share x distance decides, and the note says so
+    proj = _entry("R10", {9, 10}, 0.105, 60.0, anchors=["aten.mm.default"])
+    norm = _entry("R7", {10, 11, 12}, 0.024, 61.6)
+    picked = pick_regions([proj, norm], top=4, by="share", prepare=prep, bandwidth=1000.0)
+    assert [row["region"] for row, _ in picked] == ["R7"]
+    assert "its share x distance is larger" in proj[1]["note"] and "--rank eager" in proj[1]["note"]
+    # equal figures inside compile (both fused to their floor) fall back to share x distance
+    proj = _entry("R10", {9, 10}, 0.105, 60.0, anchors=["aten.mm.default"])
+    norm = _entry("R7", {10, 11, 12}, 0.024, 61.6)
+    zero = {"R10": 0.0, "R7": 0.04}
+    picked = pick_regions([proj, norm], top=4, by="what is left", prepare=prep, bandwidth=1000.0, left_us=zero)
+    assert [row["region"] for row, _ in picked] == ["R7"]
+    assert proj[1]["note"].startswith(
+        "shares calls with R7 (swiglu), searched instead: both leave 0.0 us inside torch.compile, and its share x"
+    )
