@@ -313,12 +313,24 @@ def test_ctrl_c_during_eval_kills_the_worker_and_returns(softmax_task, tmp_path,
 
 
 @pytest.mark.slow
-def test_out_of_memory_in_the_baselines_is_the_harnesss_and_retried_once(softmax_task):
+def test_out_of_memory_in_the_baselines_is_the_harnesss_and_retried_once(tmp_path):
     """The harness's own buffers cannot be allocated (a 1 MB budget over the worker's start-up
-    size): the baseline is tried on a second worker, then the caller gets the line; no verdict."""
+    size): the baseline is tried on a second worker, then the caller gets the line; no verdict.
+    The task's forward takes a 64 MB scratch buffer on every call: the vetting and the
+    reference timing run before the budget is set (the buffer mapped and unmapped again), the
+    baseline's first call after it cannot have it, whatever the allocator kept from start-up."""
     from forge_tui.evaluate.evaluator import HarnessOutOfMemory
+    from forge_tui.tasks.refs import load_task, task_ref
 
-    ev = Evaluator(softmax_task, "host", memory_limit_mb=1)
+    f = tmp_path / "scratch_softmax.py"
+    f.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+        "        scratch = torch.ones(16 << 20)\n"
+        "        return torch.softmax(x, -1) * scratch[0]\n\n\n"
+        "def get_inputs():\n    return [torch.rand(64, 256)]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    task = load_task(str(f))
+    ev = Evaluator(task, "host", task_ref=task_ref(task), memory_limit_mb=1)
     try:
         ev.start()
         with pytest.raises(HarnessOutOfMemory) as err:
