@@ -177,7 +177,8 @@ def _source(region: Region, capd: dict, stem: str) -> str:
 
 {region.kernels} eager kernels per call, {region.count} call(s) per forward{where}; the calls, in
 the order the model ran them, on {ins or "its parameters"}. Inputs here are contiguous.{_gemm_note(region)}
-Search it: forge-tui run <this file> --proposer llm
+Search it: forge-tui run <this file> (--proposer tune from a seed capture wrote beside it; else
+--proposer llm, or --seed-kernel FILE)
 """
 import torch
 import torch.nn as nn

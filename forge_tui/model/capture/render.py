@@ -200,7 +200,8 @@ def render_task(cap: Capture, g: OpGroup) -> str:
 
 Operator #{g.index} of {cap.model_file.path.name}'s forward, called {g.count} time(s) with these
 input shapes/dtypes and arguments.{stride_note}
-Search it: forge-tui run <this file> --proposer llm
+Search it: forge-tui run <this file> (--proposer tune from a seed capture wrote beside it; else
+--proposer llm, or --seed-kernel FILE)
 """
 import torch
 import torch.nn as nn
