@@ -175,6 +175,9 @@ def plan_regions(
                 f"not started: its share of --budget-s ({share:.0f} s) is below a search's fixed cost "
                 f"({cost.text(backend)})"
             )
+    not_started_after_all(
+        [row for _, row in entries], {row["region"] for (row, _), sh in zip(picked, left_out) if sh is not None}
+    )
     picked = [p for p, share in zip(picked, left_out) if share is None]
     costs = [_cost(row) for row, _ in picked]
     ws = _weights(picked, bw, left_us)
@@ -268,7 +271,8 @@ def pick_regions(
     challenger, ``bandwidth`` in GB/s or None). The other is skipped, its note naming the
     winner and the measure that decided. A challenger that wins takes its rivals' places, so it
     may join when ``top`` are picked. ``rows``'s private keys (``_calls``, ``_refusal``) are
-    removed.
+    removed; a row skipped for a rival keeps the rival's id under ``_lost_to``, for the caller
+    to say when that rival is not started after all.
     """
     picked: list[tuple[dict, Any]] = []
     for region, row in entries:
@@ -280,7 +284,7 @@ def pick_regions(
         rivals = [(prow, p) for prow, p in picked if prow["_c"] & calls]
         holder = next((prow for prow, _ in rivals if prow["_c"] >= calls), None)
         if holder is not None:
-            row["note"] = _overlap_note(holder, None)
+            row["note"], row["_lost_to"] = _overlap_note(holder, None), holder["region"]
             continue
         if len(picked) >= top and not rivals:
             row["note"] = f"not in the top {top} searchable regions by {by} (--top)"
@@ -295,11 +299,11 @@ def pick_regions(
             contests = [(prow, p, _contest(row, prow, w, left_us)) for prow, p in rivals]
             lost = next(((prow, c) for prow, _, c in contests if not c.won), None)
             if lost is not None:
-                row["note"] = _overlap_note(lost[0], lost[1])
+                row["note"], row["_lost_to"] = _overlap_note(lost[0], lost[1]), lost[0]["region"]
                 continue
             for prow, p, c in contests:
                 picked.remove((prow, p))
-                prow["note"] = _overlap_note(row, c)
+                prow["note"], prow["_lost_to"] = _overlap_note(row, c), row["region"]
         if len(picked) >= top:
             row["note"] = f"not in the top {top} searchable regions by {by} (--top)"
             continue
@@ -307,6 +311,19 @@ def pick_regions(
     for _, row in entries:
         row.pop("_c", None)
     return picked
+
+
+def not_started_after_all(rows: list[dict], not_started: set[str]) -> None:
+    """Amend, in place, the note of each row skipped for a rival (``_lost_to``, set by
+    :func:`pick_regions`) whose rival is in ``not_started`` (region ids left out by the time
+    budget after the pick): that note said the rival "is searched instead", which is no longer
+    true. Removes ``_lost_to`` from every row."""
+    for row in rows:
+        if row.pop("_lost_to", None) in not_started:
+            row["note"] += (
+                "; but that region was then not started either (its share of --budget-s is below a "
+                "search's fixed cost): a larger --budget-s or a smaller --top searches one of them"
+            )
 
 
 @dataclass(frozen=True)

@@ -218,3 +218,24 @@ def test_ranked_inside_compile_an_overlap_is_settled_by_what_is_left_there():
     assert proj[1]["note"].startswith(
         "shares calls with R7 (swiglu), searched instead: both leave 0.0 us inside torch.compile, and its share x"
     )
+
+
+def test_a_region_skipped_for_one_the_budget_then_leaves_out_is_not_said_searched_instead():
+    """The new-user trial (host, `optimize examples/llama_block.py --budget-s 60`): R4 was skipped
+    for R7, 'searched instead', and R7 was then not started for the budget: neither ran."""
+    from forge_tui.campaign.plan import not_started_after_all
+
+    proj = _entry("R10", {9, 10}, 0.105, 60.0, anchors=["aten.mm.default"])
+    norm = _entry("R7", {10, 11, 12}, 0.024, 61.6)
+    other = _entry("R2", {20, 21}, 0.05, 10.0)
+    prep = _prepare({"R10": 100_000, "R7": 100_000, "R2": 100_000}, {"R10": 50.0})
+    left = {"R10": 59.999, "R7": 14.688, "R2": 1.0}
+    entries = [proj, norm, other]
+    pick_regions(entries, top=4, by="what is left", prepare=prep, bandwidth=1000.0, left_us=left)
+    rows = [row for _, row in entries]
+    not_started_after_all(rows, {"R10"})
+    assert norm[1]["note"].startswith("shares calls with R10 (gemm_epilogue), searched instead")
+    assert norm[1]["note"].endswith("but that region was then not started either (its share of --budget-s is "
+                                    "below a search's fixed cost): a larger --budget-s or a smaller --top "
+                                    "searches one of them")  # fmt: skip
+    assert all("_lost_to" not in row for row in rows) and other[1].get("note") in (None, "")
