@@ -239,3 +239,13 @@ def test_a_region_skipped_for_one_the_budget_then_leaves_out_is_not_said_searche
                                     "below a search's fixed cost): a larger --budget-s or a smaller --top "
                                     "searches one of them")  # fmt: skip
     assert all("_lost_to" not in row for row in rows) and other[1].get("note") in (None, "")
+
+
+def test_a_gemm_regions_label_names_its_epilogue():
+    """The new-user trial: a GEMM + residual region was labelled `gemm+none`."""
+    from forge_tui.model.capture.region_report import gemm_label
+
+    assert gemm_label("gemm_epilogue", {"act": "none", "bias": False, "residual": True}) == "gemm+res"
+    assert gemm_label("gemm_epilogue", {"act": "gelu", "bias": True, "residual": False}) == "gemm+bias+gelu"
+    assert gemm_label("gemm_glu", {"act": "silu", "bias": False}) == "glu+silu"
+    assert gemm_label("gemm_epilogue", None) == "-"

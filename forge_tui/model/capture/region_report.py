@@ -100,8 +100,7 @@ def format_regions(rs: RegionSet, width: int = 64, hint: bool = True, columns: O
             "and residual add that read only its output (glu: a gated MLP's two projections and their product)"
         )
         for r in rs.ranked_gemm():
-            kind = "glu" if r.pattern_name == "gemm_glu" else "gemm"
-            table += _row(r, f"{kind}+{r.pattern.get('act', '?')}" if r.pattern else "-", mw, width)
+            table += _row(r, gemm_label(r.pattern_name, r.pattern), mw, width)
     ok = [r for r in rs.ranked() + rs.ranked_gemm() if not r.refusal]
     after = []
     if ok and hint:
@@ -110,6 +109,22 @@ def format_regions(rs: RegionSet, width: int = 64, hint: bool = True, columns: O
             f"--select {ok[0].id} (ids, comma-separated)"
         )
     return "\n".join(_wrap(lines, columns) + table + _wrap(after, columns))
+
+
+def gemm_label(name: Optional[str], pattern: Optional[dict]) -> str:
+    """A GEMM region's pattern column: ``gemm`` (``glu`` for a gated MLP) and what its epilogue
+    holds, ``+bias``, the activation, ``+res`` for a residual add (``gemm+bias+gelu``,
+    ``gemm+res``); ``-`` without a pattern."""
+    if not pattern:
+        return "-"
+    parts = ["glu" if name == "gemm_glu" else "gemm"]
+    if pattern.get("bias"):
+        parts.append("bias")
+    if pattern.get("act", "none") != "none":
+        parts.append(str(pattern["act"]))
+    if pattern.get("residual"):
+        parts.append("res")
+    return "+".join(parts)
 
 
 def _row(r: Region, pattern: str, mw: int, width: int) -> list[str]:
