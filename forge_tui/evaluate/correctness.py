@@ -20,7 +20,7 @@ import torch
 
 from forge_tui.core.tolerance import tolerance_for, tolerance_text
 from forge_tui.evaluate.backends import get_backend
-from forge_tui.evaluate.holding import InputSet, digest, held, same_bits, slice_len, to_float64
+from forge_tui.evaluate.holding import InputSet, digest, flat, held, same_bits, slice_len, to_float64
 from forge_tui.evaluate.launch import (
     POISON_BYTE,
     BackendLike,
@@ -216,10 +216,6 @@ class ErrorStats:
     rtol_norm: float = 0.0
 
 
-def _flat(t: "torch.Tensor") -> "torch.Tensor":
-    return t.reshape(-1) if t.is_contiguous() else t.contiguous().reshape(-1)
-
-
 def _error_stats(
     out: "torch.Tensor", ref: "torch.Tensor", atol_scale: float, rtol: float, eager: Optional["torch.Tensor"]
 ) -> ErrorStats:
@@ -227,9 +223,9 @@ def _error_stats(
     elements (two passes: the reference's scale and norms, then the errors), so the
     temporaries stay bounded; the verdict is the one the whole-tensor formulas give
     (the norms are sums of the slices' squares)."""
-    o_all, r_all = _flat(out), _flat(ref)
+    o_all, r_all = flat(out), flat(ref)
     e_all = (
-        _flat(eager)
+        flat(eager)
         if eager is not None and tuple(eager.shape) == tuple(ref.shape) and eager.is_floating_point()
         else None
     )
@@ -554,8 +550,8 @@ def _run_difference(
 ) -> tuple[float, float]:
     """``(max |a - b|, max |a - b| / allowed_error)`` over slices (NaN in one run: inf); the
     allowed error under this process's precision (:func:`allowed_error`)."""
-    a_all, b_all, r_all = _flat(a), _flat(b), _flat(ref)
-    e_all = _flat(eager) if eager is not None and tuple(eager.shape) == tuple(ref.shape) else None
+    a_all, b_all, r_all = flat(a), flat(b), flat(ref)
+    e_all = flat(eager) if eager is not None and tuple(eager.shape) == tuple(ref.shape) else None
     n = a_all.numel()
     step = slice_len(n, COMPARE_CHUNK)
     scale = 0.0

@@ -23,6 +23,8 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
+from forge_tui.evaluate.launch import reference_input
+
 #: Called with a step's name by :func:`held` (None: nothing is recorded).
 PROBE: Optional[Callable[[str], None]] = None
 
@@ -54,14 +56,15 @@ def slice_len(n: int, cap: int = SLICE_MAX) -> int:
     return max(1, min(cap, max(SLICE_MIN, n // 256)))
 
 
-def _flat(t: "torch.Tensor") -> "torch.Tensor":
+def flat(t: "torch.Tensor") -> "torch.Tensor":
+    """``t``'s elements as one contiguous 1-D tensor (a view when ``t`` is contiguous)."""
     return t.reshape(-1) if t.is_contiguous() else t.contiguous().reshape(-1)
 
 
 def _bits(t: "torch.Tensor") -> "torch.Tensor":
     """The bytes of ``t``, flat (a 0-dim tensor too: ``view(uint8)`` refuses a 0-dim tensor
     whose element is wider than a byte)."""
-    return _flat(t).view(torch.uint8)
+    return flat(t).view(torch.uint8)
 
 
 @torch.no_grad()
@@ -87,13 +90,13 @@ def digest(t: "torch.Tensor", values: bool = False) -> tuple:
     with NaN equal to NaN: floating elements as float64 with -0 as +0 and every NaN as one NaN
     (two float64 references that are equal element for element get the same digest).
     """
-    flat = _flat(t)
-    n = flat.numel()
+    whole = flat(t)
+    n = whole.numel()
     step = slice_len(n)
     sums: list = []
     w = None
     for a in range(0, n, step):
-        c = flat[a : a + step]
+        c = whole[a : a + step]
         if values and c.is_floating_point():
             c = c.to(torch.float64) + 0.0  # -0 + 0 = +0
             c = torch.where(torch.isnan(c), torch.full_like(c, float("nan")), c)
@@ -175,7 +178,7 @@ class InputSet:
         out = []
         for t, w in zip(self.tensors, self._wide):
             if w is None:
-                out.append(t.to(torch.float64) if t.is_floating_point() else t.clone())
+                out.append(reference_input(t))
             else:
                 _widen_(t.reshape(-1), w)
                 out.append(w.view(t.shape))
@@ -200,6 +203,6 @@ def to_float64(inputs: list) -> list:
     out = []
     while inputs:
         x = inputs.pop(0)
-        out.append(x.to(torch.float64) if x.is_floating_point() else x.clone())
+        out.append(reference_input(x))
         del x
     return out

@@ -142,17 +142,16 @@ def alloc_outputs(task: TaskSpec, dims: Mapping[str, int], device: str) -> list:
     return [poison_(torch.empty(shape, dtype=getattr(torch, dt), device=device)) for shape, dt in task.outputs(dims)]
 
 
+def reference_input(x: "torch.Tensor") -> "torch.Tensor":
+    """One input of the fp64 reference: a floating tensor as float64, an integer or bool
+    tensor unchanged (an index or a mask must keep its dtype). Always a copy."""
+    return x.to(torch.float64) if x.is_floating_point() else x.clone()
+
+
 def reference_inputs(inputs: list) -> list:
-    """The inputs of the fp64 reference: floating tensors as float64, integer and bool
-    tensors unchanged (an index or a mask must keep its dtype). Always copies."""
-    return [x.to(torch.float64) if x.is_floating_point() else x.clone() for x in inputs]
+    """The inputs of the fp64 reference (:func:`reference_input` of each)."""
+    return [reference_input(x) for x in inputs]
 
 
 def _as_tuple(x) -> tuple:
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
-
-
-def _bits(t: "torch.Tensor") -> "torch.Tensor":
-    """The bytes of ``t``, flat; a 0-dim tensor too (``view(uint8)`` refuses a 0-dim tensor
-    whose element is wider than a byte)."""
-    return t.contiguous().reshape(-1).view(torch.uint8)
