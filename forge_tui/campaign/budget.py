@@ -207,22 +207,22 @@ def fixed_cost(backend: str, start_ups: Sequence[float], wind_downs: Sequence[fl
     return FixedCost(parts[0], parts[1], source)
 
 
-def fit_searches(ws: Sequence[float], budget_s: Optional[float], start_s: float) -> list[Optional[float]]:
+def fit_searches(ws: Sequence[float], budget_s: Optional[float], fixed_s: float) -> list[Optional[float]]:
     """Which regions' searches fit in ``budget_s`` seconds when each has a fixed cost of
-    ``start_s`` (its start-up and wind-down, :class:`FixedCost`): per region None when it fits,
+    ``fixed_s`` (its start-up and wind-down, :class:`FixedCost`): per region None when it fits,
     else the share (seconds, :func:`split_seconds`) it had when it was left out. While the
-    smallest share among the regions left is below ``start_s`` that region is left out (the
+    smallest share among the regions left is below ``fixed_s`` that region is left out (the
     later one on a tie) and the budget is split again among the others. Without a time budget
     or a fixed cost every region fits.
     """
     out: list[Optional[float]] = [None] * len(ws)
-    if not budget_s or start_s <= 0:
+    if not budget_s or fixed_s <= 0:
         return out
     left = list(range(len(ws)))
     while left:
         shares = split_seconds([ws[i] for i in left], budget_s)
         low = min(range(len(left)), key=lambda j: (shares[j] or 0.0, -j))
-        if (shares[low] or 0.0) >= start_s:
+        if (shares[low] or 0.0) >= fixed_s:
             break
         out[left.pop(low)] = shares[low]
     return out
