@@ -110,7 +110,7 @@ def test_a_search_past_its_time_budget_is_asked_to_stop_and_counts_as_done(tmp_p
     lines: list[str] = []
     sched = Scheduler(s, c, [Slot("slot 1")], db_path=s.path, logs_dir=tmp_path / "logs", log=lines.append)
     (reg,) = s.campaign_regions(c.id)
-    # its seed measured 6 s ago (the budget's clock starts there: test_campaign_budget_clock.py)
+    # its process started and its seed was measured 6 s ago (the budget counts from the process start)
     ended = SimpleNamespace(returncode=3)  # the search's process, exited interrupted
     active = _Active(reg.id, run.id, Slot("slot 1"), ended, t0=time.monotonic() - 6.0, t_seed=time.monotonic() - 6.0)
     sched._check_budget(active)
@@ -121,7 +121,7 @@ def test_a_search_past_its_time_budget_is_asked_to_stop_and_counts_as_done(tmp_p
     (reg,) = s.campaign_regions(c.id)
     assert reg.state == "done" and reg.note.startswith("time budget spent") and reg.seconds >= 6.0
     (wind,) = s.search_seconds("search_wind_down", s.get_run(run.id).backend)  # from the stop request to its end
-    assert 2.0 <= wind < 6.0
+    assert wind >= 2.0  # at least the 2 s set back; no upper bound: that would be a wall-clock assertion
 
 
 def test_a_finished_run_is_never_searched_again(tmp_path):
