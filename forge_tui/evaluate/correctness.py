@@ -4,10 +4,18 @@ The candidate runs first, its output is copied out for the determinism run, the 
 after in fp64 (checks 2, 3, 4, 5, 6, 8, 9 and 10 of EVALUATION-CHECKS.md; see
 :mod:`forge_tui.evaluate.trials`). What a trial holds at once, in units of the problem's
 inputs I and outputs O (P = I + O): the inputs in buffers with room for their float64 form
-(2I, :class:`~forge_tui.evaluate.holding.InputSet`), the output (O), and either the fresh draw
-and the determinism run's copy (I + O, the copy dropped as soon as both runs' bits agree) or
-the float64 reference (2O): at most 2P + I or 2P + O. PyTorch's own output (O more), which only
-widens the tolerance, is computed only when an element fails without it.
+(2I, :class:`~forge_tui.evaluate.holding.InputSet`) and the output (O), and besides them
+
+* while a fresh draw is loaded: the draw (I; on a shape's first trial it is consumed as the
+  buffers are made, the largest input at most), then only a checksum of each input
+  (:func:`~forge_tui.evaluate.holding.digest`, one int64 per slice), which the inputs are
+  compared with after the candidate's runs (check 3): 2I + I + O at most;
+* while the candidate runs: the determinism run's copy (O, dropped as soon as both runs' bits
+  agree): 2I + 2O;
+* while the reference runs: the float64 reference (2O) and the reference's own temporaries.
+
+PyTorch's own output (O more), which only widens the tolerance, is computed only when an
+element fails without it.
 """
 
 from __future__ import annotations
@@ -327,16 +335,23 @@ def run_correctness(
             def draw(trial_seed: int = trial_seed, dist: str = dist) -> list:
                 return task.make_inputs(dims, input_generator(trial_seed, device), device, dist)
 
-            pristine = draw()
+            drawn = draw()
             # the trials of a shape reuse the same buffers with new content (check 5): a
-            # result cached by pointer then answers the previous trial's question
+            # result cached by pointer then answers the previous trial's question. So on a
+            # later trial the draw (new tensors from task.make_inputs) and the buffers coexist
+            # while it is copied in: 3I + O, the trials' largest holding for I > O
             if held_in is not None:
-                held_in.load(pristine)
+                held_in.load(drawn)
                 for o in outputs:
                     poison_(o)
             else:
-                held_in = InputSet(pristine)
+                held_in = InputSet(drawn, consume=True)
                 outputs = alloc_outputs(task, dims, device)
+            held("correctness.load")
+            # the inputs as loaded, one int64 per slice: the draw itself (I) is not kept
+            # through the candidate's runs to compare with afterwards (check 3)
+            loaded = [digest(x) for x in held_in.tensors]
+            del drawn
             inputs = held_in.tensors
             progress("kernel", shape=shape_name, trial=t)  # the candidate runs: the kernel time limit applies
             rc = launcher(launcher.args(inputs, outputs, dims))
@@ -371,15 +386,12 @@ def run_correctness(
                 rows.append({**row, "passed": False, "note": escaped})
                 return False, rows, f"{escaped} ({shape_name}, trial {t})"
             changed = [
-                a.name
-                for a, x, p in zip([a for a in task.args if a.role == "in"], inputs, pristine)
-                if not same_bits(x, p)
+                a.name for a, x, d in zip([a for a in task.args if a.role == "in"], inputs, loaded) if digest(x) != d
             ]
             if changed:
                 rows.append({**row, "passed": False, "note": f"inputs modified: {', '.join(changed)}"})
                 return False, rows, f"the candidate modified its input(s) {', '.join(changed)} on {shape_name}"
-            del pristine  # the buffers hold the same bits: the reference reads them
-            refs = float64_reference(task, held_in, draw)
+            refs = float64_reference(task, held_in, draw, loaded)
             eager = _Eager(task, inputs)
             got = first if first is not None else outputs
             verdicts = [compare(g, r, out_dtypes[i], eager.output(i)) for i, (g, r) in enumerate(zip(got, refs))]
@@ -422,16 +434,20 @@ def run_correctness(
     return True, rows, ""
 
 
-def float64_reference(task: TaskSpec, inputs: InputSet, redraw: Callable[[], list]) -> tuple:
+def float64_reference(
+    task: TaskSpec, inputs: InputSet, redraw: Callable[[], list], before: Optional[list] = None
+) -> tuple:
     """The task's reference on ``inputs`` in float64 (check 8), the inputs widened in place
     for it and narrowed back after (:class:`~forge_tui.evaluate.holding.InputSet`).
 
     An output that is a view of an input buffer is copied out before the buffers are narrowed.
-    When the reference wrote into its inputs (their checksum changed) the buffers get
-    ``redraw()``'s inputs again (the trial's own draw, from its seed), so PyTorch's own output
-    is computed on the inputs the candidate had. Returns the outputs as a tuple.
+    When the reference wrote into its inputs (their checksum changed from ``before``, the
+    inputs' :func:`~forge_tui.evaluate.holding.digest` list, taken here when None) the buffers
+    get ``redraw()``'s inputs again (the trial's own draw, from its seed), so PyTorch's own
+    output is computed on the inputs the candidate had. Returns the outputs as a tuple.
     """
-    before = [digest(t) for t in inputs.tensors]
+    if before is None:
+        before = [digest(t) for t in inputs.tensors]
     wide = inputs.widen()
     refs = _as_tuple(task.reference(*wide))
     held("correctness.reference")

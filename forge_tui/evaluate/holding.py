@@ -143,14 +143,18 @@ class InputSet:
     is, integer and bool as a copy).
 
     ``tensors``: the inputs the candidate is given (contiguous; their addresses never change;
-    no autograd history, a task file's parameters included).
+    no autograd history, a task file's parameters included). ``consume``: ``inputs`` is a list
+    the caller holds nothing else of, emptied as each input is copied, so the draw and the
+    buffers take 2I + the largest input at once rather than 3I.
     """
 
     @torch.no_grad()
-    def __init__(self, inputs: Sequence["torch.Tensor"]):
+    def __init__(self, inputs: Sequence["torch.Tensor"], consume: bool = False):
         self.tensors: list = []
         self._wide: list = []
-        for x in inputs:
+        todo = inputs if consume else list(inputs)
+        while todo:
+            x = todo.pop(0)  # type: ignore[attr-defined]
             if x.is_floating_point() and x.element_size() < 8:
                 buf = torch.empty(x.numel() * 8, dtype=torch.uint8, device=x.device)
                 t = buf[: x.numel() * x.element_size()].view(x.dtype).view(x.shape)
@@ -160,6 +164,7 @@ class InputSet:
             else:
                 self.tensors.append(x.clone(memory_format=torch.contiguous_format))
                 self._wide.append(None)
+            del x
 
     @torch.no_grad()
     def load(self, inputs: Sequence["torch.Tensor"]) -> None:
