@@ -40,6 +40,7 @@ from forge_tui.evaluate.launch import (
     poison_,
     poison_storage_,
 )
+from forge_tui.evaluate.reference64 import reference64
 from kernels.base import TaskSpec
 
 #: Two runs on identical inputs may differ (atomics, split reductions) when their largest
@@ -449,7 +450,7 @@ def float64_reference(
     if before is None:
         before = [digest(t) for t in inputs.tensors]
     wide = inputs.widen()
-    refs = _as_tuple(task.reference(*wide))
+    refs = reference64(task, wide)
     held("correctness.reference")
     del wide
     own = inputs.storages()
@@ -473,7 +474,7 @@ def verify_outputs(task: TaskSpec, dims, inputs: list, outputs: list) -> str:
     before = [digest(x) for x in inputs]
     dtypes = [x.dtype for x in inputs]
     wide = to_float64(inputs)
-    refs = _as_tuple(task.reference(*wide))
+    refs = reference64(task, wide)
     held("verify.reference")
     eager_outs: list = []
 

@@ -39,6 +39,7 @@ import torch
 from forge_tui.core.errors import ForgeError
 from forge_tui.core.tolerance import tolerance_for
 from forge_tui.evaluate.holding import digest, held, slice_len, to_float64
+from forge_tui.evaluate.reference64 import reference64
 from kernels.base import TaskSpec
 
 #: Draws of a task file's own ``get_inputs()`` the vetting makes at most (only while nothing
@@ -50,15 +51,11 @@ class TaskVetError(ForgeError, ValueError):
     """The task cannot tell a correct kernel from one that skips work; the message says why."""
 
 
-def _as_tuple(x) -> tuple:
-    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
-
-
 def _reference(task: TaskSpec, inputs: list) -> tuple:
     """The reference's outputs in float64 on ``inputs``, which are released on the way (the
     caller holds no other reference to them: :func:`~forge_tui.evaluate.holding.to_float64`)."""
     with torch.no_grad():
-        outs = tuple(r.detach().to(torch.float64) for r in _as_tuple(task.reference(*to_float64(inputs))))
+        outs = tuple(r.detach().to(torch.float64) for r in reference64(task, to_float64(inputs)))
     held("vet.reference")
     return outs
 

@@ -363,8 +363,15 @@ class Worker:
         return EvaluateReply(NodeStatus.OK, correctness=rows, shapes=shapes, memory=self.memory())
 
     def memory(self) -> dict:
-        """This evaluation's peak device memory (bytes, per stage, and as a multiple of the problem)."""
-        return self.peaks.report(("correctness", "timing", "verify"))
+        """This evaluation's peak device memory (bytes, per stage, and as a multiple of the
+        problem; empty on the host), with ``reference_chunks``: the float64 reference's chunk
+        count per input shape it ran on (:func:`~forge_tui.evaluate.reference64.chunk_counts`)."""
+        from forge_tui.evaluate.reference64 import chunk_counts
+
+        report = self.peaks.report(("correctness", "timing", "verify"))
+        if report:
+            report["reference_chunks"] = chunk_counts(self.spec())
+        return report
 
     # ------------------------------------------------------------------ loop
     def serve(self) -> int:
