@@ -9,7 +9,9 @@ search through the same Evaluator), and print the worker's peak device memory pe
 caching allocator's ``max_memory_allocated``, CUDA-graph pools included) and per step inside
 the stages (``holding.held``: the vetting's reference, the trials' runs, reference, eager and
 comparison, the timing's sets, the verification) next to the problem's bytes (inputs + outputs
-of its largest shape). One JSON row per task.
+of its largest shape), and how many slices of the batch the float64 reference ran over per
+input shape (``reference_chunks``, :mod:`forge_tui.evaluate.reference64`; 1: one call). One
+JSON row per task.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ def one(task_file: str, seed_file: str, compile_baseline: bool) -> dict:
             )
         mems = [c["memory"] for c in row["candidates"] if c["memory"]]
         row["memory"] = max(mems, key=lambda m: m["peak_bytes"], default={})
+        row["reference_chunks"] = row["memory"].get("reference_chunks", {})
     except WorkerError as exc:
         row["error"] = exc.line
     finally:
@@ -93,6 +96,7 @@ def main() -> int:
                 f"({b.get('multiple')}x); evaluation peak {m['peak_bytes'] / 1e9:.2f} GB ({m['multiple']}x) "
                 f"by stage { ({k: round(v / 1e9, 2) for k, v in m['stages'].items()}) }; "
                 f"by step { ({k: round(v / 1e9, 2) for k, v in (m.get('steps') or {}).items()}) }; "
+                f"reference chunks {row.get('reference_chunks')}; "
                 f"{[(c['candidate'], c['status'], c['speedup']) for c in row['candidates']]}",
                 flush=True,
             )

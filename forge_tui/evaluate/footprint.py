@@ -15,14 +15,16 @@ Two jobs, both about the worker's memory in proportion to the problem:
 
 The model (I, O: one input set's and one output set's bytes at the largest shape, P = I + O,
 O64 = the outputs as float64): the correctness trials hold the inputs in buffers with room
-for their float64 form (2I for fp32), the output set, and either a fresh draw and the
-determinism run's copy (I + O) or the float64 reference (O64); the timing holds its sets
+for their float64 form (2I for fp32), the output set, and one of a fresh draw while it is
+loaded (I), the determinism run's copy (O) or the float64 reference (O64); the timing holds its sets
 (inputs, outputs and eager's outputs in its graphs' pools) and one set drawn again at the end;
 the vetting one draw's float64 inputs and outputs. For fp32 inputs and outputs and one timing
 set: the trials 2.5P for a softmax (I = O), 3P at most (all inputs or all outputs), the timing
 2P, the vetting 2P; the reference's own temporaries (an attention's scaled queries and keys and
-its score matrix), PyTorch's own output when an element needs its slack (O), the fixed buffers
-(the 256 MB cache flush, the 2 GB copy-bandwidth measurement once per device) come on top.
+its score matrix: run over slices of the batch where the task allows,
+:mod:`~forge_tui.evaluate.reference64`), PyTorch's own output when an element needs its slack
+(O), the fixed buffers (the 256 MB cache flush, the 2 GB copy-bandwidth measurement once per
+device) come on top.
 
 Only the worker imports this module's torch-using parts (lazily, inside the functions).
 """
@@ -78,10 +80,10 @@ class Footprint:
     @property
     def need(self) -> int:
         """What the evaluation needs at least (bytes), its largest stage (see the module):
-        the correctness trials, ``max(I, wide_inputs) + O + max(I + O, reference)``; the
+        the correctness trials, ``max(I, wide_inputs) + O + max(I, O, reference)``; the
         timing, ``sets`` x (I + 2 O) + I; the vetting, ``wide_inputs + reference``."""
         wide = max(self.inputs, self.wide_inputs)
-        trials = wide + self.outputs + max(self.problem, self.reference)
+        trials = wide + self.outputs + max(self.inputs, self.outputs, self.reference)
         timing = self.sets * (self.inputs + 2 * self.outputs) + self.inputs
         return max(trials, timing, wide + self.reference)
 
