@@ -17,7 +17,7 @@ TASKS = catalog()
 def test_the_two_tasks_and_their_contract():
     sw, ge = TASKS["gemm_glu_bf16"], TASKS["gemm_geglu_bf16"]
     assert [a.name for a in sw.args] == ["x", "w_gate", "w_up", "y", "m", "n", "k"]
-    assert sw.signature("host").startswith("extern \"C\" int forge_launch(const uint16_t* x, const uint16_t* w_gate")
+    assert sw.signature("host").startswith('extern "C" int forge_launch(const uint16_t* x, const uint16_t* w_gate')
     dims = sw.shapes["tinyllama_mlp_2048x2048x5632"]
     assert dims == {"m": 2048, "k": 2048, "n": 5632} and "llama2_7b_mlp_2048x4096x11008" in sw.shapes
     assert sw.flops(dims) == 4 * 2048 * 2048 * 5632
@@ -74,10 +74,7 @@ def test_a_gated_mlp_region_gets_the_seed_with_its_activation():
 
 @pytest.mark.parametrize(
     "change, reason",
-    [
-        ({"dtype": "float32"}, "x is float32, the seed takes bfloat16"),
-        ({"up_bias": True}, "needs up_bias=False"),
-    ],
+    [({"dtype": "float32"}, "x is float32, the seed takes bfloat16"), ({"up_bias": True}, "needs up_bias=False")],
 )
 def test_regions_the_seed_cannot_compute_get_none(change, reason):
     pattern, args, dims, shapes = _region(**change)
