@@ -96,17 +96,23 @@ def tflops_for(peak: Peak, dtype: str, precision: str = "highest") -> float:
 
 
 def arch_flag(capability: tuple[int, int]) -> str:
-    """nvcc ``-arch`` for a compute capability: (9, 0) -> ``sm_90``, (12, 1) -> ``sm_121``.
+    """nvcc ``-arch`` for a compute capability: (9, 0) -> ``sm_90a``, (8, 0) -> ``sm_80``,
+    (12, 1) -> ``sm_121``.
 
-    ``sm_90a``-only features (wgmma) are not enabled: candidates must run on every sm_90.
+    Candidates are compiled at evaluation time for the device they run on, so cc 9.0 gets its
+    arch-specific target: ``sm_90a`` code (WGMMA, ``setmaxnreg``: what Hopper GEMMs are made of,
+    CUTLASS's ``CUTE_ARCH_MMA_SM90A_ENABLED``) runs on every cc 9.0 device and on no other (the
+    CUDA Programming Guide, "Feature Availability": architecture-specific features). A source
+    may test ``__CUDA_ARCH_FEAT_SM90_ALL`` to use them. Other capabilities keep the plain target.
+    The arch is part of every build's cache key (:func:`forge_tui.evaluate.compile.cache_key`).
     """
     major, minor = capability
-    return f"sm_{major}{minor}"
+    return f"sm_{major}{minor}{'a' if (major, minor) == (9, 0) else ''}"
 
 
 def parse_arch(text: str) -> tuple[int, int]:
-    """``"sm_121"`` or ``"12.1"`` -> (12, 1). Raises ValueError on anything else."""
-    t = text.strip().lower().removeprefix("sm_")
+    """``"sm_121"``, ``"sm_90a"`` or ``"12.1"`` -> (12, 1) / (9, 0). Raises ValueError on anything else."""
+    t = text.strip().lower().removeprefix("sm_").removesuffix("a")
     if "." in t:
         a, b = t.split(".", 1)
         return int(a), int(b)

@@ -163,9 +163,11 @@ def test_the_llama_block_projections_get_their_catalog_seeds(tmp_path, capsys):
     assert rc == 0, err
     tasks = {r["id"]: r["task"] for r in json.loads(out)["gemm_regions"]}
     assert tasks["R5"]["seed"] == tasks["R7"]["seed"] == "gemm_residual_bf16"
-    assert tasks["R6"]["seed"] == "" and "no catalog seed for pattern gemm_glu" in tasks["R6"]["seed_reason"]
+    assert tasks["R6"]["seed"] == "gemm_glu_bf16"  # the gated MLP: both projections and the product in one kernel
     text = (tmp_path / "t" / "region_R5_gemm_epilogue.seed.cu").read_text()
     assert "#define ACT 0" in text and "cublasLtMatmul(" in text
+    glu_seed = (tmp_path / "t" / "region_R6_gemm_glu.seed.cu").read_text()
+    assert "#define ACT 4" in glu_seed and "glu_wgmma<<<" in glu_seed
     # what the LLM reads of each: every GEMM's sizes, the gated MLP's two over one input
     assert "Its GEMM (aten.mm.default): M=32, K=64, N=64" in (tmp_path / "t" / "region_R5_gemm_epilogue.py").read_text()
     glu = (tmp_path / "t" / "region_R6_gemm_glu.py").read_text()

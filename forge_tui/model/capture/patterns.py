@@ -25,7 +25,8 @@ rather than named wrongly. The names:
                        (``kernels/gemm_epilogue``'s ``ACT``), ``bias`` and ``residual`` (bools)
 ``gemm_glu``           ``act(x @ W_g^T [+ b]) * (x @ W_u^T [+ b_u])``: the gated MLP's two
                        projections of one input with SiLU/GELU and the product (SwiGLU,
-                       GeGLU); roles ``x``, ``weight``, ``up_weight`` (``bias``, ``up_bias``)
+                       GeGLU); roles ``x``, ``weight``, ``up_weight`` (``bias``, ``up_bias``);
+                       details ``act``, ``act_code``, ``bias`` and ``up_bias`` (bools)
 =====================  ===============================================================
 
 ``roles`` names the task-file argument each part of the pattern reads (``x0``, ``weight``),
@@ -312,5 +313,5 @@ def _gemm_epilogue(graph: Graph, inst: Instance) -> Optional[dict]:
         roles["up_weight"] = v.slot(ch["up"]["weight"])
         if ch["up"]["bias"] is not None:
             roles["up_bias"] = v.slot(ch["up"]["bias"])
-        return {"name": "gemm_glu", **found}
+        return {"name": "gemm_glu", **found, "up_bias": ch["up"]["bias"] is not None}
     return {"name": "gemm_epilogue", **found, "residual": ch["residual"] is not None}

@@ -1,0 +1,202 @@
+"""The gated MLP's projections on one GPU: the gemm_glu seed (one kernel: both GEMMs and
+silu(gate) * up in its epilogue) against torch.compile and eager PyTorch at Llama shapes.
+
+    python3 benchmarks/gemm_glu.py [--samples 30] [--reps 20] [--variants "BN=128;BN=64 STAGES=6"] [--json FILE]
+
+Each case builds bf16 x (M, K), W_gate and W_up (N, K) (TinyLlama-1.1B's MLP at the Llama
+example's 4 x 512 = 2048 tokens: K 2048, N 5632; Llama-2-7B's: K 4096, N 11008). Functions:
+``eager`` (``F.silu(F.linear(x, Wg)) * F.linear(x, Wu)``: two cuBLAS GEMMs and two pointwise
+kernels); ``torch.compile`` of the same over the concatenated weight as the compiled Llama
+forward runs it (``F.linear(x, W_cat)`` then silu * up: one cuBLAS GEMM over N = 2 x 5632 and
+Inductor's ``mul_silu`` kernel); ``gemm only`` (``F.linear(x, W_cat)``: the one GEMM, no
+epilogue, the floor of the compiled form); the seed, once per ``--variants`` entry (its
+``@tune`` knobs, ``NAME=value`` separated by spaces, entries by ``;``). Every function runs in
+a CUDA graph of ``reps`` calls; the graphs are replayed interleaved, ``samples`` times each,
+timed with CUDA events; per call: median and p10-p90. TFLOP/s = 4 M N K / time (two GEMMs);
+"% peak" is over forge_tui.hardware.tflops_for(peak, bf16). A seed variant is timed only after
+its output matches the fp32 result of the same inputs within a coarse bf16 bound. Needs a
+CUDA GPU, nvcc and the nvidia-cutlass package (its headers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import statistics
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from forge_tui import hardware  # noqa: E402
+from forge_tui.evaluate.compile import compile_source  # noqa: E402
+from forge_tui.search.proposers.tune import apply_params  # noqa: E402
+from forge_tui.tasks.catalog import get_task  # noqa: E402
+
+#: (name, m, k, n)
+CASES = [("tinyllama_mlp", 2048, 2048, 5632), ("llama2_7b_mlp", 2048, 4096, 11008)]
+
+
+def _pct(xs, q):
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+
+
+def _knobs(text: str) -> dict:
+    return dict(kv.split("=", 1) for kv in text.split()) if text.strip() else {}
+
+
+def _seed_fn(knobs, arch, tensors, out):
+    src = get_task("gemm_glu_bf16").seed_source("cuda")
+    if knobs:
+        src = apply_params(src, knobs)
+    res = compile_source(src, "cuda", arch=arch)
+    if not res.ok:
+        raise RuntimeError(f"{knobs}: {(res.refused or res.log)[-800:]}")
+    lib = ctypes.CDLL(res.library)
+    m, k = tensors[0].shape
+    n = tensors[1].shape[0]
+    ptrs = [ctypes.c_void_p(t.data_ptr()) for t in tensors] + [ctypes.c_void_p(out.data_ptr())]
+    sizes = [ctypes.c_int64(v) for v in (m, n, k)]
+
+    def call():
+        rc = lib.forge_launch(*ptrs, *sizes, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+        if rc:
+            raise RuntimeError(f"forge_launch returned {rc}")
+        return out
+
+    return call
+
+
+def _graph(fn, reps):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(reps):
+            fn()
+    return g
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samples", type=int, default=30)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--variants", default="")
+    ap.add_argument("--cases", default="")
+    ap.add_argument("--json", default="")
+    a = ap.parse_args()
+    dev = torch.cuda.get_device_name()
+    cap = torch.cuda.get_device_capability()
+    arch = hardware.arch_flag(cap)
+    peak = hardware.peak_for(dev)
+    peak_tf = hardware.tflops_for(peak, "bfloat16") if peak else None
+    print(f"device {dev} ({arch}), torch {torch.__version__}, bf16 dense peak {peak_tf} TFLOP/s")
+    variants = [v.strip() for v in a.variants.split(";")] if a.variants else [""]
+    src = get_task("gemm_glu_bf16").seed_source("cuda")
+    with ThreadPoolExecutor(max_workers=4) as pool:  # nvcc on CUTLASS headers: ~20 s a variant; the cache keeps them
+        list(
+            pool.map(lambda v: compile_source(apply_params(src, _knobs(v)) if v else src, "cuda", arch=arch), variants)
+        )
+    rows = []
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for name, m, k, n in CASES:
+        if a.cases and not any(c in name for c in a.cases.split(",")):
+            continue
+        x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+        wg = (torch.randn(n, k, device="cuda", generator=g) / k**0.5).bfloat16()
+        wu = (torch.randn(n, k, device="cuda", generator=g) / k**0.5).bfloat16()
+        wcat = torch.cat([wg, wu], 0)
+
+        def eager(x=x, wg=wg, wu=wu):
+            return F.silu(F.linear(x, wg)) * F.linear(x, wu)
+
+        def fused(x=x, wcat=wcat, n=n):
+            h = F.linear(x, wcat)
+            return F.silu(h[:, :n]) * h[:, n:]
+
+        ref = F.silu(x.float() @ wg.float().t()) * (x.float() @ wu.float().t())
+        scale = float(ref.abs().max())
+        compiled = torch.compile(fused)
+        fns = {"eager": eager, "torch.compile": compiled, "gemm only": lambda x=x, w=wcat: F.linear(x, w)}
+        errs = {"torch.compile": float((compiled().float() - ref).abs().max()) / scale}
+        errs["eager"] = float((eager().float() - ref).abs().max()) / scale
+        for v in variants:
+            out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            label = f"seed {v}".strip()
+            try:
+                fn = _seed_fn(_knobs(v), arch, [x, wg, wu], out)
+                out.fill_(float("nan"))
+                fn()
+                torch.cuda.synchronize()
+            except RuntimeError as exc:
+                print(f"  {name} {label}: {exc}")
+                continue
+            err = float((out.float() - ref).abs().max()) / scale
+            errs[label] = err
+            if (
+                not err <= 8e-3 + 1.6e-2
+            ):  # bf16: atol_scale + rtol (forge_tui/core/tolerance.py), a coarse bound; NaN fails
+                print(f"  {name} {label}: max error {err:.3g} of max|ref|: NOT timed")
+                continue
+            fns[label] = fn
+        graphs = {}
+        for label, fn in fns.items():
+            try:
+                graphs[label] = _graph(fn, a.reps)
+            except Exception as exc:  # noqa: BLE001 - one line per function that cannot be captured
+                print(f"  {name} {label}: no CUDA graph: {str(exc).splitlines()[0][:120]}")
+        times = {label: [] for label in graphs}
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+        for _ in range(a.samples):
+            for label, gr in graphs.items():
+                ev[0].record()
+                gr.replay()
+                ev[1].record()
+                ev[1].synchronize()
+                times[label].append(ev[0].elapsed_time(ev[1]) * 1000.0 / a.reps)
+        flops = 4.0 * m * n * k
+        comp = statistics.median(times["torch.compile"]) if times.get("torch.compile") else None
+        print(f"\n{name}: M={m} K={k} N={n} (2 GEMMs, {flops / 1e9:.1f} GFLOP)")
+        for label, ts in times.items():
+            med = statistics.median(ts)
+            tf = flops / med / 1e6
+            row = {
+                "case": name,
+                "fn": label,
+                "m": m,
+                "k": k,
+                "n": n,
+                "us": med,
+                "p10": _pct(ts, 0.1),
+                "p90": _pct(ts, 0.9),
+                "tflops": tf,
+                "pct_peak": (100.0 * tf / peak_tf) if peak_tf else None,
+                "vs_compile": (comp / med) if comp else None,
+                "max_err": errs.get(label),
+                "device": dev,
+            }
+            rows.append(row)
+            print(
+                f"  {label:28s} {med:8.1f} us (p10-p90 {row['p10']:.1f}-{row['p90']:.1f})  {tf:6.1f} TFLOP/s"
+                f"  {row['pct_peak'] or 0:5.1f}% peak  x{row['vs_compile'] or 0:.3f} vs compile"
+                + (f"  err {errs[label]:.2e}" if label in errs else "")
+            )
+    if a.json:
+        Path(a.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
