@@ -147,6 +147,16 @@ def footprint(task, backend: BackendName, set_cap: int, budget_bytes: int) -> Fo
     return best or Footprint("", 0, 0, 1, 0)
 
 
+def problem_bytes(task, backend: BackendName) -> int:
+    """P, what a peak is reported as a multiple of: the largest inputs + outputs (bytes, in the
+    task's dtypes) over its timed and check shapes on ``backend``. Not the P of the shape
+    :func:`footprint` picks: that one has the largest *need*, and a small check shape can need
+    more than the timed shape (three rotating timing sets fit the 1 GiB budget where one large
+    set does), which made a 0.57 GB LayerNorm read as a 0.34 GB problem."""
+    shapes = {**dict(task.shapes_for(backend)), **dict(task.check_shapes)}
+    return max((int(task.bytes_moved(dims)) for dims in shapes.values()), default=0)
+
+
 def host_available() -> int:
     """Bytes the host can still give: ``MemAvailable``, and the room under this process's hard
     RLIMIT_AS when one is set (``ulimit -v``); 0 when neither is known."""

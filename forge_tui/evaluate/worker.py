@@ -50,6 +50,7 @@ from forge_tui.evaluate.footprint import (
     is_out_of_memory,
     outside_allocator_bytes,
     preflight,
+    problem_bytes,
 )
 from forge_tui.evaluate.memwatch import proc_kb as _proc_kb
 from forge_tui.evaluate.protocol import (
@@ -138,13 +139,13 @@ class Worker:
         self.timer = timers.make_timer(self.backend, self.device)
         # before any input is drawn (the copy bandwidth, the vetting, the baselines): a task
         # that cannot fit is refused in one line, never an out-of-memory error half-way
-        fp = preflight(task, self.backend.name, self.backend.timing["sets"], self.timer.budget_bytes, msg.free_bytes)
-        self.peaks = PeakTracker(self.backend.name, fp.problem)
+        preflight(task, self.backend.name, self.backend.timing["sets"], self.timer.budget_bytes, msg.free_bytes)
+        self.peaks = PeakTracker(self.backend.name, problem_bytes(task, self.backend.name))
         if self.peaks.on:  # the trials' steps, each with its own peak (the stages' breakdown)
             from forge_tui.evaluate import holding
 
             holding.PROBE = self.peaks.step
-        facts["problem_bytes"] = fp.problem
+        facts["problem_bytes"] = self.peaks.problem
         facts["copy_gbs"] = self._cached_copy_bandwidth(facts)
         from forge_tui.evaluate.vet import TaskVetError, vet_task
 

@@ -31,7 +31,7 @@ from forge_tui.evaluate.evaluator import (
     WorkerKilled,
     kernel_timeout_env,
 )
-from forge_tui.evaluate.footprint import DoesNotFit, footprint, preflight
+from forge_tui.evaluate.footprint import DoesNotFit, footprint, preflight, problem_bytes
 
 HEAD = "#include <cmath>\n#include <cstdint>\n"
 SIG = 'extern "C" int forge_launch(const float* x, float* y, int64_t rows, int64_t cols)'
@@ -71,6 +71,21 @@ def test_the_footprint_comes_from_shapes_and_dtypes(softmax_task):
     line = str(err.value)
     assert "\n" not in line and "85.9 GB" in line and "inputs 17.2 GB" in line and "8.0 GB" in line
     assert preflight(task, "host", 3, 128 << 20, free=10**12) == fp  # fits: no refusal
+
+
+def test_the_problem_is_the_largest_shapes_inputs_and_outputs(softmax_task):
+    import dataclasses
+
+    # P is the largest inputs + outputs over the timed and check shapes, whichever shape the
+    # pre-flight's need picks (with a task file's parameters a small check shape timed in three
+    # rotating sets can need more than a large timed shape timed alone)
+    timed = {"timed": {"rows": 1024, "cols": 4096}}
+    task = dataclasses.replace(
+        softmax_task, shapes=timed, host_shapes=timed, check_shapes={"check": {"rows": 2048, "cols": 4096}}
+    )
+    assert problem_bytes(task, "host") == 2 * 2048 * 4096 * 4
+    task = dataclasses.replace(task, check_shapes={"check": {"rows": 512, "cols": 4096}})
+    assert problem_bytes(task, "host") == 2 * 1024 * 4096 * 4 == footprint(task, "host", 3, 128 << 20).problem
 
 
 def test_a_task_that_cannot_fit_is_refused_before_the_worker_allocates_it(softmax_task):
