@@ -119,6 +119,13 @@ def _search(store: Store, run_id: int, extra_iterations: Optional[int] = None) -
         final = Search(store, run_id, log=log).execute(extra_iterations=extra_iterations)
     except SearchError as exc:
         return fail_with(exc)
+    except KeyboardInterrupt:  # the search wrote the run's end (interrupted) before it let this through
+        import signal
+
+        # what is left is the interpreter's exit: a Ctrl-C more would only print an atexit traceback
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print(f"forge-tui: interrupted; resume with forge-tui resume {run_id}", file=sys.stderr, flush=True)
+        return 130
     while header:
         _headless_log(header.pop())
     return _exit_code(final)

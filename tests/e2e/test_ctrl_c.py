@@ -43,6 +43,7 @@ def test_a_double_ctrl_c_still_stores_the_run_interrupted(tmp_path):
     assert "forge-tui resume 1" in run.status_reason
     s.close()
     assert "run 1 interrupted: interrupted (Ctrl-C); resume with forge-tui resume 1" in out
+    assert err.strip().splitlines()[-1] == "forge-tui: interrupted; resume with forge-tui resume 1"
     res = run_cli("--db", str(db), "resume", "1", "--headless", "--iterations", "2", timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "took over" not in res.stdout + res.stderr
