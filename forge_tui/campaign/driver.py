@@ -167,8 +167,9 @@ class Campaigner:
 
     # ------------------------------------------------------------------ entry
     def run(self) -> int:
-        """The exit code: 0 finished, 3 interrupted (run again to continue), 1 nothing searched
-        or a failure, 2 a refused setting."""
+        """The exit code: 0 finished, 3 interrupted (SIGTERM, a search that stopped early: run
+        again to continue), 130 Ctrl-C (in any phase: planning raises KeyboardInterrupt, which
+        ``forge-tui``'s entry turns into 130), 1 nothing searched or a failure, 2 a refused setting."""
         from forge_tui.search.runner import resolve_backend
 
         campaign = self._existing()
@@ -219,7 +220,7 @@ class Campaigner:
                 f"campaign {campaign.id} interrupted: `forge-tui optimize {campaign.model_file}` "
                 f"(or --resume {campaign.id}) continues it"
             )
-            return 3
+            return 130 if sched.interrupted_by == "SIGINT" else 3  # Ctrl-C's code, as while planning
         dirs = [
             d
             for r in self.store.campaign_regions(campaign.id)
