@@ -17,7 +17,14 @@ from forge_tui.cli import render
 from forge_tui.cli.capture_cmd import cmd_capture
 from forge_tui.cli.render import fail, fail_with
 from forge_tui.core.config import DEFAULTS, RunConfig, flag_problem
-from forge_tui.core.status import NodeStatus, ProposerName, RunStatus
+from forge_tui.core.status import (
+    TUNE_EXHAUSTED,
+    NodeStatus,
+    ProposerName,
+    RunStatus,
+    nothing_to_resume_line,
+    tune_exhausted,
+)
 from forge_tui.search.create import preflight
 from forge_tui.tasks.refs import load_task
 from store import Store
@@ -147,6 +154,10 @@ def cmd_resume(args, store: Store) -> int:
     if why:
         return fail(why)
     run = store.get_run(args.run_id)  # "no run with id N" before anything else
+    if args.iterations is None and tune_exhausted(run.status, run.proposer, run.status_reason or ""):
+        # no configuration is left to propose: said now, not after a worker's start-up (--iterations: refused below)
+        print(nothing_to_resume_line(run.id, TUNE_EXHAUSTED))
+        return EXIT_BY_STATUS[RunStatus.FINISHED]
     _headless_without_terminal(args)
     held = store.lease_holder(run.id)  # before anything is written to the run
     if held:
