@@ -180,6 +180,8 @@ class Campaigner:
             self.log(f"campaign {campaign.id} had no region to search; planning again")
             campaign = None
         if campaign is not None and campaign.status == "finished" and not self.o.new:
+            if self.o.gpus != "all":  # given: refused as for a campaign that searches (one line, exit 2)
+                make_slots(campaign.backend, self.o.gpus)
             kept = self._kept_line(campaign)
             self.log(
                 f"campaign {campaign.id} of this model finished before; its report"
