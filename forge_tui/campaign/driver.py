@@ -329,6 +329,11 @@ class Campaigner:
         why = dir_problem(self.store, out_dir)
         if why:
             raise CampaignError(why)
+        from forge_tui.core.config import precision_on
+
+        note = precision_on(backend, o.precision)[1]
+        if note:  # every region's search runs under highest there (search.runner.create_run)
+            self.log(f"note: {note}")
         rows, facts, tasks = plan_regions(
             self.store,
             str(path),

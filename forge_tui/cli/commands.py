@@ -16,7 +16,7 @@ from forge_tui.app.spawn import delete_run, start_search
 from forge_tui.cli import render
 from forge_tui.cli.capture_cmd import cmd_capture
 from forge_tui.cli.render import fail, fail_with
-from forge_tui.core.config import DEFAULTS, RunConfig, flag_problem
+from forge_tui.core.config import DEFAULTS, RunConfig, flag_problem, precision_on
 from forge_tui.core.status import (
     TUNE_EXHAUSTED,
     NodeStatus,
@@ -142,10 +142,19 @@ def cmd_run(args, store: Store) -> int:
     from forge_tui.search.create import create_run
 
     run = create_run(store, run_config(args))
+    _precision_note(run.backend, args)
     _headless_without_terminal(args)
     if args.headless:
         return _search(store, run.id)
     return _background(store, run, "started")
+
+
+def _precision_note(backend: str, args) -> None:
+    """One ``forge-tui: note:`` line on stderr when ``--precision`` does not apply on ``backend``
+    (:func:`forge_tui.core.config.precision_on`: the host runs under highest)."""
+    note = precision_on(backend, getattr(args, "precision", DEFAULTS.precision))[1]
+    if note:
+        print(f"forge-tui: note: {note}", file=sys.stderr, flush=True)
 
 
 def cmd_resume(args, store: Store) -> int:
@@ -312,7 +321,9 @@ def cmd_eval(args, store: Optional[Store]) -> int:
     why = backend_mismatch(path, backend)
     if why:
         return fail(why)
-    ev = Evaluator(task, backend, task_ref=task_ref(task), precision=getattr(args, "precision", DEFAULTS.precision))
+    _precision_note(backend, args)
+    precision = precision_on(backend, getattr(args, "precision", DEFAULTS.precision))[0]
+    ev = Evaluator(task, backend, task_ref=task_ref(task), precision=precision)
     try:
         base = ev.start()
         res = ev.evaluate(source, seed=args.seed)

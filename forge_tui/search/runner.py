@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from forge_tui.core.config import AUTO, run_precision
+from forge_tui.core.config import AUTO, precision_on, run_precision
 from forge_tui.core.status import BackendName, NodeStatus, ProposerName, RunStatus, tune_exhausted
 from forge_tui.evaluate.backends import (
     Backend,
@@ -141,6 +141,8 @@ def create_run(
     """
     backend = resolve_backend(backend)
     config = dict(config or {})
+    if "precision" in config:  # stored as it is used: the host runs under highest (precision_on)
+        config["precision"] = precision_on(backend, config["precision"])[0]
     seed_source = task.seed_source(backend)
     if seed_kernel is not None:
         path = Path(seed_kernel)
@@ -433,7 +435,8 @@ class Search(NodeSteps):
     def _drive_inner(self) -> tuple[RunStatus, str]:
         run = self.run
         self.evaluator = self.evaluator_factory(self.task, run.backend)
-        self.evaluator.precision = run_precision(run.config)  # the run's policy, whichever factory made it
+        # the run's policy, whichever factory made it; the host's highest for a host run stored asking another
+        self.evaluator.precision = precision_on(run.backend, run_precision(run.config))[0]
         self.evaluator.on_device_wait = self._device_wait
         facts = self.evaluator.start()
         if run.fingerprint and run.fingerprint != self.evaluator.fingerprint:
