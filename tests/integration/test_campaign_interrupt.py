@@ -40,12 +40,22 @@ def _interrupt_at(tmp_path, prefix: str, sig: int) -> tuple[int, str, Store]:
 
 
 @pytest.mark.slow  # a capture and a host search start: ~15 s each on 2 busy cores
-@pytest.mark.parametrize("prefix", ["capturing ", "start "])
+@pytest.mark.parametrize("prefix", ["plan    capturing ", "start "])
 def test_ctrl_c_exits_130_in_every_phase(tmp_path, prefix):
     rc, text, store = _interrupt_at(tmp_path, prefix, signal.SIGINT)
     assert rc == 130, text
     assert "Traceback" not in text, text
-    if prefix == "start ":
+    if prefix == "start ":  # planning said each of its steps as it went, before the searches
+        plan = [ln.split(" (")[0] for ln in text.splitlines() if ln.startswith("plan    ")]
+        assert plan[:3] == [
+            "plan    capturing tiny_model.py on host ...",
+            "plan    recorded 8 operators, found 2 fusion regions and 1 GEMM + epilogue region",
+            "plan    timed the operators and the forward, 15 samples each",
+        ], text
+        assert "plan    wrote and loaded R1's task region_R1_swiglu.py" in plan, text
+        assert plan[-1].startswith("plan    planned in ") and "not counted in --budget-s" in text, text
+        first_pick = next(i for i, ln in enumerate(text.splitlines()) if ln.startswith("pick "))
+        assert all(not ln.startswith("plan ") for ln in text.splitlines()[first_pick:]), text
         (c,) = store.list_campaigns()
         assert c.status == "interrupted"
         assert f"campaign {c.id} interrupted: `forge-tui optimize" in text
