@@ -415,7 +415,31 @@ class Scheduler:
             f"{run.iterations_done}/{run.iterations_target} iterations, best {best}, {seconds:.0f} s"
             + (f" ({note})" if note else "")
         )
+        if state in ("done", "failed") and not a.stop_requested and region.budget_s:
+            self._hand_on(region, region.budget_s - seconds)
         return state
+
+    def _hand_on(self, region, unused_s: float) -> None:
+        """A search that ended (finished, its space exhausted, or failed) before its share of
+        ``--budget-s`` was spent hands the ``unused_s`` seconds left on to the regions of the
+        campaign still to search (pending, or running: their budget is read again at every
+        check), in proportion to their shares, so the campaign's searches keep to
+        ``--budget-s`` as a whole rather than each to its first share. A region that ended, or
+        was not picked (or not started for its share: the plan left it out), gets none."""
+        takers = [
+            r
+            for r in self.store.campaign_regions(self.campaign.id)
+            if r.id != region.id and r.budget_s and r.state in ("pending", "running")
+        ]
+        if unused_s < 1.0 or not takers:
+            return
+        total = sum(r.budget_s for r in takers)
+        moved = []
+        for r in takers:
+            more = unused_s * r.budget_s / total
+            self.store.update_campaign_region(r.id, budget_s=r.budget_s + more)
+            moved.append(f"{r.region} {r.budget_s:.0f} -> {r.budget_s + more:.0f} s")
+        self.log(f"budget  {region.region} ended {unused_s:.0f} s under its share; handed on: {', '.join(moved)}")
 
     def _best(self, run) -> str:
         node = None
