@@ -1,6 +1,7 @@
 """Start a search process detached from the terminal (its own session; a closed app or a
 dropped SSH connection never stops it). Output goes to ``logs/run-ID.log`` beside the db
-(:func:`log_path`); :func:`delete_run` deletes a run and its logs (``rm`` and the app's delete)."""
+(:func:`log_path`); :func:`delete_run` deletes a run with its logs and a campaign's export of it
+(``rm`` and the app's delete)."""
 
 from __future__ import annotations
 
@@ -46,21 +47,43 @@ def run_logs(store: Any, run_id: int) -> list[Path]:
     return logs
 
 
-def delete_run(store: Any, run_id: int) -> str:
-    """Delete run ``run_id`` from ``store`` (a ``Store``) and the logs its searches wrote
-    (:func:`run_logs`: ``logs/run-N.log`` beside ``store.path``, and a campaign region's
-    ``<out_dir>/logs/R3.log``); the one delete ``forge-tui rm`` and the app's ``del`` share,
-    so the next search (a reopened region's too) never appends to a deleted run's log.
+def run_export(store: Any, run_id: int) -> Optional[Path]:
+    """The kernel directory an ``optimize`` campaign exported from run ``run_id``
+    (``<out_dir>/kernels/R3``, the region's ``export_dir``), or None: the run is no campaign
+    region's search, the region exported nothing, or the directory's ``manifest.json`` names
+    another run (an export the user made there since is not the run's)."""
+    import json
 
-    Returns a note for the one line that reports the delete: ``""`` when the run had no log,
-    ``"; its log X removed"`` (``"; its logs X, Y removed"``), and ``"; its log X stays: <why>"``
-    for one that could not be removed (the run is deleted either way).
+    region = store.region_of_run(run_id)
+    if region is None or not region.export_dir:
+        return None
+    target = Path(region.export_dir)
+    try:
+        manifest = json.loads((target / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return target if isinstance(manifest, dict) and manifest.get("run_id") == run_id else None
+
+
+def delete_run(store: Any, run_id: int) -> str:
+    """Delete run ``run_id`` from ``store`` (a ``Store``), the logs its searches wrote
+    (:func:`run_logs`: ``logs/run-N.log`` beside ``store.path``, and a campaign region's
+    ``<out_dir>/logs/R3.log``) and the kernel directory a campaign exported from it
+    (:func:`run_export`); the one delete ``forge-tui rm`` and the app's ``del`` share, so the
+    next search (a reopened region's too) never appends to a deleted run's log, and no
+    campaign directory keeps a kernel whose run is gone.
+
+    Returns a note for the one line that reports the delete: ``""`` when the run had no log
+    and no export, ``"; its log X removed"`` (``"; its logs X, Y removed"``), ``"; its exported
+    kernel DIR removed"``, and ``"; its log X stays: <why>"`` (``"; its exported kernel DIR
+    stays: <why>"``) for one that could not be removed (the run is deleted either way).
 
     Raises:
         StoreError: ``LeaseHeld`` (exit 2, naming the driver) while a live process drives the
             run, ``StoreNotFound`` when there is no such run; nothing is deleted then.
     """
     logs = run_logs(store, run_id)  # before the delete: the region still names the run
+    export = run_export(store, run_id)
     store.delete_run(run_id, refuse_if_driven=True)
     removed, notes = [], []
     for log in logs:
@@ -74,6 +97,17 @@ def delete_run(store: Any, run_id: int) -> str:
         removed.append(str(log))
     if removed:
         notes.insert(0, f"; its log{'s' * (len(removed) > 1)} {', '.join(removed)} removed")
+    if export is not None:
+        import shutil
+
+        try:
+            shutil.rmtree(export)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            notes.append(f"; its exported kernel {export} stays: {exc.strerror or exc}")
+        else:
+            notes.append(f"; its exported kernel {export} removed")
     return "".join(notes)
 
 

@@ -41,7 +41,9 @@ one wind-down before its share is spent. A region whose share is below the fixed
 overrun it before its first node: :func:`fit_searches` leaves it out (the smallest share first,
 the budget split again among the others) rather than let the searches' sum pass
 ``--budget-s``. Each part is the median of those the campaigns measured on the backend
-(:func:`fixed_cost`), else :data:`START_UP_S` / :data:`WIND_DOWN_S`.
+(:func:`fixed_cost`), else :data:`START_UP_S` / :data:`WIND_DOWN_S`. A search that ends before
+its share is spent (finished, its space exhausted, or failed) hands what is left of it on to
+the regions still to search (``forge_tui.campaign.scheduler.Scheduler._hand_on``).
 """
 
 from __future__ import annotations
@@ -54,13 +56,18 @@ from typing import Optional, Sequence
 #: A search's start-up (seconds: process start to its first measured node) per backend where no
 #: campaign measured one yet. cuda: the median of the H200's 40, 46 and 36 s (three Llama region
 #: searches, from the store's times) and 33.7 and 32.7 s (two, measured by the scheduler) (s11,
-#: `optimize examples/llama_hf.py`); host: the median of 20, 16 and 9 s for GEMM-region searches
-#: of tests/fixtures/gemm_mlp_block.py on a shared 2-core machine (s11).
-START_UP_S = {"cuda": 36.0, "host": 16.0}
+#: `optimize examples/llama_hf.py`); host: 10 s, the median (10.3 s) of 9.07, 9.07, 11.6 and
+#: 12.61 s measured by the scheduler for the region searches of tests/fixtures/campaign/tiny_model.py
+#: on a shared 2-core x86_64 machine (s12; their whole searches, seed, one iteration and the
+#: confirmation, took 11-15 s, so s11's 16 s, from GEMM-region searches of
+#: tests/fixtures/gemm_mlp_block.py, left out regions whose share could hold a whole search).
+START_UP_S = {"cuda": 36.0, "host": 10.0}
 #: A search's wind-down (seconds: from the campaign's stop request to the process's end, the
 #: nodes in flight finished) where none was measured: 5 and 6 s on the H200 (four nodes in
-#: flight); 1.0 s on the host (one), for the same searches (s11).
-WIND_DOWN_S = {"cuda": 6.0, "host": 1.0}
+#: flight, s11); host: 2 s, from `forge-tui stop` to the exit of three host softmax searches
+#: (3.82, 2.34 and 2.6 s, less the 0.7 s the stop command itself takes to start: median 1.9 s,
+#: the same 2-core machine, s12).
+WIND_DOWN_S = {"cuda": 6.0, "host": 2.0}
 #: How many of the newest measured start-ups (wind-downs) :func:`fixed_cost` takes the median of.
 FIXED_COST_SAMPLES = 10
 

@@ -167,8 +167,9 @@ class Campaigner:
 
     # ------------------------------------------------------------------ entry
     def run(self) -> int:
-        """The exit code: 0 finished, 3 interrupted (run again to continue), 1 nothing searched
-        or a failure, 2 a refused setting."""
+        """The exit code: 0 finished, 3 interrupted (SIGTERM, a search that stopped early: run
+        again to continue), 130 Ctrl-C (in any phase: planning raises KeyboardInterrupt, which
+        ``forge-tui``'s entry turns into 130), 1 nothing searched or a failure, 2 a refused setting."""
         from forge_tui.search.runner import resolve_backend
 
         campaign = self._existing()
@@ -179,6 +180,8 @@ class Campaigner:
             self.log(f"campaign {campaign.id} had no region to search; planning again")
             campaign = None
         if campaign is not None and campaign.status == "finished" and not self.o.new:
+            if self.o.gpus != "all":  # given: refused as for a campaign that searches (one line, exit 2)
+                make_slots(campaign.backend, self.o.gpus)
             kept = self._kept_line(campaign)
             self.log(
                 f"campaign {campaign.id} of this model finished before; its report"
@@ -219,7 +222,7 @@ class Campaigner:
                 f"campaign {campaign.id} interrupted: `forge-tui optimize {campaign.model_file}` "
                 f"(or --resume {campaign.id}) continues it"
             )
-            return 3
+            return 130 if sched.interrupted_by == "SIGINT" else 3  # Ctrl-C's code, as while planning
         dirs = [
             d
             for r in self.store.campaign_regions(campaign.id)
@@ -326,6 +329,11 @@ class Campaigner:
         why = dir_problem(self.store, out_dir)
         if why:
             raise CampaignError(why)
+        from forge_tui.core.config import precision_on
+
+        note = precision_on(backend, o.precision)[1]
+        if note:  # every region's search runs under highest there (search.runner.create_run)
+            self.log(f"note: {note}")
         rows, facts, tasks = plan_regions(
             self.store,
             str(path),

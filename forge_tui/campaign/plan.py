@@ -40,6 +40,7 @@ torch is imported here (capture runs the model); the CLI imports this module laz
 from __future__ import annotations
 
 import gc
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -55,6 +56,7 @@ from forge_tui.campaign.budget import (
     split_seconds,
     weights,
 )
+from forge_tui.core.present import count_text
 from forge_tui.core.status import BackendName, ProposerName
 
 #: ``--rank`` values (module docstring).
@@ -127,15 +129,24 @@ def plan_regions(
     from forge_tui.model.capture.region_task import write_region_tasks
     from forge_tui.model.capture.regions import set_times
 
-    log(f"capturing {Path(model_file).name} on {backend} ...")
+    t0 = time.monotonic()
+    step = Steps(log)
+    log(f"plan    capturing {Path(model_file).name} on {backend} ...")
     cap = cp.record(model_file, backend=backend)
     rs = find_regions(cap)
+    step(
+        f"recorded {count_text(len(cap.groups), 'operator')}, found {count_text(len(rs.regions), 'fusion region')} "
+        f"and {count_text(len(rs.gemm), 'GEMM + epilogue region')}",
+        "; timing each operator ...",
+    )
     cp.measure(cap)
     set_times(rs)
     order: list = candidates(rs)
+    step(f"timed the operators and the forward, {cap.samples} samples each")
     facts: dict[str, Any] = {"ranked_by": "eager"}
     if rank == "compiled" or (rank == "auto" and backend == BackendName.CUDA):
         order, facts = rank_inside_compile(model_file, backend, order, log)
+        step("profiled the compiled forward")
     by = "what is left inside torch.compile" if facts["ranked_by"] == "compiled" else "share"
     gpu = _gpu(backend)
     gemm_facts: dict[str, dict] = {r.id: {"anchors": list(r.anchors)} for r in order if r.anchors}
@@ -146,6 +157,7 @@ def plan_regions(
         made = write_region_tasks(store, found[0], [r], tasks_dir)[0]
         row.update(task_path=made["path"], task_id=made["task_id"], task_name=made["name"])
         task, chosen, why = _searchable(made["path"], backend, proposer, llm_ok)
+        step(f"wrote and loaded {r.id}'s task {Path(made['path']).name}", ": not searchable" if why else "")
         if why:
             return None, why
         row["bytes_moved"] = _bytes(task)
@@ -196,9 +208,25 @@ def plan_regions(
         row["position"] = k
     tasks = {row["region"]: task for row, task in picked}
     facts = {"bandwidth_gbs": bw, "regions_found": len(rows), **facts}
+    log(f"plan    planned in {time.monotonic() - t0:.0f} s (not counted in --budget-s: it counts the searches)")
     if gemm_facts:
         facts["gemm_regions"] = gemm_facts
     return rows, facts, tasks
+
+
+class Steps:
+    """``plan_regions``' progress: each call logs one ``plan    WHAT (N s)`` line, N the seconds
+    since the previous step (a model's capture and ranking take 30-48 s on the H200, said as
+    they go rather than in silence)."""
+
+    def __init__(self, log: Callable[[str], None]):
+        self.log, self.t = log, time.monotonic()
+
+    def __call__(self, what: str, then: str = "") -> None:
+        """Log ``plan    WHAT (N s)THEN`` (``then``: what follows, e.g. ``; timing ...``)."""
+        now = time.monotonic()
+        self.log(f"plan    {what} ({now - self.t:.1f} s){then}")
+        self.t = now
 
 
 def candidates(rs) -> list:

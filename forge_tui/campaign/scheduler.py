@@ -17,7 +17,8 @@ alone, so a campaign started again after a SIGKILL reads the same truth:
 Children die with the campaign (``PR_SET_PDEATHSIG`` on Linux), so a killed campaign leaves
 interrupted runs, not orphan searches. Ctrl-C (or SIGTERM) stops starting searches, asks the
 running ones to stop (``forge-tui stop``'s request; they end after their nodes in flight, and
-are killed after ``STOP_WAIT_S``), and leaves the campaign ``interrupted``.
+are killed after ``STOP_WAIT_S``), and leaves the campaign ``interrupted`` (``optimize`` exits
+130 after Ctrl-C, 3 after SIGTERM: :attr:`Scheduler.interrupted_by`).
 """
 
 from __future__ import annotations
@@ -211,16 +212,20 @@ class Scheduler:
         self.db_path, self.logs_dir, self.log = Path(db_path), Path(logs_dir), log
         self.active: dict[str, _Active] = {}
         self.stopping = False
+        #: What interrupted the campaign: ``"SIGINT"`` (Ctrl-C: exit 130, as every command's),
+        #: ``"SIGTERM"`` (exit 3, as ``run``'s), or None.
+        self.interrupted_by: Optional[str] = None
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> str:
         """Run every region not yet done; ``"finished"`` when none is left to run, else
-        ``"interrupted"`` (Ctrl-C, SIGTERM, or a search that stopped early: run again)."""
+        ``"interrupted"`` (Ctrl-C, SIGTERM, or a search that stopped early: run again;
+        :attr:`interrupted_by` tells the signals apart)."""
         todo = [
             r for r in self.store.campaign_regions(self.campaign.id) if r.state in ("pending", "running", "stopped")
         ]
         left_over = False
-        old = signal.signal(signal.SIGTERM, _raise_interrupt) if _main_thread() else None
+        old = signal.signal(signal.SIGTERM, self._on_sigterm) if _main_thread() else None
         try:
             while todo or self.active:
                 for slot in self.slots:
@@ -231,6 +236,7 @@ class Scheduler:
                     time.sleep(POLL_S)
         except KeyboardInterrupt:
             self.stopping = True
+            self.interrupted_by = self.interrupted_by or "SIGINT"
             self.log("interrupted: the searches stop after their nodes in flight ...")
             self._drain()
             return "interrupted"
@@ -263,6 +269,11 @@ class Scheduler:
                 a.proc.kill()
                 a.proc.wait()
             self._finish(a)
+
+    def _on_sigterm(self, _signum, _frame) -> None:
+        """SIGTERM stops the campaign as Ctrl-C does (the searches asked to stop), exit 3."""
+        self.interrupted_by = self.interrupted_by or "SIGTERM"
+        raise KeyboardInterrupt
 
     # ------------------------------------------------------------------ one region
     def _start(self, region, slot: Slot) -> None:
@@ -404,7 +415,31 @@ class Scheduler:
             f"{run.iterations_done}/{run.iterations_target} iterations, best {best}, {seconds:.0f} s"
             + (f" ({note})" if note else "")
         )
+        if state in ("done", "failed") and not a.stop_requested and region.budget_s:
+            self._hand_on(region, region.budget_s - seconds)
         return state
+
+    def _hand_on(self, region, unused_s: float) -> None:
+        """A search that ended (finished, its space exhausted, or failed) before its share of
+        ``--budget-s`` was spent hands the ``unused_s`` seconds left on to the regions of the
+        campaign still to search (pending, or running: their budget is read again at every
+        check), in proportion to their shares, so the campaign's searches keep to
+        ``--budget-s`` as a whole rather than each to its first share. A region that ended, or
+        was not picked (or not started for its share: the plan left it out), gets none."""
+        takers = [
+            r
+            for r in self.store.campaign_regions(self.campaign.id)
+            if r.id != region.id and r.budget_s and r.state in ("pending", "running")
+        ]
+        if unused_s < 1.0 or not takers:
+            return
+        total = sum(r.budget_s for r in takers)
+        moved = []
+        for r in takers:
+            more = unused_s * r.budget_s / total
+            self.store.update_campaign_region(r.id, budget_s=r.budget_s + more)
+            moved.append(f"{r.region} {r.budget_s:.0f} -> {r.budget_s + more:.0f} s")
+        self.log(f"budget  {region.region} ended {unused_s:.0f} s under its share; handed on: {', '.join(moved)}")
 
     def _best(self, run) -> str:
         node = None
@@ -419,10 +454,6 @@ class Scheduler:
 
 def _pct(share: Optional[float]) -> str:
     return "-" if share is None else f"{100 * share:.1f}%"
-
-
-def _raise_interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
 
 
 def _main_thread() -> bool:

@@ -16,8 +16,15 @@ from forge_tui.app.spawn import delete_run, start_search
 from forge_tui.cli import render
 from forge_tui.cli.capture_cmd import cmd_capture
 from forge_tui.cli.render import fail, fail_with
-from forge_tui.core.config import DEFAULTS, RunConfig, flag_problem
-from forge_tui.core.status import NodeStatus, ProposerName, RunStatus
+from forge_tui.core.config import DEFAULTS, RunConfig, flag_problem, precision_on
+from forge_tui.core.status import (
+    TUNE_EXHAUSTED,
+    NodeStatus,
+    ProposerName,
+    RunStatus,
+    nothing_to_resume_line,
+    tune_exhausted,
+)
 from forge_tui.search.create import preflight
 from forge_tui.tasks.refs import load_task
 from store import Store
@@ -119,6 +126,13 @@ def _search(store: Store, run_id: int, extra_iterations: Optional[int] = None) -
         final = Search(store, run_id, log=log).execute(extra_iterations=extra_iterations)
     except SearchError as exc:
         return fail_with(exc)
+    except KeyboardInterrupt:  # the search wrote the run's end (interrupted) before it let this through
+        import signal
+
+        # what is left is the interpreter's exit: a Ctrl-C more would only print an atexit traceback
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print(f"forge-tui: interrupted; resume with forge-tui resume {run_id}", file=sys.stderr, flush=True)
+        return 130
     while header:
         _headless_log(header.pop())
     return _exit_code(final)
@@ -128,10 +142,19 @@ def cmd_run(args, store: Store) -> int:
     from forge_tui.search.create import create_run
 
     run = create_run(store, run_config(args))
+    _precision_note(run.backend, args)
     _headless_without_terminal(args)
     if args.headless:
         return _search(store, run.id)
     return _background(store, run, "started")
+
+
+def _precision_note(backend: str, args) -> None:
+    """One ``forge-tui: note:`` line on stderr when ``--precision`` does not apply on ``backend``
+    (:func:`forge_tui.core.config.precision_on`: the host runs under highest)."""
+    note = precision_on(backend, getattr(args, "precision", DEFAULTS.precision))[1]
+    if note:
+        print(f"forge-tui: note: {note}", file=sys.stderr, flush=True)
 
 
 def cmd_resume(args, store: Store) -> int:
@@ -140,6 +163,10 @@ def cmd_resume(args, store: Store) -> int:
     if why:
         return fail(why)
     run = store.get_run(args.run_id)  # "no run with id N" before anything else
+    if args.iterations is None and tune_exhausted(run.status, run.proposer, run.status_reason or ""):
+        # no configuration is left to propose: said now, not after a worker's start-up (--iterations: refused below)
+        print(nothing_to_resume_line(run.id, TUNE_EXHAUSTED))
+        return EXIT_BY_STATUS[RunStatus.FINISHED]
     _headless_without_terminal(args)
     held = store.lease_holder(run.id)  # before anything is written to the run
     if held:
@@ -294,7 +321,9 @@ def cmd_eval(args, store: Optional[Store]) -> int:
     why = backend_mismatch(path, backend)
     if why:
         return fail(why)
-    ev = Evaluator(task, backend, task_ref=task_ref(task), precision=getattr(args, "precision", DEFAULTS.precision))
+    _precision_note(backend, args)
+    precision = precision_on(backend, getattr(args, "precision", DEFAULTS.precision))[0]
+    ev = Evaluator(task, backend, task_ref=task_ref(task), precision=precision)
     try:
         base = ev.start()
         res = ev.evaluate(source, seed=args.seed)

@@ -309,7 +309,12 @@ def _optimize_parser(sub) -> None:
         help=f"N x regions iterations in all, shared by share x distance to the roofline (default {DEFAULTS.iterations})",
     )
     op.add_argument(
-        "--budget-s", type=float, default=None, metavar="S", help="seconds of search in all, shared the same way"
+        "--budget-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds of search in all, shared the same way (each search's start-up and wind-down included; "
+        "the planning before, capture and ranking, is not counted)",
     )
     op.add_argument(
         "--gpus",

@@ -40,6 +40,10 @@ class BackendFacts:
     needs_gpu: a GPU must be present (and nvcc found) for this backend to be usable.
     needs_arch: compiles need an ``-arch`` read from the device (so the worker starts first).
     torch_device: the torch device string tensors live on (``cuda``, ``cpu``).
+    matmul_precision_modes: fp32 matmuls can run at reduced precision there (TF32 or bf16
+        tensor cores), which ``--precision`` selects; where not (the host: a g++ kernel is
+        plain fp32), every run is judged and timed under ``highest``
+        (:func:`forge_tui.core.config.precision_on`).
     """
 
     name: BackendName
@@ -57,6 +61,7 @@ class BackendFacts:
     needs_gpu: bool
     needs_arch: bool
     torch_device: str
+    matmul_precision_modes: bool
 
     @property
     def kernel_filename(self) -> str:
@@ -81,6 +86,7 @@ CUDA = BackendFacts(
     needs_gpu=True,
     needs_arch=True,
     torch_device="cuda",
+    matmul_precision_modes=True,
 )
 
 HOST = BackendFacts(
@@ -99,6 +105,7 @@ HOST = BackendFacts(
     needs_gpu=False,
     needs_arch=False,
     torch_device="cpu",
+    matmul_precision_modes=False,
 )
 
 _FACTS: dict[BackendName, BackendFacts] = {BackendName.CUDA: CUDA, BackendName.HOST: HOST}

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from forge_tui.core.backends import backend_facts
 from forge_tui.core.errors import ForgeError
 from forge_tui.core.status import BackendName, ProposerName
 
@@ -176,6 +177,27 @@ def run_precision(config: dict) -> str:
     """The fp32 matmul precision a stored run's ``config`` asks for (:data:`DEFAULT_PRECISION`
     for a run stored before the setting existed)."""
     return RunConfig.from_stored(config).precision
+
+
+def precision_on(backend: str, precision: str) -> tuple[str, str]:
+    """``(the fp32 matmul precision a run on backend is judged and timed under, a note)``.
+
+    ``--precision`` exists to judge TF32 (``high``) and bf16 (``medium``) GPU kernels against
+    a PyTorch that runs the same arithmetic. A backend without such modes
+    (:attr:`forge_tui.core.backends.BackendFacts.matmul_precision_modes`: the host, whose g++
+    kernels are plain fp32) runs under :data:`DEFAULT_PRECISION` whatever is asked: the
+    looser fp32 tolerance of ``high`` (20x) would only let wrong host kernels pass. The note is
+    one line saying so when another precision was asked (``""`` otherwise).
+
+    Raises:
+        UnknownBackendError: ``backend`` is neither ``cuda`` nor ``host``.
+    """
+    if precision == DEFAULT_PRECISION or backend_facts(backend).matmul_precision_modes:
+        return precision, ""
+    return DEFAULT_PRECISION, (
+        f"--precision {precision} does not apply on the {backend} backend (its kernels have no TF32 or bf16 "
+        f"matmul mode): judged and timed under {DEFAULT_PRECISION}, the fp32 tolerance"
+    )
 
 
 def default_parallel(proposer: str, backend: str) -> int:

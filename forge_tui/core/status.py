@@ -85,17 +85,28 @@ def nothing_to_resume(state: str, proposer: str, reason: str, done: int, target:
         return "it is running"
     if state != RunStatus.FINISHED:
         return ""
+    if tune_exhausted(state, proposer, reason):  # first: --iterations N adds nothing to it
+        return TUNE_EXHAUSTED
     if done >= target:
         return "it is finished"
-    if tune_exhausted(state, proposer, reason):
-        return "it is finished: the tuner's search space is exhausted"
     return ""
 
 
+#: :func:`nothing_to_resume`'s words for a finished tune run whose space is exhausted.
+TUNE_EXHAUSTED = "it is finished: the tuner's search space is exhausted"
+#: What a run whose tuner's space is exhausted leaves to do: start another run.
+ANOTHER_RUN = "start another run: --proposer llm, or a --seed-kernel with other // @tune knobs"
+
+
 def nothing_to_resume_line(run_id: int, why: str) -> str:
-    """The one line the app's ``r`` says for :func:`nothing_to_resume`'s ``why``
-    (a finished run at its target names the command that adds iterations)."""
-    more = f" (forge-tui resume {run_id} --iterations N adds N more)" if why == "it is finished" else ""
+    """The one line the app's ``r`` and ``forge-tui resume`` say for :func:`nothing_to_resume`'s
+    ``why`` (a finished run at its target names the command that adds iterations, an exhausted
+    tune run :data:`ANOTHER_RUN`)."""
+    more = ""
+    if why == "it is finished":
+        more = f" (forge-tui resume {run_id} --iterations N adds N more)"
+    elif why == TUNE_EXHAUSTED:
+        more = f" ({ANOTHER_RUN})"
     return f"run {run_id}: {why}; nothing to resume{more}"
 
 

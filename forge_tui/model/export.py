@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from forge_tui.core.backends import all_backend_facts
-from forge_tui.core.config import run_precision
+from forge_tui.core.config import precision_on, run_precision
 from forge_tui.core.errors import one_line
 from forge_tui.core.present import confirmation
 from forge_tui.core.status import NodeStatus
@@ -186,7 +186,7 @@ def export_run(
             shapes=shapes,
             shapes_from=shapes_from,
             seed=seed,
-            precision=run_precision(run.config),  # the extra shapes judged and timed as the search was
+            precision=precision_on(backend, run_precision(run.config))[0],  # as the search judged and timed
         )
     module = render_module(task, backend, run_id=run.id, node_id=node.id, speedup=speedup, coverage=cover)
     manifest = {

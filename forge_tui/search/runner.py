@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from forge_tui.core.config import AUTO, run_precision
+from forge_tui.core.config import AUTO, precision_on, run_precision
 from forge_tui.core.status import BackendName, NodeStatus, ProposerName, RunStatus, tune_exhausted
 from forge_tui.evaluate.backends import (
     Backend,
@@ -141,6 +141,8 @@ def create_run(
     """
     backend = resolve_backend(backend)
     config = dict(config or {})
+    if "precision" in config:  # stored as it is used: the host runs under highest (precision_on)
+        config["precision"] = precision_on(backend, config["precision"])[0]
     seed_source = task.seed_source(backend)
     if seed_kernel is not None:
         path = Path(seed_kernel)
@@ -281,6 +283,8 @@ class Search(NodeSteps):
         self.tree = mcts.Tree(self.run.exploration_c)
         self.tried: set[str] = set()
         self.t_start = time.monotonic()
+        #: Ctrl-C seen (:meth:`_on_sigint`), and :meth:`execute` writing the run's end: a Ctrl-C then is ignored.
+        self._interrupted = self._winding_down = False
         self.elapsed_base = self.run.elapsed_s  # seconds spent by earlier processes on this run
 
     @property
@@ -329,6 +333,7 @@ class Search(NodeSteps):
             raise SearchError(reason, exit_code=1) from exc
         except KeyboardInterrupt:
             status, reason = RunStatus.INTERRUPTED, f"interrupted (Ctrl-C); resume with forge-tui resume {self.run_id}"
+            self._interrupted = True
             raise
         except StoreError as exc:  # disk full, database locked or read-only: resumable once fixed
             status = RunStatus.INTERRUPTED
@@ -346,12 +351,18 @@ class Search(NodeSteps):
             reason = f"disk full: {where}; resume with forge-tui resume {self.run_id} once fixed"
             raise SearchError(reason, exit_code=3) from exc
         finally:
+            self._winding_down = True  # from here a Ctrl-C (a second one) waits for the final state below
             self.lease.stop_heartbeat()
             if self.evaluator is not None:
-                self.evaluator.close()
+                if self._interrupted:  # Ctrl-C: the worker (its own session: no SIGINT) is killed, not waited for
+                    self.evaluator.kill(wait_s=0.5)
+                else:
+                    self.evaluator.close()
             elapsed = self.elapsed_base + (time.monotonic() - self.t_start)
             if not self.lease_lost.is_set():
                 self.lease.record_final(status, reason, elapsed)
+            if self._interrupted:  # the line every other ending prints, with how to resume
+                self.log(f"run {self.run_id} {status}: {reason}")
             for sig, handler in old_handlers.items():
                 signal.signal(sig, handler)
         self.log(f"run {self.run_id} {status}" + (f": {reason}" if reason else ""))
@@ -360,14 +371,29 @@ class Search(NodeSteps):
     def _install_signals(self) -> dict:
         """SIGTERM and SIGHUP (a closed SSH session) end the search as a stop request does:
         the nodes in flight finish, the run is ``interrupted`` and resumable (exit 3), the
-        signal named in its reason. Only the main thread may set handlers; returns the old ones."""
+        signal named in its reason. SIGINT (Ctrl-C), where Python's own handler has it, raises
+        KeyboardInterrupt once (:meth:`_on_sigint`): the run ends ``interrupted`` at once. Only
+        the main thread may set handlers; returns the old ones."""
         if threading.current_thread() is not threading.main_thread():
             return {}
         old = {}
         for sig in (signal.SIGTERM, signal.SIGHUP):
             old[sig] = signal.getsignal(sig)
             signal.signal(sig, lambda signum, _frame: self.control.stop(f"stopped by {signal.Signals(signum).name}"))
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # SIG_IGN (a detached search) stays
+            old[signal.SIGINT] = signal.default_int_handler
+            signal.signal(signal.SIGINT, self._on_sigint)
         return old
+
+    def _on_sigint(self, _signum, _frame) -> None:
+        """Ctrl-C: KeyboardInterrupt the first time, as Python's own handler; a second Ctrl-C
+        (a double press), or one while the search ends, is swallowed: it would otherwise cut
+        :meth:`execute`'s end short between the interrupt and the write of the run's final
+        state, leaving the run stored ``running`` until a later ``resume`` took it over."""
+        if self._interrupted or self._winding_down:
+            return
+        self._interrupted = True
+        raise KeyboardInterrupt
 
     def _log_line(self, line: str) -> None:
         """Pass ``line`` to the caller's log; a closed output (``| head -3``: EPIPE) stops the search
@@ -409,7 +435,8 @@ class Search(NodeSteps):
     def _drive_inner(self) -> tuple[RunStatus, str]:
         run = self.run
         self.evaluator = self.evaluator_factory(self.task, run.backend)
-        self.evaluator.precision = run_precision(run.config)  # the run's policy, whichever factory made it
+        # the run's policy, whichever factory made it; the host's highest for a host run stored asking another
+        self.evaluator.precision = precision_on(run.backend, run_precision(run.config))[0]
         self.evaluator.on_device_wait = self._device_wait
         facts = self.evaluator.start()
         if run.fingerprint and run.fingerprint != self.evaluator.fingerprint:

@@ -184,3 +184,25 @@ def test_without_o_a_taken_default_directory_gives_the_next_free_one(tmp_path):
         assert free_dir(s, base.resolve()) == base.resolve().with_name("a-3")
     finally:
         s.close()
+
+
+def test_rm_removes_the_kernel_the_campaign_exported_from_the_run(tmp_path, capsys):
+    """The run's export (``<out>/kernels/R1``, its manifest naming the run) goes with it; a
+    directory whose manifest names another run is not the run's and stays."""
+    db, out, model = tmp_path / "f.db", tmp_path / "out", _model(tmp_path)
+    k1, k2 = out / "kernels" / "R1", out / "kernels" / "R2"
+    regions = [dict(region=r, state="done", export_dir=str(k)) for r, k in (("R1", k1), ("R2", k2))]
+    cid = _stored(db, model, out, regions, status="finished")
+    r1, r2 = _run_of_region(db, cid, "R1"), _run_of_region(db, cid, "R2")
+    for k, run_id in ((k1, r1), (k2, r2 + 100)):  # R2's directory holds an export of another run
+        k.mkdir(parents=True)
+        (k / "manifest.json").write_text(json.dumps({"run_id": run_id, "node_id": 1}))
+        (k / "kernel.cpp").write_text("// the exported kernel\n")
+
+    rc, text, err = main_rc(capsys, "--db", db, "rm", r1, "--yes")
+    assert rc == 0, err
+    assert f"; its exported kernel {k1} removed" in text
+    assert not k1.exists() and (out / "kernels").is_dir()
+    rc, text, err = main_rc(capsys, "--db", db, "rm", r2, "--yes")
+    assert rc == 0, err
+    assert "exported kernel" not in text and (k2 / "kernel.cpp").is_file()

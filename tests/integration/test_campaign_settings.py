@@ -95,3 +95,27 @@ def test_resume_takes_only_the_campaigns_own_model_file(tmp_path, capsys, monkey
     rc, out, err = main_rc(capsys, "--db", db, "optimize", "--resume", cid, "lin.py", "--backend", "host")
     assert rc == 0, out + err
     assert f"campaign {cid} of lin.py continues" in out
+
+
+def test_a_bad_gpus_is_refused_for_a_continued_or_finished_campaign_as_for_a_new_one(tmp_path, capsys, monkeypatch):
+    """``--gpus`` gets the same one line (exit 2) whatever the campaign: new, continued
+    (``--resume ID`` or the model's own) or finished (whose report is printed again)."""
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    db, model, cid = _stored_campaign(tmp_path)
+    for status in ("interrupted", "finished"):
+        s = Store(db)
+        s.update_campaign(cid, status=status)
+        s.close()
+        for how in (("--resume", cid), (model,)):
+            for gpus, words in (
+                ("x,y", ("--gpus x,y", "use all, or GPU indices")),
+                ("99", ("--gpus 99", "one per CPU")),
+            ):
+                rc, out, err = main_rc(capsys, "--db", db, "optimize", *how, "--backend", "host", "--gpus", gpus)
+                one_line_error(rc, out, err, *words)
+                assert out == "", out  # refused before its report or a search
+        s = Store(db)
+        assert s.get_campaign(cid).status == status
+        s.close()

@@ -102,6 +102,6 @@ def test_a_never_returning_step_ends_the_command_in_one_line(answers, case, word
     rc, out, err = answers[case]
     one_line_error(rc, out, err, *words)
     if case == "optimize":  # its progress line, then the error: no campaign was planned
-        assert out.strip() == "capturing hang.py on host ...", out
+        assert out.strip() == "plan    capturing hang.py on host ...", out
     else:
         assert out == "", out

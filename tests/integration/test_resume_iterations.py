@@ -145,3 +145,31 @@ def test_more_iterations_on_an_exhausted_tune_run_are_refused_and_its_target_kep
     after = store.get_run(run.id)
     assert (after.iterations_target, after.status, after.status_reason) == (30, RunStatus.FINISHED, EXHAUSTED_REASON)
     assert not spawned
+
+
+def test_resuming_an_exhausted_tune_run_says_so_at_once_and_starts_nothing(tmp_path, capsys, monkeypatch):
+    """Without ``--iterations`` too: one line (exit 0, the run's finished status), before any
+    worker, lease or background search; headless, without a terminal, or to the app alike."""
+    from forge_tui.core.status import EXHAUSTED_REASON
+
+    store = Store(tmp_path / "f.db")
+    run = create_run(store, get_task("softmax"), backend="host", proposer="tune", iterations=30)
+    store.update_run(run.id, status=RunStatus.FINISHED, status_reason=EXHAUSTED_REASON, iterations_done=8)
+    before = store.get_run(run.id)
+    events = len(store.events(run.id))
+    spawned = []
+    monkeypatch.setattr(cli, "spawn_search", lambda *a: spawned.append(a))
+    monkeypatch.setattr(cli, "_open_app", lambda *a, **k: spawned.append("app"))
+    for terminal, headless in ((True, []), (True, ["--headless"]), (False, [])):
+        monkeypatch.setattr(cli, "_has_terminal", lambda t=terminal: t)
+        rc = cli.main(["--db", str(store.path), "resume", str(run.id), *headless])
+        out, err = capsys.readouterr()
+        assert rc == 0 and err == "", out + err
+        assert out == (
+            f"run {run.id}: it is finished: the tuner's search space is exhausted; nothing to resume "
+            "(start another run: --proposer llm, or a --seed-kernel with other // @tune knobs)\n"
+        )
+    after = store.get_run(run.id)
+    assert (after.status, after.status_reason, after.updated_at, after.device_json) == (
+        before.status, before.status_reason, before.updated_at, before.device_json)  # fmt: skip
+    assert len(store.events(run.id)) == events and not spawned

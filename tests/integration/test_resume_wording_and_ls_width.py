@@ -35,6 +35,7 @@ def test_headless_resume_on_a_read_only_db_prints_only_the_error(readonly_dir): 
         ("running", "tune", "", 1, 6, "it is running"),
         ("finished", "llm", "", 6, 6, "it is finished"),
         ("finished", "tune", "search space exhausted: every reachable configuration was tried", 4, 6, "exhausted"),
+        ("finished", "tune", "search space exhausted: every reachable configuration was tried", 6, 6, "exhausted"),
         ("finished", "llm", "search space exhausted: every reachable configuration was tried", 4, 6, ""),
         ("paused", "tune", "paused on request", 2, 6, ""),
         ("interrupted", "tune", "the driver stopped", 2, 6, ""),

@@ -79,7 +79,10 @@ async def test_r_on_an_exhausted_tune_run_starts_nothing(make_app, db, spawner):
         await pilot.press("r")
         await settle(pilot, lambda: app._notifications)
         said = [n.message for n in app._notifications]
-        assert said == ["run 1: it is finished: the tuner's search space is exhausted; nothing to resume"], said
+        assert said == [
+            "run 1: it is finished: the tuner's search space is exhausted; nothing to resume "
+            "(start another run: --proposer llm, or a --seed-kernel with other // @tune knobs)"
+        ], said
         assert spawner.calls == []
 
 

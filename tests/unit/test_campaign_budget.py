@@ -178,3 +178,39 @@ def test_the_fixed_cost_is_the_median_of_the_measured_parts_else_the_backends_de
     assert s.search_seconds(START_UP_EVENT, "cuda") == [38.0, 41.5]  # newest first, this backend's only
     assert s.search_seconds(START_UP_EVENT, "cuda", limit=1) == [38.0]
     assert s.search_seconds(START_UP_EVENT, "host") == [9.0] and s.search_seconds(WIND_DOWN_EVENT, "cuda") == [5.5]
+
+
+def test_the_unused_budget_of_a_search_that_ends_early_is_handed_on_to_the_regions_left(tmp_path):
+    """R1 (60 s) finishes after 20 s: its 40 s left go to R2 and R3 (pending) in proportion to
+    their shares (30 and 10 s); a region done before, or skipped, gets none."""
+    import time
+
+    from forge_tui.campaign.scheduler import Scheduler, Slot, _Active
+    from store import Store
+
+    s = Store(tmp_path / "f.db")
+    t = s.add_task(name="t", origin="captured", reference_source="", spec={}, signature="", content_hash="h")
+    regions = [
+        dict(region="R1", task_id=t.id, iterations=3, budget_s=60.0, state="running"),
+        dict(region="R2", task_id=t.id, iterations=3, budget_s=30.0),
+        dict(region="R3", task_id=t.id, iterations=3, budget_s=10.0),
+        dict(region="R4", task_id=t.id, iterations=3, budget_s=20.0, state="done"),
+        dict(region="R5", task_id=t.id, state="skipped"),
+    ]
+    c = s.create_campaign(model_file="/m.py", model_hash="h", backend="host", proposer="tune", out_dir=str(tmp_path),
+                          config={}, regions=regions)  # fmt: skip
+    r1 = s.campaign_regions(c.id)[0]
+    run = s.create_run(task_id=t.id, task_name="t", iterations_target=3)
+    s.link_campaign_run(r1.id, run.id)
+    s.update_run(run.id, status="finished", iterations_done=1)  # its tuner's space ran out early
+    lines: list[str] = []
+    sched = Scheduler(s, c, [Slot("slot 1")], db_path=s.path, logs_dir=tmp_path / "logs", log=lines.append)
+    ended = SimpleNamespace(returncode=0)
+    assert sched._finish(_Active(r1.id, run.id, Slot("slot 1"), ended, t0=time.monotonic() - 20.0)) == "done"
+    got = {r.region: r for r in s.campaign_regions(c.id)}
+    left = 60.0 - got["R1"].seconds  # a little under 40 s: the clock ran on since t0
+    assert 0 < left <= 40.0
+    assert got["R2"].budget_s == pytest.approx(30.0 + left * 0.75)
+    assert got["R3"].budget_s == pytest.approx(10.0 + left * 0.25)
+    assert (got["R1"].budget_s, got["R4"].budget_s, got["R5"].budget_s) == (60.0, 20.0, None)
+    assert lines[-1].startswith("budget  R1 ended ") and "handed on: R2 30 -> " in lines[-1], lines

@@ -8,7 +8,7 @@ import torch
 
 from forge_tui import hardware
 from forge_tui.cli.parse import build_parser
-from forge_tui.core.config import RunConfig, run_precision
+from forge_tui.core.config import RunConfig, precision_on, run_precision
 from forge_tui.core.tolerance import tolerance_for, tolerance_text, trial_schedule
 from forge_tui.evaluate.correctness import compare
 from forge_tui.llm import prompts
@@ -111,3 +111,14 @@ def test_roofline_says_which_roof_binds():
     assert hardware.roofline(nbytes, flops, None, 0.0) == (0.0, "")
     assert hardware.peak_tflops("", "float32", "high") == 0.0  # the host backend: no compute roof
     assert hardware.sol_pct(floor, 2 * floor) == pytest.approx(50.0)
+
+
+def test_the_host_runs_under_highest_whatever_is_asked_and_says_so():
+    """``--precision`` judges TF32/bf16 GPU kernels fairly; a host (g++) kernel has no such
+    arithmetic, so the policy would only loosen its fp32 tolerance 20x: highest, with a note."""
+    assert precision_on("cuda", "high") == ("high", "") and precision_on("cuda", "medium") == ("medium", "")
+    assert precision_on("host", "highest") == ("highest", "")
+    for asked in ("high", "medium"):
+        used, note = precision_on("host", asked)
+        assert used == "highest" and note.startswith(f"--precision {asked} does not apply on the host backend")
+        assert "fp32 tolerance" in note

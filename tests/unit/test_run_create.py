@@ -139,15 +139,24 @@ def test_create_does_not_import_torch():
     assert out.returncode == 0 and out.stdout.split() == ["False"], out.stderr
 
 
-def test_the_precision_is_stored_and_every_search_of_the_run_evaluates_under_it(tmp_path, clean_env):
-    """``run --precision high`` stores ``precision`` in the run's config; a search of that run
-    (the first one and every resume) hands it to its evaluator before the worker starts."""
+def test_the_precision_is_stored_and_every_search_of_the_run_evaluates_under_it(tmp_path, clean_env, monkeypatch):
+    """``run --precision high`` stores ``precision`` in the run's config (on cuda: the host runs
+    under highest, see core.config.precision_on); a search of that run (the first one and every
+    resume) hands it to its evaluator before the worker starts."""
     from forge_tui.evaluate.evaluator import WorkerError
+    from forge_tui.search import runner
     from forge_tui.search.runner import Search, SearchError
 
     store = Store(tmp_path / "f.db")
     try:
-        run = create.create_run(store, RunConfig(task="softmax", backend="host", precision="high", iterations=1))
+        host = create.create_run(store, RunConfig(task="softmax", backend="host", precision="high", iterations=1))
+        assert store.get_run(host.id).config["precision"] == "highest"
+        try:
+            runner.get_backend("cuda").find_compiler()
+        except runner.ToolchainError:  # pragma: no cover - nvcc is part of the dev setup
+            pytest.skip("no nvcc: a cuda run cannot be created")
+        monkeypatch.setattr(runner, "has_gpu", lambda: True)  # created, never evaluated on a GPU here
+        run = create.create_run(store, RunConfig(task="softmax", backend="cuda", precision="high", iterations=1))
         assert store.get_run(run.id).config["precision"] == "high"
         seen = []
 
