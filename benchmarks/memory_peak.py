@@ -81,7 +81,14 @@ def main() -> int:
     ap.add_argument("pairs", nargs="+", metavar="TASK_FILE=SEED.cu")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--out", default=None)
+    ap.add_argument(
+        "--census", action="store_true", help="record what is live at the end of each step (FORGE_MEMORY_CENSUS=1)"
+    )
     args = ap.parse_args()
+    if args.census:
+        import os
+
+        os.environ["FORGE_MEMORY_CENSUS"] = "1"  # the worker inherits it
     rows = []
     for pair in args.pairs:
         task_file, seed_file = pair.split("=", 1)

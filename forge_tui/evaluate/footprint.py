@@ -217,10 +217,17 @@ class PeakTracker:
     steps'. :meth:`report` gives ``{"peak_bytes", "problem_bytes", "multiple", "stages":
     {stage: bytes}, "steps": {step: bytes}, "worker_peak_bytes", "worker_reserved_bytes"}``
     (the last two over the worker's whole life so far).
+
+    With ``FORGE_MEMORY_CENSUS=1`` in the worker's environment (a diagnosis, for
+    ``benchmarks/memory_peak.py --census``) each step's first occurrence also records what is
+    live at its end: ``census[step] = {"allocated", "tensors": [[bytes, shape, dtype], ...]
+    (the 12 largest CUDA storages Python's gc reaches), "untracked"}`` (allocated bytes no
+    such tensor holds: graph pools, C++-side caches, the candidate's own allocations).
     """
 
     def __init__(self, backend: BackendName, problem_bytes: int):
         self.on = backend == BackendName.CUDA
+        self.census: Optional[dict] = {} if self.on and os.environ.get("FORGE_MEMORY_CENSUS") == "1" else None
         self.problem = problem_bytes
         self.stages: dict[str, int] = {}
         self.steps: dict[str, int] = {}
@@ -243,6 +250,8 @@ class PeakTracker:
         now = self._take()
         self.steps[name] = max(self.steps.get(name, 0), now)
         self.since_mark = max(self.since_mark, now)
+        if self.census is not None and name not in self.census:
+            self.census[name] = _live_cuda_tensors()
 
     def mark(self, stage: str) -> None:
         if not self.on:
@@ -265,7 +274,28 @@ class PeakTracker:
             "steps": dict(self.steps),
             "worker_peak_bytes": self.peak,
             "worker_reserved_bytes": self.reserved,
+            **({"census": self.census} if self.census is not None else {}),
         }
+
+
+def _live_cuda_tensors(top: int = 12) -> dict:
+    """What is allocated now and the largest CUDA storages Python's gc reaches (see
+    :class:`PeakTracker`'s census), each storage once."""
+    import gc
+
+    import torch
+
+    seen: dict = {}
+    for obj in gc.get_objects():
+        try:
+            if isinstance(obj, torch.Tensor) and obj.is_cuda:
+                st = obj.untyped_storage()
+                seen.setdefault(st.data_ptr(), [st.nbytes(), list(obj.shape), str(obj.dtype)])
+        except Exception:  # a half-built or fake tensor
+            continue
+    allocated = int(torch.cuda.memory_allocated())
+    rows = sorted(seen.values(), key=lambda r: -r[0])
+    return {"allocated": allocated, "tensors": rows[:top], "untracked": allocated - sum(r[0] for r in rows)}
 
 
 #: Device memory a candidate may hold outside torch's allocator (its own cudaMalloc, cuBLAS
