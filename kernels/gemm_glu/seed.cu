@@ -4,19 +4,27 @@
 // tile of both products from one A tile and the matching tiles of Wg and Wu, into two fp32
 // accumulators of one layout, and its epilogue writes act(g) * u, rounded once to bf16.
 //
-// sm_90a (Hopper, built with -arch=sm_90a): a warp-specialized TMA + WGMMA kernel. Warp group 0
-// is the producer (one thread issues TMA loads of the x, Wg and Wu tiles into a STAGES-deep ring
-// of shared-memory buffers, 128-byte swizzled, each stage's full/empty mbarrier pair from
-// cutlass::PipelineTmaAsync); warp groups 1 and 2 are consumers, 64 rows of the tile each, issuing
-// bf16 WGMMAs (CuTe's SM90 64xBNx16 F32 atom, both operands from shared memory) for both
-// products, one k-tile's batch kept in flight (wgmma.wait_group 1) before a stage is released.
-// TMA zero-fills the box outside (M, K) and (N, K), so tails in any of M, N, K need no extra
-// code in the main loop; the epilogue stores only rows < M and columns < N. The TMA descriptors
-// are encoded on the host with the driver's cuTensorMapEncodeTiled, reached through the runtime's
-// entry-point query (no libcuda link), and cached per (pointers, sizes). Preconditions of this
-// path: the device is cc 9.0 and this file's sm_90a code is in the binary (a __device__ flag set
-// only in the sm_90a compile), x, Wg and Wu 16-byte aligned, K a multiple of 8 (TMA's 16-byte
-// row stride), M, N, K below 2^31.
+// sm_90a (Hopper, built with -arch=sm_90a): a persistent warp-specialized TMA + WGMMA kernel.
+// The grid is as many CLUSTER_M-CTA clusters as the device holds at once; each cluster walks the
+// tiles (a unit: CLUSTER_M row blocks of BM, one per CTA, of one BN column block; GROUP_M row
+// blocks share a column block before the walk moves on). Warp group 0 is the producer (one
+// thread issues TMA loads of the x, Wg and Wu tiles into a STAGES-deep ring of 128-byte swizzled
+// shared-memory buffers, each stage's full/empty mbarrier pair from cutlass::PipelineTmaAsync;
+// with CLUSTER_M 2 each CTA loads half of the Wg and Wu tiles and multicasts it to both, halving
+// the weights' L2 reads). It runs ahead across tiles, so the next tile's stages fill while the
+// consumers run the last one's epilogue. Warp groups 1 and 2 are consumers, 64 rows of the tile
+// each, issuing bf16 WGMMAs (CuTe's SM90 64xBNx16 F32 atom, both operands from shared memory)
+// for both products, one k-tile's batch kept in flight (wgmma.wait_group 1) before a stage is
+// released; their epilogue writes act(g) * u in bf16 to a padded shared-memory tile and stores
+// it in coalesced 16-byte row segments. TMA zero-fills the box outside (M, K) and (N, K), so
+// tails in any of M, N, K need no extra code in the main loop; the epilogue stores only rows < M
+// and columns < N. Registers: ptxas holds the whole kernel to 168 (384 threads, 1 block per
+// SM), so the two accumulators (BN fp32 values a thread) fit up to BN 128; above that they spill.
+// The TMA descriptors are encoded on the host with the driver's cuTensorMapEncodeTiled, reached
+// through the runtime's entry-point query (no libcuda link), and cached per (pointers, sizes).
+// Preconditions of this path: the device is cc 9.0 and this file's sm_90a code is in the binary
+// (a __device__ flag set only in the sm_90a compile), x, Wg and Wu 16-byte aligned, K a multiple
+// of 8 (TMA's 16-byte row stride), M, N, K below 2^31.
 //
 // Everywhere else (other archs, odd K, unaligned views): a plain tiled fp32 SIMT kernel, slow
 // but exact to fp32 accumulation, so every shape and arch computes the right answer.
@@ -42,10 +50,11 @@ typedef __nv_bfloat16 T;
 #endif
 
 // output columns per tile (each of the two products is BM x BN; a multiple of 16 up to 256)
-// @tune BN: 128, 96, 176
+// @tune BN: 128, 64, 96
 #define BN 128
-// shared-memory ring depth (a stage: BM x 64 of x, BN x 64 of Wg and of Wu)
-// @tune STAGES: 4, 3, 5
+// shared-memory ring depth (a stage: BM x 64 of x, BN x 64 of Wg and of Wu; 5 and 6 fit in
+// 227 KB with BN 96 and 64 only: deeper rings fail to compile)
+// @tune STAGES: 4, 3, 5, 6
 #define STAGES 4
 // a cluster's row blocks (1 or 2): its CTAs share one column block, each loading 1/CLUSTER_M
 // of the Wg and Wu tiles and multicasting it to all, which divides the weights' L2 reads
