@@ -49,13 +49,15 @@ typedef __nv_bfloat16 T;
 #define ACT 4
 #endif
 
-// output columns per tile (each of the two products is BM x BN; a multiple of 16 up to 256)
-// @tune BN: 128, 64, 96
-#define BN 128
-// shared-memory ring depth (a stage: BM x 64 of x, BN x 64 of Wg and of Wu; 5 and 6 fit in
-// 227 KB with BN 96 and 64 only: deeper rings fail to compile)
-// @tune STAGES: 4, 3, 5, 6
-#define STAGES 4
+// output columns per tile (each of the two products is BM x BN; a multiple of 16 up to 128:
+// above 128 the two accumulators spill). 64 won on the H200 at both Llama shapes
+// (docs/benchmarks.md): twice the tiles, so the last round of the persistent walk is fuller
+// @tune BN: 64, 128, 96
+#define BN 64
+// shared-memory ring depth (a stage: BM x 64 of x, BN x 64 of Wg and of Wu), capped at what
+// fits in 227 KB beside the epilogue tile: 6 with BN 64, 5 with BN 96, 4 with BN 128
+// @tune STAGES: 6, 4, 5, 3
+#define STAGES 6
 // a cluster's row blocks (1 or 2): its CTAs share one column block, each loading 1/CLUSTER_M
 // of the Wg and Wu tiles and multicasting it to all, which divides the weights' L2 reads
 // @tune CLUSTER_M: 2, 1
@@ -96,7 +98,17 @@ __device__ int glu_wgmma_built = GLU_WGMMA_BUILT;
 namespace glu {
 using namespace cute;
 using Bf = cute::bfloat16_t;
-constexpr int kStages = STAGES, kCluster = CLUSTER_M;
+constexpr int kCluster = CLUSTER_M;
+constexpr int kABytes = BM * BK * 2, kBBytes = BN * BK * 2;
+constexpr int kStageBytes = kABytes + 2 * kBBytes;  // what each CTA's full barrier receives per stage
+// the epilogue's bf16 tile: rows padded by 16 bytes, so the 8 rows of a warp's 4-byte writes
+// start 4 banks apart (BN / 2 + 4 words a row, an odd multiple of 4) and never collide
+constexpr int kEpiPitch = BN * 2 + 16;
+constexpr int kSmemMax = 232448;  // Hopper's 227 KB of shared memory per block
+// STAGES capped at the deepest ring that fits beside the epilogue tile (a stage's two
+// mbarriers: 16 bytes), so every BN compiles with any STAGES value
+constexpr int kStagesFit = (kSmemMax - BM * kEpiPitch) / (kStageBytes + 16);
+constexpr int kStages = STAGES < kStagesFit ? STAGES : kStagesFit;
 using Pipeline = cutlass::PipelineTmaAsync<kStages>;
 using PipeState = cutlass::PipelineState<kStages>;
 using ClusterShape = Shape<Int<kCluster>, _1, _1>;
@@ -105,12 +117,7 @@ using LayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Bf>{}, Shape<In
 using Mma = decltype(make_tiled_mma(
     GMMA::ss_op_selector<Bf, Bf, float, Shape<_64, Int<BN>, Int<BK>>, GMMA::Major::K, GMMA::Major::K>(),
     Layout<Shape<_2, _1, _1>>{}));
-constexpr int kABytes = BM * BK * 2, kBBytes = BN * BK * 2;
-constexpr int kStageBytes = kABytes + 2 * kBBytes;  // what each CTA's full barrier receives per stage
 constexpr int kBPart = BN / kCluster;               // W rows one CTA loads and multicasts
-// the epilogue's bf16 tile: rows padded by 16 bytes, so the 8 rows of a warp's 4-byte writes
-// start 4 banks apart (BN / 2 + 4 words a row, an odd multiple of 4) and never collide
-constexpr int kEpiPitch = BN * 2 + 16;
 // byte offsets in dynamic shared memory (its base is 1024-aligned, as CUTLASS's kernels assume;
 // the kernel checks): each stage buffer is a whole number of 1024-byte swizzle atoms
 constexpr int kOffA = 0, kOffG = kOffA + kStages * kABytes, kOffU = kOffG + kStages * kBBytes;
@@ -119,7 +126,7 @@ constexpr int kSmemBytes = kOffP + (int)sizeof(typename Pipeline::SharedStorage)
 static_assert(BN % 16 == 0 && BN <= 256, "WGMMA N is a multiple of 8 up to 256; BN / 2 rows a swizzle atom");
 static_assert(kCluster == 1 || kCluster == 2, "CLUSTER_M is 1 or 2");
 static_assert(kBPart % 8 == 0, "a CTA's share of a W tile is whole 8-row swizzle atoms");
-static_assert(kSmemBytes <= 232448, "the tile, ring and epilogue buffer exceed Hopper's 227 KB per block");
+static_assert(kStages >= 2 && kSmemBytes <= kSmemMax, "the tile, ring and epilogue buffer exceed Hopper's 227 KB per block");
 static_assert(kOffP % 8 == 0, "mbarrier alignment");
 
 // tile -> (row block pair, column block): GROUP_M row blocks share each column block before the
