@@ -23,8 +23,10 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import os
 import statistics
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -72,6 +74,18 @@ def _seed_fn(knobs, arch, tensors, out):
         return out
 
     return call
+
+
+def _wait_or_exit(event, label, limit_s=20.0):
+    """Wait for ``event``; a kernel still running after ``limit_s`` seconds is hung (a
+    pipeline that never completes): say so and end the process, which frees the GPU for the
+    next command (a hung kernel cannot be stopped from inside its context)."""
+    t0 = time.monotonic()
+    while not event.query():
+        if time.monotonic() - t0 > limit_s:
+            print(f"  {label}: still running after {limit_s:.0f} s: hung, exiting", flush=True)
+            os._exit(3)
+        time.sleep(0.01)
 
 
 def _graph(fn, reps):
@@ -138,8 +152,10 @@ def main() -> int:
             try:
                 fn = _seed_fn(_knobs(v), arch, [x, wg, wu], out)
                 out.fill_(float("nan"))
+                done = torch.cuda.Event()
                 fn()
-                torch.cuda.synchronize()
+                done.record()
+                _wait_or_exit(done, f"{name} {label}")
             except RuntimeError as exc:
                 print(f"  {name} {label}: {exc}")
                 continue

@@ -4,19 +4,27 @@
 // tile of both products from one A tile and the matching tiles of Wg and Wu, into two fp32
 // accumulators of one layout, and its epilogue writes act(g) * u, rounded once to bf16.
 //
-// sm_90a (Hopper, built with -arch=sm_90a): a warp-specialized TMA + WGMMA kernel. Warp group 0
-// is the producer (one thread issues TMA loads of the x, Wg and Wu tiles into a STAGES-deep ring
-// of shared-memory buffers, 128-byte swizzled, each stage's full/empty mbarrier pair from
-// cutlass::PipelineTmaAsync); warp groups 1 and 2 are consumers, 64 rows of the tile each, issuing
-// bf16 WGMMAs (CuTe's SM90 64xBNx16 F32 atom, both operands from shared memory) for both
-// products, one k-tile's batch kept in flight (wgmma.wait_group 1) before a stage is released.
-// TMA zero-fills the box outside (M, K) and (N, K), so tails in any of M, N, K need no extra
-// code in the main loop; the epilogue stores only rows < M and columns < N. The TMA descriptors
-// are encoded on the host with the driver's cuTensorMapEncodeTiled, reached through the runtime's
-// entry-point query (no libcuda link), and cached per (pointers, sizes). Preconditions of this
-// path: the device is cc 9.0 and this file's sm_90a code is in the binary (a __device__ flag set
-// only in the sm_90a compile), x, Wg and Wu 16-byte aligned, K a multiple of 8 (TMA's 16-byte
-// row stride), M, N, K below 2^31.
+// sm_90a (Hopper, built with -arch=sm_90a): a persistent warp-specialized TMA + WGMMA kernel.
+// The grid is as many CLUSTER_M-CTA clusters as the device holds at once; each cluster walks the
+// tiles (a unit: CLUSTER_M row blocks of BM, one per CTA, of one BN column block; GROUP_M row
+// blocks share a column block before the walk moves on). Warp group 0 is the producer (one
+// thread issues TMA loads of the x, Wg and Wu tiles into a STAGES-deep ring of 128-byte swizzled
+// shared-memory buffers, each stage's full/empty mbarrier pair from cutlass::PipelineTmaAsync;
+// with CLUSTER_M 2 each CTA loads half of the Wg and Wu tiles and multicasts it to both, halving
+// the weights' L2 reads). It runs ahead across tiles, so the next tile's stages fill while the
+// consumers run the last one's epilogue. Warp groups 1 and 2 are consumers, 64 rows of the tile
+// each, issuing bf16 WGMMAs (CuTe's SM90 64xBNx16 F32 atom, both operands from shared memory)
+// for both products, one k-tile's batch kept in flight (wgmma.wait_group 1) before a stage is
+// released; their epilogue writes act(g) * u in bf16 to a padded shared-memory tile and stores
+// it in coalesced 16-byte row segments. TMA zero-fills the box outside (M, K) and (N, K), so
+// tails in any of M, N, K need no extra code in the main loop; the epilogue stores only rows < M
+// and columns < N. Registers: ptxas holds the whole kernel to 168 (384 threads, 1 block per
+// SM), so the two accumulators (BN fp32 values a thread) fit up to BN 128; above that they spill.
+// The TMA descriptors are encoded on the host with the driver's cuTensorMapEncodeTiled, reached
+// through the runtime's entry-point query (no libcuda link), and cached per (pointers, sizes).
+// Preconditions of this path: the device is cc 9.0 and this file's sm_90a code is in the binary
+// (a __device__ flag set only in the sm_90a compile), x, Wg and Wu 16-byte aligned, K a multiple
+// of 8 (TMA's 16-byte row stride), M, N, K below 2^31.
 //
 // Everywhere else (other archs, odd K, unaligned views): a plain tiled fp32 SIMT kernel, slow
 // but exact to fp32 accumulation, so every shape and arch computes the right answer.
@@ -41,14 +49,21 @@ typedef __nv_bfloat16 T;
 #define ACT 4
 #endif
 
-// output columns per CTA tile (each of the two products is BM x BN)
-// @tune BN: 128, 64, 96, 160
-#define BN 128
-// shared-memory ring depth (a stage: BM x 64 of x, BN x 64 of Wg and of Wu)
-// @tune STAGES: 4, 3, 5, 6
-#define STAGES 4
-// CTAs of GROUP_M consecutive row blocks walk the column blocks together (L2 reuse of W tiles)
-// @tune GROUP_M: 8, 1, 4, 16
+// output columns per tile (each of the two products is BM x BN; a multiple of 16 up to 128:
+// above 128 the two accumulators spill). 64 won on the H200 at both Llama shapes
+// (docs/benchmarks.md): twice the tiles, so the last round of the persistent walk is fuller
+// @tune BN: 64, 128, 96
+#define BN 64
+// shared-memory ring depth (a stage: BM x 64 of x, BN x 64 of Wg and of Wu), capped at what
+// fits in 227 KB beside the epilogue tile: 6 with BN 64, 5 with BN 96, 4 with BN 128
+// @tune STAGES: 6, 4, 5, 3
+#define STAGES 6
+// a cluster's row blocks (1 or 2): its CTAs share one column block, each loading 1/CLUSTER_M
+// of the Wg and Wu tiles and multicasting it to all, which divides the weights' L2 reads
+// @tune CLUSTER_M: 2, 1
+#define CLUSTER_M 2
+// tiles of GROUP_M consecutive row blocks walk the column blocks together (L2 reuse of W tiles)
+// @tune GROUP_M: 8, 4, 16
 #define GROUP_M 8
 // threads of the fallback kernel's 64 x 64 tile
 #define FB_TILE 64
@@ -83,43 +98,70 @@ __device__ int glu_wgmma_built = GLU_WGMMA_BUILT;
 namespace glu {
 using namespace cute;
 using Bf = cute::bfloat16_t;
-constexpr int kStages = STAGES;
+constexpr int kCluster = CLUSTER_M;
+constexpr int kABytes = BM * BK * 2, kBBytes = BN * BK * 2;
+constexpr int kStageBytes = kABytes + 2 * kBBytes;  // what each CTA's full barrier receives per stage
+// the epilogue's bf16 tile: rows padded by 16 bytes, so the 8 rows of a warp's 4-byte writes
+// start 4 banks apart (BN / 2 + 4 words a row, an odd multiple of 4) and never collide
+constexpr int kEpiPitch = BN * 2 + 16;
+constexpr int kSmemMax = 232448;  // Hopper's 227 KB of shared memory per block
+// STAGES capped at the deepest ring that fits beside the epilogue tile (a stage's two
+// mbarriers: 16 bytes), so every BN compiles with any STAGES value
+constexpr int kStagesFit = (kSmemMax - BM * kEpiPitch) / (kStageBytes + 16);
+constexpr int kStages = STAGES < kStagesFit ? STAGES : kStagesFit;
 using Pipeline = cutlass::PipelineTmaAsync<kStages>;
 using PipeState = cutlass::PipelineState<kStages>;
+using ClusterShape = Shape<Int<kCluster>, _1, _1>;
 using LayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Bf>{}, Shape<Int<BM>, Int<BK>, Int<kStages>>{}));
 using LayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Bf>{}, Shape<Int<BN>, Int<BK>, Int<kStages>>{}));
 using Mma = decltype(make_tiled_mma(
     GMMA::ss_op_selector<Bf, Bf, float, Shape<_64, Int<BN>, Int<BK>>, GMMA::Major::K, GMMA::Major::K>(),
     Layout<Shape<_2, _1, _1>>{}));
-constexpr int kABytes = BM * BK * 2, kBBytes = BN * BK * 2;
-constexpr int kStageBytes = kABytes + 2 * kBBytes;
-static_assert(kStageBytes % 16 == 0, "TMA transaction bytes");
-struct Smem {
-    alignas(1024) Bf a[kStages * BM * BK];
-    alignas(1024) Bf g[kStages * BN * BK];
-    alignas(1024) Bf u[kStages * BN * BK];
-    typename Pipeline::SharedStorage pipe;
-};
-constexpr int kSmemBytes = (int)sizeof(Smem) + 1024;  // + room to align the base to 1024 bytes
-static_assert(BN % 8 == 0 && BN <= 256, "WGMMA N is a multiple of 8 up to 256");
+constexpr int kBPart = BN / kCluster;               // W rows one CTA loads and multicasts
+// byte offsets in dynamic shared memory (its base is 1024-aligned, as CUTLASS's kernels assume;
+// the kernel checks): each stage buffer is a whole number of 1024-byte swizzle atoms
+constexpr int kOffA = 0, kOffG = kOffA + kStages * kABytes, kOffU = kOffG + kStages * kBBytes;
+constexpr int kOffE = kOffU + kStages * kBBytes, kOffP = kOffE + BM * kEpiPitch;
+constexpr int kSmemBytes = kOffP + (int)sizeof(typename Pipeline::SharedStorage);
+static_assert(BN % 16 == 0 && BN <= 256, "WGMMA N is a multiple of 8 up to 256; BN / 2 rows a swizzle atom");
+static_assert(kCluster == 1 || kCluster == 2, "CLUSTER_M is 1 or 2");
+static_assert(kBPart % 8 == 0, "a CTA's share of a W tile is whole 8-row swizzle atoms");
+static_assert(kStages >= 2 && kSmemBytes <= kSmemMax, "the tile, ring and epilogue buffer exceed Hopper's 227 KB per block");
+static_assert(kOffP % 8 == 0, "mbarrier alignment");
+
+// tile -> (row block pair, column block): GROUP_M row blocks share each column block before the
+// walk moves on, so the CTAs resident at one time read a few W column blocks from L2
+__device__ __forceinline__ void unit_coords(int u, int units_m, int tiles_n, int& um, int& un) {
+    constexpr int group = GROUP_M / kCluster > 0 ? GROUP_M / kCluster : 1;
+    const int per_group = group * tiles_n;
+    const int first = (u / per_group) * group;
+    const int gsize = min(units_m - first, group);
+    um = first + (u % per_group) % gsize;
+    un = (u % per_group) / gsize;
+}
 }  // namespace glu
 
+// Persistent: gridDim.x / CLUSTER_M clusters walk the tiles (a unit: CLUSTER_M row blocks of one
+// column block, one per CTA of the cluster), so the producer loads the next tile's stages while
+// the consumers run the last one's epilogue, and no tile pays a launch or a cold pipeline.
 __global__ void __launch_bounds__(384, 1)
     glu_wgmma(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_g,
               const __grid_constant__ CUtensorMap tm_u, T* __restrict__ y, int m, int n, int k) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace cute;
     using namespace glu;
-    extern __shared__ char smem_raw[];
-    Smem& s = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+    extern __shared__ __align__(1024) char smem_raw[];
+    if (reinterpret_cast<uintptr_t>(smem_raw) % 1024) __trap();  // swizzled TMA boxes need it
+    Bf* sa = reinterpret_cast<Bf*>(smem_raw + kOffA);
+    Bf* sg = reinterpret_cast<Bf*>(smem_raw + kOffG);
+    Bf* su = reinterpret_cast<Bf*>(smem_raw + kOffU);
+    char* se = smem_raw + kOffE;
+    auto& pipe_storage = *reinterpret_cast<typename Pipeline::SharedStorage*>(smem_raw + kOffP);
 
-    // tile order: GROUP_M row blocks share each column block before moving on
     const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN;
-    const int per_group = GROUP_M * tiles_n;
-    const int group = blockIdx.x / per_group, first_m = group * GROUP_M;
-    const int gsize = min(tiles_m - first_m, GROUP_M);
-    const int pid_m = first_m + (blockIdx.x % per_group) % gsize;
-    const int pid_n = (blockIdx.x % per_group) / gsize;
+    const int units_m = (tiles_m + kCluster - 1) / kCluster, units = units_m * tiles_n;
+    const int rank = kCluster > 1 ? (int)cute::block_rank_in_cluster() : 0;
+    const int first_unit = blockIdx.x / kCluster, unit_step = gridDim.x / kCluster;
     const int k_tiles = (k + BK - 1) / BK;
 
     const int wg = threadIdx.x / 128;
@@ -128,8 +170,15 @@ __global__ void __launch_bounds__(384, 1)
     pp.is_leader = threadIdx.x == 0;
     pp.num_consumers = 256;
     pp.transaction_bytes = kStageBytes;
-    Pipeline pipeline(s.pipe, pp, Shape<_1, _1, _1>{});
-    __syncthreads();  // the barriers' init is visible to every warp
+    Pipeline pipeline(pipe_storage, pp, ClusterShape{});
+    // the barriers' init is visible to every warp, and to the peer CTA before it multicasts
+    // into this one's ring or arrives on its empty barriers
+    if constexpr (kCluster > 1) {
+        cute::cluster_arrive_relaxed();
+        cute::cluster_wait();
+    } else {
+        __syncthreads();
+    }
 
     if (wg == 0) {
         cutlass::arch::warpgroup_reg_dealloc<40>();
@@ -139,77 +188,108 @@ __global__ void __launch_bounds__(384, 1)
             cute::prefetch_tma_descriptor(&tm_u);
             const uint64_t hint = static_cast<uint64_t>(TMA::CacheHintSm90::EVICT_NORMAL);
             PipeState w = cutlass::make_producer_start_state<Pipeline>();
-            for (int kt = 0; kt < k_tiles; ++kt) {
-                pipeline.producer_acquire(w);
-                uint64_t* bar = pipeline.producer_get_barrier(w);
-                const int st = w.index();
-                SM90_TMA_LOAD_2D::copy(&tm_x, bar, hint, s.a + st * BM * BK, kt * BK, pid_m * BM);
-                SM90_TMA_LOAD_2D::copy(&tm_g, bar, hint, s.g + st * BN * BK, kt * BK, pid_n * BN);
-                SM90_TMA_LOAD_2D::copy(&tm_u, bar, hint, s.u + st * BN * BK, kt * BK, pid_n * BN);
-                ++w;
+            for (int u = first_unit; u < units; u += unit_step) {
+                int um, un;
+                unit_coords(u, units_m, tiles_n, um, un);
+                const int row0 = (um * kCluster + rank) * BM, wrow0 = un * BN + rank * kBPart;
+                for (int kt = 0; kt < k_tiles; ++kt) {
+                    pipeline.producer_acquire(w);
+                    uint64_t* bar = pipeline.producer_get_barrier(w);
+                    const int st = w.index();
+                    SM90_TMA_LOAD_2D::copy(&tm_x, bar, hint, sa + st * BM * BK, kt * BK, row0);
+                    Bf* dg = sg + st * BN * BK + rank * kBPart * BK;
+                    Bf* du = su + st * BN * BK + rank * kBPart * BK;
+                    if constexpr (kCluster > 1) {
+                        const uint16_t mask = (1u << kCluster) - 1;
+                        SM90_TMA_LOAD_MULTICAST_2D::copy(&tm_g, bar, mask, hint, dg, kt * BK, wrow0);
+                        SM90_TMA_LOAD_MULTICAST_2D::copy(&tm_u, bar, mask, hint, du, kt * BK, wrow0);
+                    } else {
+                        SM90_TMA_LOAD_2D::copy(&tm_g, bar, hint, dg, kt * BK, wrow0);
+                        SM90_TMA_LOAD_2D::copy(&tm_u, bar, hint, du, kt * BK, wrow0);
+                    }
+                    ++w;
+                }
             }
+            // every stage's last release has arrived (the peer's too) before this CTA exits
+            pipeline.producer_tail(w);
         }
         return;
     }
     cutlass::arch::warpgroup_reg_alloc<232>();
-    Tensor sA = make_tensor(make_smem_ptr(s.a), LayoutA{});
-    Tensor sG = make_tensor(make_smem_ptr(s.g), LayoutB{});
-    Tensor sU = make_tensor(make_smem_ptr(s.u), LayoutB{});
+    Tensor sA = make_tensor(make_smem_ptr(sa), LayoutA{});
+    Tensor sG = make_tensor(make_smem_ptr(sg), LayoutB{});
+    Tensor sU = make_tensor(make_smem_ptr(su), LayoutB{});
     Mma mma;
-    auto thr = mma.get_slice(threadIdx.x - 128);
+    const int ct = threadIdx.x - 128;  // 0..255 over the two consumer warp groups
+    auto thr = mma.get_slice(ct);
     Tensor tA = thr.make_fragment_A(thr.partition_A(sA));  // WGMMA descriptors (MMA, MMA_M, MMA_K, PIPE)
     Tensor tG = thr.make_fragment_B(thr.partition_B(sG));
     Tensor tU = thr.make_fragment_B(thr.partition_B(sU));
-
-    Tensor mY = make_tensor(make_gmem_ptr(reinterpret_cast<Bf*>(y)), make_shape(m, n), make_stride(n, _1{}));
-    Tensor gY = local_tile(mY, Shape<Int<BM>, Int<BN>>{}, make_coord(pid_m, pid_n));
-    Tensor cY = local_tile(make_identity_tensor(make_shape(m, n)), Shape<Int<BM>, Int<BN>>{}, make_coord(pid_m, pid_n));
-    Tensor tY = thr.partition_C(gY);
-    Tensor tC = thr.partition_C(cY);
-    Tensor accG = thr.partition_fragment_C(gY);
-    Tensor accU = thr.partition_fragment_C(gY);
-    clear(accG);
-    clear(accU);
+    // (row, column) inside the BM x BN tile of each accumulator value
+    Tensor cL = make_identity_tensor(Shape<Int<BM>, Int<BN>>{});
+    Tensor tL = thr.partition_C(cL);
+    Tensor accG = thr.partition_fragment_C(cL);
+    Tensor accU = thr.partition_fragment_C(cL);
     mma.accumulate_ = GMMA::ScaleOut::One;
+    const int bar_id = wg;  // named barrier 1 or 2: this warp group's 128 threads
+    const bool vec = (n % 8 == 0) && (reinterpret_cast<uintptr_t>(y) % 16 == 0);
 
     PipeState rd, rel;
-    for (int kt = 0; kt < k_tiles; ++kt) {
-        pipeline.consumer_wait(rd);
-        const int st = rd.index();
-        warpgroup_fence_operand(accG);
-        warpgroup_fence_operand(accU);
-        warpgroup_arrive();
-        gemm(mma, tA(_, _, _, st), tG(_, _, _, st), accG);
-        gemm(mma, tA(_, _, _, st), tU(_, _, _, st), accU);
-        warpgroup_commit_batch();
-        warpgroup_wait<1>();  // the previous k-tile's WGMMAs are done: its stage can be refilled
-        warpgroup_fence_operand(accG);
-        warpgroup_fence_operand(accU);
-        if (kt > 0) {
-            pipeline.consumer_release(rel);
-            ++rel;
+    for (int u = first_unit; u < units; u += unit_step) {
+        int um, un;
+        unit_coords(u, units_m, tiles_n, um, un);
+        const int row0 = (um * kCluster + rank) * BM, col0 = un * BN;
+        clear(accG);
+        clear(accU);
+        for (int kt = 0; kt < k_tiles; ++kt) {
+            pipeline.consumer_wait(rd);
+            const int st = rd.index();
+            warpgroup_fence_operand(accG);
+            warpgroup_fence_operand(accU);
+            warpgroup_arrive();
+            gemm(mma, tA(_, _, _, st), tG(_, _, _, st), accG);
+            gemm(mma, tA(_, _, _, st), tU(_, _, _, st), accU);
+            warpgroup_commit_batch();
+            warpgroup_wait<1>();  // the previous k-tile's WGMMAs are done: its stage can be refilled
+            warpgroup_fence_operand(accG);
+            warpgroup_fence_operand(accU);
+            if (kt > 0) {
+                pipeline.consumer_release(rel);
+                ++rel;
+            }
+            ++rd;
         }
-        ++rd;
-    }
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(accG);
-    warpgroup_fence_operand(accU);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(accG);
+        warpgroup_fence_operand(accU);
+        pipeline.consumer_release(rel);
+        ++rel;
 
-    // accumulator values 2i and 2i+1 are adjacent columns of one row (the WGMMA C layout): one
-    // 4-byte store per pair where the row stride and y allow it
-    const bool pairs = (n % 2 == 0) && (reinterpret_cast<uintptr_t>(y) % 4 == 0);
-    CUTE_UNROLL
-    for (int i = 0; i < size(accG); i += 2) {
-        const int r = get<0>(tC(i)), c = get<1>(tC(i));
-        if (r >= m) continue;
-        const float v0 = act(accG(i)) * accU(i), v1 = act(accG(i + 1)) * accU(i + 1);
-        const bool next = get<0>(tC(i + 1)) == r && get<1>(tC(i + 1)) == c + 1;
-        if (pairs && next && c + 1 < n) {
-            *reinterpret_cast<__nv_bfloat162*>(&tY(i)) = __floats2bfloat162_rn(v0, v1);
-        } else {
-            if (c < n) tY(i) = Bf(v0);
-            const int c1 = get<1>(tC(i + 1));
-            if (get<0>(tC(i + 1)) < m && c1 < n) tY(i + 1) = Bf(v1);
+        // act(g) * u in bf16 into this warp group's 64 rows of the staging tile (values 2i and
+        // 2i+1 are adjacent columns of one row in the WGMMA C layout), then out in coalesced
+        // 16-byte row segments; the first barrier keeps the last tile's reads before these writes
+        asm volatile("bar.sync %0, 128;" ::"r"(bar_id) : "memory");
+        CUTE_UNROLL
+        for (int i = 0; i < size(accG); i += 2) {
+            const int r = get<0>(tL(i)), c = get<1>(tL(i));
+            *reinterpret_cast<__nv_bfloat162*>(se + r * kEpiPitch + c * 2) =
+                __floats2bfloat162_rn(act(accG(i)) * accU(i), act(accG(i + 1)) * accU(i + 1));
+        }
+        asm volatile("bar.sync %0, 128;" ::"r"(bar_id) : "memory");
+        constexpr int kChunks = BN / 8;  // 16-byte segments of a row
+        const int wrow = (wg - 1) * 64, t = ct % 128;
+        CUTE_UNROLL
+        for (int q = t; q < 64 * kChunks; q += 128) {
+            const int r = wrow + q / kChunks, c = (q % kChunks) * 8;
+            const int gr = row0 + r, gc = col0 + c;
+            if (gr >= m) continue;
+            const char* src = se + r * kEpiPitch + c * 2;
+            T* dst = y + (int64_t)gr * n + gc;
+            if (vec && gc + 8 <= n) {
+                *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+            } else {
+                for (int e = 0; e < 8 && gc + e < n; ++e) dst[e] = reinterpret_cast<const T*>(src)[e];
+            }
         }
     }
 #endif
@@ -319,11 +399,36 @@ static const Maps* maps_for(const T* x, const T* wg, const T* wu, int64_t m, int
     g_next = (g_next + 1) % 4;
     if (g_nmaps < 4) ++g_nmaps;
     c = Maps{x, wg, wu, m, n, k, {}, {}, {}};
-    if (!encode(&c.tx, x, m, k, BM) || !encode(&c.tg, wg, n, k, BN) || !encode(&c.tu, wu, n, k, BN)) {
+    if (!encode(&c.tx, x, m, k, BM) || !encode(&c.tg, wg, n, k, glu::kBPart) || !encode(&c.tu, wu, n, k, glu::kBPart)) {
         c.x = nullptr;  // never matches again
         return nullptr;
     }
     return &c;
+}
+
+// the persistent grid: as many CLUSTER_M-CTA clusters as the device holds at once (from the
+// occupancy query, which knows the GPCs a cluster must fit in), never more than the units
+static int grid_clusters(cudaStream_t stream) {
+    static int clusters = 0;
+    if (clusters > 0) return clusters;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = CLUSTER_M;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) return 0;
+    cfg.gridDim = dim3((unsigned)(sms / CLUSTER_M * CLUSTER_M));
+    cfg.blockDim = dim3(384);
+    cfg.dynamicSmemBytes = glu::kSmemBytes;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, glu_wgmma, &cfg) || n <= 0) return 0;
+    clusters = n;
+    return clusters;
 }
 
 extern "C" int forge_launch(const T* x, const T* wg, const T* wu, T* y, int64_t m, int64_t n, int64_t k,
@@ -339,9 +444,23 @@ extern "C" int forge_launch(const T* x, const T* wg, const T* wu, T* y, int64_t 
         smem_set = true;
         const Maps* mp = maps_for(x, wg, wu, m, n, k);
         if (!mp) return 2;
-        const int64_t tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
-        if (tiles >= (1LL << 31)) return 2;
-        glu_wgmma<<<(unsigned)tiles, 384, glu::kSmemBytes, stream>>>(mp->tx, mp->tg, mp->tu, y, (int)m, (int)n, (int)k);
+        const int64_t units = ((m + BM * CLUSTER_M - 1) / (BM * CLUSTER_M)) * ((n + BN - 1) / BN);
+        if (units >= (1LL << 31) / CLUSTER_M) return 2;
+        const int clusters = grid_clusters(stream);
+        if (clusters <= 0) return 2;
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = CLUSTER_M;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cfg.gridDim = dim3((unsigned)((units < clusters ? units : clusters) * CLUSTER_M));
+        cfg.blockDim = dim3(384);
+        cfg.dynamicSmemBytes = glu::kSmemBytes;
+        cfg.stream = stream;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        if (cudaLaunchKernelEx(&cfg, glu_wgmma, mp->tx, mp->tg, mp->tu, y, (int)m, (int)n, (int)k)) return 2;
         return (int)cudaGetLastError();
     }
     const int64_t by = (m + FB_TILE - 1) / FB_TILE, bx = (n + FB_TILE - 1) / FB_TILE;
