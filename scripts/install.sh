@@ -75,3 +75,8 @@ CONSTRAINT=$(mktemp)
 trap 'rm -f "$CONSTRAINT"' EXIT
 echo "torch==$TORCH_DIST" > "$CONSTRAINT"
 .venv/bin/python -m pip install -q -c "$CONSTRAINT" -e ".[dev]"
+# The CUTLASS/CuTe headers the catalog's CUTLASS seeds include (kernels/gemm_glu: BSD-3-Clause,
+# headers under cutlass_library/source/include, 6 MB): the package alone, without the Python
+# packages its CUTLASS Python interface needs (cuda-python, scipy, ...), which forge-tui never
+# imports. The `cutlass` extra installs it with them.
+.venv/bin/python -m pip install -q --no-deps "nvidia-cutlass==4.2.0.0"
