@@ -1,25 +1,30 @@
 // A gated MLP's two projections and their product in one kernel: y = act(x Wg^T) * (x Wu^T),
 // x (M, K) and y (M, N) row-major, Wg and Wu (N, K) row-major as nn.Linear stores them (N is the
 // MLP's intermediate size). Neither projection is written: each CTA computes the same (BM, BN)
-// tile of both products from one A tile and the matching tiles of Wg and Wu, into two fp32
-// accumulators of one layout, and its epilogue writes act(g) * u, rounded once to bf16.
+// tile of both products from one A tile and the matching tiles of Wg and Wu stacked as one
+// (2 BN)-row B tile, into one fp32 accumulator whose columns below BN are the gate's and the
+// rest the up product's, and its epilogue writes act(g) * u, rounded once to bf16.
 //
 // sm_90a (Hopper, built with -arch=sm_90a): a persistent warp-specialized TMA + WGMMA kernel.
 // The grid is as many CLUSTER_M-CTA clusters as the device holds at once; each cluster walks the
 // tiles (a unit: CLUSTER_M row blocks of BM, one per CTA, of one BN column block; GROUP_M row
 // blocks share a column block before the walk moves on). Warp group 0 is the producer (one
 // thread issues TMA loads of the x, Wg and Wu tiles into a STAGES-deep ring of 128-byte swizzled
-// shared-memory buffers, each stage's full/empty mbarrier pair from cutlass::PipelineTmaAsync;
+// shared-memory buffers (a stage: x's BM x 64 tile, then BN rows of Wg above BN rows of Wu),
+// each stage's full/empty mbarrier pair from cutlass::PipelineTmaAsync;
 // with CLUSTER_M 2 each CTA loads half of the Wg and Wu tiles and multicasts it to both, halving
 // the weights' L2 reads). It runs ahead across tiles, so the next tile's stages fill while the
 // consumers run the last one's epilogue. Warp groups 1 and 2 are consumers, 64 rows of the tile
-// each, issuing bf16 WGMMAs (CuTe's SM90 64xBNx16 F32 atom, both operands from shared memory)
-// for both products, one k-tile's batch kept in flight (wgmma.wait_group 1) before a stage is
-// released; their epilogue writes act(g) * u in bf16 to a padded shared-memory tile and stores
-// it in coalesced 16-byte row segments. TMA zero-fills the box outside (M, K) and (N, K), so
+// each, issuing per 16-wide k-step ONE bf16 WGMMA over both products (CuTe's SM90 64 x 2BN x 16
+// F32 atom, both operands from shared memory: x's tile is read once for the two products, which
+// two 64 x BN WGMMAs read twice), one k-tile's batch kept in flight (wgmma.wait_group 1) before
+// a stage is released. A thread's accumulator holds column c of the gate and column c + BN of
+// the up product for the same rows (glu::gate_up_in_one_thread checks CuTe's partition), so
+// the epilogue forms act(g) * u in the thread's own registers, writes it in bf16 to a padded
+// shared-memory tile and stores it in coalesced 16-byte row segments. TMA zero-fills the box outside (M, K) and (N, K), so
 // tails in any of M, N, K need no extra code in the main loop; the epilogue stores only rows < M
 // and columns < N. Registers: ptxas holds the whole kernel to 168 (384 threads, 1 block per
-// SM), so the two accumulators (BN fp32 values a thread) fit up to BN 128; above that they spill.
+// SM), so the accumulator (BN fp32 values a thread) fits up to BN 128 (WGMMA's N 256).
 // The TMA descriptors are encoded on the host with the driver's cuTensorMapEncodeTiled, reached
 // through the runtime's entry-point query (no libcuda link), and cached per (pointers, sizes).
 // Preconditions of this path: the device is cc 9.0 and this file's sm_90a code is in the binary
@@ -49,8 +54,8 @@ typedef __nv_bfloat16 T;
 #define ACT 4
 #endif
 
-// output columns per tile (each of the two products is BM x BN; a multiple of 16 up to 128:
-// above 128 the two accumulators spill). 64 won on the H200 at both Llama shapes
+// output columns per tile (each of the two products is BM x BN, one WGMMA N = 2 BN; a multiple
+// of 16 up to 128). 64 won on the H200 at both Llama shapes
 // (docs/benchmarks.md): twice the tiles, so the last round of the persistent walk is fuller
 // @tune BN: 64, 128, 96
 #define BN 64
@@ -100,7 +105,7 @@ using namespace cute;
 using Bf = cute::bfloat16_t;
 constexpr int kCluster = CLUSTER_M;
 constexpr int kABytes = BM * BK * 2, kBBytes = BN * BK * 2;
-constexpr int kStageBytes = kABytes + 2 * kBBytes;  // what each CTA's full barrier receives per stage
+constexpr int kStageBytes = kABytes + 2 * kBBytes;  // x's tile, then Wg's and Wu's stacked  // what each CTA's full barrier receives per stage
 // the epilogue's bf16 tile: rows padded by 16 bytes, so the 8 rows of a warp's 4-byte writes
 // start 4 banks apart (BN / 2 + 4 words a row, an odd multiple of 4) and never collide
 constexpr int kEpiPitch = BN * 2 + 16;
@@ -113,17 +118,18 @@ using Pipeline = cutlass::PipelineTmaAsync<kStages>;
 using PipeState = cutlass::PipelineState<kStages>;
 using ClusterShape = Shape<Int<kCluster>, _1, _1>;
 using LayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Bf>{}, Shape<Int<BM>, Int<BK>, Int<kStages>>{}));
-using LayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Bf>{}, Shape<Int<BN>, Int<BK>, Int<kStages>>{}));
+// a stage's B tile: BN rows of Wg, then BN rows of Wu (one 64 x 2BN x 16 WGMMA covers both)
+using LayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Bf>{}, Shape<Int<2 * BN>, Int<BK>, Int<kStages>>{}));
 using Mma = decltype(make_tiled_mma(
-    GMMA::ss_op_selector<Bf, Bf, float, Shape<_64, Int<BN>, Int<BK>>, GMMA::Major::K, GMMA::Major::K>(),
+    GMMA::ss_op_selector<Bf, Bf, float, Shape<_64, Int<2 * BN>, Int<BK>>, GMMA::Major::K, GMMA::Major::K>(),
     Layout<Shape<_2, _1, _1>>{}));
 constexpr int kBPart = BN / kCluster;               // W rows one CTA loads and multicasts
 // byte offsets in dynamic shared memory (its base is 1024-aligned, as CUTLASS's kernels assume;
 // the kernel checks): each stage buffer is a whole number of 1024-byte swizzle atoms
-constexpr int kOffA = 0, kOffG = kOffA + kStages * kABytes, kOffU = kOffG + kStages * kBBytes;
-constexpr int kOffE = kOffU + kStages * kBBytes, kOffP = kOffE + BM * kEpiPitch;
+constexpr int kOffA = 0, kOffB = kOffA + kStages * kABytes;
+constexpr int kOffE = kOffB + kStages * 2 * kBBytes, kOffP = kOffE + BM * kEpiPitch;
 constexpr int kSmemBytes = kOffP + (int)sizeof(typename Pipeline::SharedStorage);
-static_assert(BN % 16 == 0 && BN <= 256, "WGMMA N is a multiple of 8 up to 256; BN / 2 rows a swizzle atom");
+static_assert(BN % 16 == 0 && 2 * BN <= 256, "WGMMA N (2 BN) is a multiple of 8 up to 256; BN / 2 rows a swizzle atom");
 static_assert(kCluster == 1 || kCluster == 2, "CLUSTER_M is 1 or 2");
 static_assert(kBPart % 8 == 0, "a CTA's share of a W tile is whole 8-row swizzle atoms");
 static_assert(kStages >= 2 && kSmemBytes <= kSmemMax, "the tile, ring and epilogue buffer exceed Hopper's 227 KB per block");
@@ -139,6 +145,31 @@ __device__ __forceinline__ void unit_coords(int u, int units_m, int tiles_n, int
     um = first + (u % per_group) % gsize;
     un = (u % per_group) / gsize;
 }
+
+// What the epilogue relies on, checked on CuTe's own partition of the (BM, 2 BN) tile's
+// coordinates: of a thread's BN accumulator values, value i < BN / 2 is (row r, gate column
+// c < BN) and value i + BN / 2 is (r, c + BN), the same column of the up product, so act(g) * u
+// needs no data from another thread; values 2j and 2j + 1 are adjacent columns of one row (one
+// 4-byte bf16x2 store). (The WGMMA C layout: a thread holds columns 8 q + 2 (lane % 4) + {0, 1}
+// of each 8-column group q, and group q + BN / 8 is q's up twin.) A thread's partition is one
+// static layout (checked on thread 0) shifted by the thread's first coordinate (checked for all
+// 256: an even column up to 6, so the shifted gate columns stay below BN).
+constexpr bool gate_up_in_one_thread() {
+    const auto coords = make_identity_tensor(Shape<Int<BM>, Int<2 * BN>>{});
+    const auto c = Mma{}.get_slice(0).partition_C(coords);
+    if (size(c) != BN || get<0>(c(0)) != 0 || get<1>(c(0)) != 0) return false;
+    for (int i = 0; i < BN / 2; ++i) {
+        const auto g = c(i), u = c(i + BN / 2), g1 = c(i ^ 1);
+        if (get<0>(u) != get<0>(g) || get<1>(u) != get<1>(g) + BN || get<1>(g) + 6 >= BN) return false;
+        if (get<0>(g1) != get<0>(g) || get<1>(g1) != (get<1>(g) ^ 1) || get<1>(g) % 2 != i % 2) return false;
+    }
+    for (int t = 1; t < 256; ++t) {
+        const auto first = Mma{}.get_slice(t).partition_C(coords)(0);
+        if (get<1>(first) % 2 != 0 || get<1>(first) > 6) return false;
+    }
+    return true;
+}
+static_assert(gate_up_in_one_thread(), "the accumulator layout the epilogue assumes");
 }  // namespace glu
 
 // Persistent: gridDim.x / CLUSTER_M clusters walk the tiles (a unit: CLUSTER_M row blocks of one
@@ -153,8 +184,7 @@ __global__ void __launch_bounds__(384, 1)
     extern __shared__ __align__(1024) char smem_raw[];
     if (reinterpret_cast<uintptr_t>(smem_raw) % 1024) __trap();  // swizzled TMA boxes need it
     Bf* sa = reinterpret_cast<Bf*>(smem_raw + kOffA);
-    Bf* sg = reinterpret_cast<Bf*>(smem_raw + kOffG);
-    Bf* su = reinterpret_cast<Bf*>(smem_raw + kOffU);
+    Bf* sb = reinterpret_cast<Bf*>(smem_raw + kOffB);
     char* se = smem_raw + kOffE;
     auto& pipe_storage = *reinterpret_cast<typename Pipeline::SharedStorage*>(smem_raw + kOffP);
 
@@ -197,8 +227,8 @@ __global__ void __launch_bounds__(384, 1)
                     uint64_t* bar = pipeline.producer_get_barrier(w);
                     const int st = w.index();
                     SM90_TMA_LOAD_2D::copy(&tm_x, bar, hint, sa + st * BM * BK, kt * BK, row0);
-                    Bf* dg = sg + st * BN * BK + rank * kBPart * BK;
-                    Bf* du = su + st * BN * BK + rank * kBPart * BK;
+                    Bf* dg = sb + st * 2 * BN * BK + rank * kBPart * BK;
+                    Bf* du = dg + BN * BK;  // Wu's rows follow Wg's in the stage's B tile
                     if constexpr (kCluster > 1) {
                         const uint16_t mask = (1u << kCluster) - 1;
                         SM90_TMA_LOAD_MULTICAST_2D::copy(&tm_g, bar, mask, hint, dg, kt * BK, wrow0);
@@ -217,19 +247,17 @@ __global__ void __launch_bounds__(384, 1)
     }
     cutlass::arch::warpgroup_reg_alloc<232>();
     Tensor sA = make_tensor(make_smem_ptr(sa), LayoutA{});
-    Tensor sG = make_tensor(make_smem_ptr(sg), LayoutB{});
-    Tensor sU = make_tensor(make_smem_ptr(su), LayoutB{});
+    Tensor sB = make_tensor(make_smem_ptr(sb), LayoutB{});
     Mma mma;
     const int ct = threadIdx.x - 128;  // 0..255 over the two consumer warp groups
     auto thr = mma.get_slice(ct);
     Tensor tA = thr.make_fragment_A(thr.partition_A(sA));  // WGMMA descriptors (MMA, MMA_M, MMA_K, PIPE)
-    Tensor tG = thr.make_fragment_B(thr.partition_B(sG));
-    Tensor tU = thr.make_fragment_B(thr.partition_B(sU));
-    // (row, column) inside the BM x BN tile of each accumulator value
-    Tensor cL = make_identity_tensor(Shape<Int<BM>, Int<BN>>{});
+    Tensor tB = thr.make_fragment_B(thr.partition_B(sB));
+    // (row, column) inside the BM x 2 BN tile of each accumulator value: columns below BN are
+    // the gate product's, the rest the up product's (gate_up_in_one_thread)
+    Tensor cL = make_identity_tensor(Shape<Int<BM>, Int<2 * BN>>{});
     Tensor tL = thr.partition_C(cL);
-    Tensor accG = thr.partition_fragment_C(cL);
-    Tensor accU = thr.partition_fragment_C(cL);
+    Tensor acc = thr.partition_fragment_C(cL);
     mma.accumulate_ = GMMA::ScaleOut::One;
     const int bar_id = wg;  // named barrier 1 or 2: this warp group's 128 threads
     const bool vec = (n % 8 == 0) && (reinterpret_cast<uintptr_t>(y) % 16 == 0);
@@ -239,20 +267,16 @@ __global__ void __launch_bounds__(384, 1)
         int um, un;
         unit_coords(u, units_m, tiles_n, um, un);
         const int row0 = (um * kCluster + rank) * BM, col0 = un * BN;
-        clear(accG);
-        clear(accU);
+        clear(acc);
         for (int kt = 0; kt < k_tiles; ++kt) {
             pipeline.consumer_wait(rd);
             const int st = rd.index();
-            warpgroup_fence_operand(accG);
-            warpgroup_fence_operand(accU);
+            warpgroup_fence_operand(acc);
             warpgroup_arrive();
-            gemm(mma, tA(_, _, _, st), tG(_, _, _, st), accG);
-            gemm(mma, tA(_, _, _, st), tU(_, _, _, st), accU);
+            gemm(mma, tA(_, _, _, st), tB(_, _, _, st), acc);
             warpgroup_commit_batch();
             warpgroup_wait<1>();  // the previous k-tile's WGMMAs are done: its stage can be refilled
-            warpgroup_fence_operand(accG);
-            warpgroup_fence_operand(accU);
+            warpgroup_fence_operand(acc);
             if (kt > 0) {
                 pipeline.consumer_release(rel);
                 ++rel;
@@ -260,8 +284,7 @@ __global__ void __launch_bounds__(384, 1)
             ++rd;
         }
         warpgroup_wait<0>();
-        warpgroup_fence_operand(accG);
-        warpgroup_fence_operand(accU);
+        warpgroup_fence_operand(acc);
         pipeline.consumer_release(rel);
         ++rel;
 
@@ -270,10 +293,11 @@ __global__ void __launch_bounds__(384, 1)
         // 16-byte row segments; the first barrier keeps the last tile's reads before these writes
         asm volatile("bar.sync %0, 128;" ::"r"(bar_id) : "memory");
         CUTE_UNROLL
-        for (int i = 0; i < size(accG); i += 2) {
+        for (int i = 0; i < BN / 2; i += 2) {
             const int r = get<0>(tL(i)), c = get<1>(tL(i));
+            constexpr int h = BN / 2;  // value i's up twin
             *reinterpret_cast<__nv_bfloat162*>(se + r * kEpiPitch + c * 2) =
-                __floats2bfloat162_rn(act(accG(i)) * accU(i), act(accG(i + 1)) * accU(i + 1));
+                __floats2bfloat162_rn(act(acc(i)) * acc(i + h), act(acc(i + 1)) * acc(i + 1 + h));
         }
         asm volatile("bar.sync %0, 128;" ::"r"(bar_id) : "memory");
         constexpr int kChunks = BN / 8;  // 16-byte segments of a row
