@@ -70,11 +70,17 @@ typedef __nv_bfloat16 T;
 // tiles of GROUP_M consecutive row blocks walk the column blocks together (L2 reuse of W tiles)
 // @tune GROUP_M: 8, 4, 16
 #define GROUP_M 8
+// 0: the two consumer warp groups split each tile (64 rows each) and both stop for its epilogue;
+// 1: ping-pong, each owns whole tiles (all BM rows: two 64 x 2BN WGMMAs a k-step, 2 BN
+// accumulators a thread, so BN <= 64), alternate tiles of the walk, and the ring's order makes
+// one's epilogue overlap the other's main loop (an epilogue tile each: one stage fewer at BN 64)
+// @tune PINGPONG: 0, 1
+#define PINGPONG 0
 // threads of the fallback kernel's 64 x 64 tile
 #define FB_TILE 64
 #define FB_K 16
 
-#define BM 128  // two consumer warp groups of 64 rows
+#define BM 128  // two consumer warp groups of 64 rows, or (PINGPONG) one of 128
 #define BK 64   // 64 bf16 = 128 bytes: one 128-byte swizzle row
 
 __device__ __forceinline__ float act(float v) {
@@ -109,10 +115,14 @@ constexpr int kStageBytes = kABytes + 2 * kBBytes;  // x's tile, then Wg's and W
 // the epilogue's bf16 tile: rows padded by 16 bytes, so the 8 rows of a warp's 4-byte writes
 // start 4 banks apart (BN / 2 + 4 words a row, an odd multiple of 4) and never collide
 constexpr int kEpiPitch = BN * 2 + 16;
+constexpr bool kPing = PINGPONG != 0;
+constexpr int kEpiTiles = kPing ? 2 : 1;             // a staging tile per tile in its epilogue at once
+constexpr int kWgRows = kPing ? BM : BM / 2;         // a consumer warp group's rows of a tile
+constexpr int kConsumerThreads = kPing ? 128 : 256;  // the threads that consume one stage
 constexpr int kSmemMax = 232448;  // Hopper's 227 KB of shared memory per block
 // STAGES capped at the deepest ring that fits beside the epilogue tile (a stage's two
 // mbarriers: 16 bytes), so every BN compiles with any STAGES value
-constexpr int kStagesFit = (kSmemMax - BM * kEpiPitch) / (kStageBytes + 16);
+constexpr int kStagesFit = (kSmemMax - kEpiTiles * BM * kEpiPitch) / (kStageBytes + 16);
 constexpr int kStages = STAGES < kStagesFit ? STAGES : kStagesFit;
 using Pipeline = cutlass::PipelineTmaAsync<kStages>;
 using PipeState = cutlass::PipelineState<kStages>;
@@ -122,15 +132,16 @@ using LayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Bf>{}, Shape<In
 using LayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Bf>{}, Shape<Int<2 * BN>, Int<BK>, Int<kStages>>{}));
 using Mma = decltype(make_tiled_mma(
     GMMA::ss_op_selector<Bf, Bf, float, Shape<_64, Int<2 * BN>, Int<BK>>, GMMA::Major::K, GMMA::Major::K>(),
-    Layout<Shape<_2, _1, _1>>{}));
+    Layout<Shape<Int<BM / kWgRows>, _1, _1>>{}));
 constexpr int kBPart = BN / kCluster;               // W rows one CTA loads and multicasts
 // byte offsets in dynamic shared memory (its base is 1024-aligned, as CUTLASS's kernels assume;
 // the kernel checks): each stage buffer is a whole number of 1024-byte swizzle atoms
 constexpr int kOffA = 0, kOffB = kOffA + kStages * kABytes;
-constexpr int kOffE = kOffB + kStages * 2 * kBBytes, kOffP = kOffE + BM * kEpiPitch;
+constexpr int kOffE = kOffB + kStages * 2 * kBBytes, kOffP = kOffE + kEpiTiles * BM * kEpiPitch;
 constexpr int kSmemBytes = kOffP + (int)sizeof(typename Pipeline::SharedStorage);
 static_assert(BN % 16 == 0 && 2 * BN <= 256, "WGMMA N (2 BN) is a multiple of 8 up to 256; BN / 2 rows a swizzle atom");
 static_assert(kCluster == 1 || kCluster == 2, "CLUSTER_M is 1 or 2");
+static_assert(!kPing || BN <= 64, "PINGPONG: a warp group's 128 x 2BN accumulator fits the registers up to BN 64");
 static_assert(kBPart % 8 == 0, "a CTA's share of a W tile is whole 8-row swizzle atoms");
 static_assert(kStages >= 2 && kSmemBytes <= kSmemMax, "the tile, ring and epilogue buffer exceed Hopper's 227 KB per block");
 static_assert(kOffP % 8 == 0, "mbarrier alignment");
@@ -147,23 +158,24 @@ __device__ __forceinline__ void unit_coords(int u, int units_m, int tiles_n, int
 }
 
 // What the epilogue relies on, checked on CuTe's own partition of the (BM, 2 BN) tile's
-// coordinates: of a thread's BN accumulator values, value i < BN / 2 is (row r, gate column
-// c < BN) and value i + BN / 2 is (r, c + BN), the same column of the up product, so act(g) * u
+// coordinates: of each BN accumulator values of a thread's 64-row slab (one, or two with
+// PINGPONG), value i < BN / 2 is (row r, gate column c < BN) and value i + BN / 2 is (r, c + BN), the same column of the up product, so act(g) * u
 // needs no data from another thread; values 2j and 2j + 1 are adjacent columns of one row (one
 // 4-byte bf16x2 store). (The WGMMA C layout: a thread holds columns 8 q + 2 (lane % 4) + {0, 1}
 // of each 8-column group q, and group q + BN / 8 is q's up twin.) A thread's partition is one
-// static layout (checked on thread 0) shifted by the thread's first coordinate (checked for all
-// 256: an even column up to 6, so the shifted gate columns stay below BN).
+// static layout (checked on thread 0) shifted by the thread's first coordinate (checked for every
+// consumer thread: an even column up to 6, so the shifted gate columns stay below BN).
 constexpr bool gate_up_in_one_thread() {
     const auto coords = make_identity_tensor(Shape<Int<BM>, Int<2 * BN>>{});
     const auto c = Mma{}.get_slice(0).partition_C(coords);
-    if (size(c) != BN || get<0>(c(0)) != 0 || get<1>(c(0)) != 0) return false;
-    for (int i = 0; i < BN / 2; ++i) {
-        const auto g = c(i), u = c(i + BN / 2), g1 = c(i ^ 1);
-        if (get<0>(u) != get<0>(g) || get<1>(u) != get<1>(g) + BN || get<1>(g) + 6 >= BN) return false;
-        if (get<0>(g1) != get<0>(g) || get<1>(g1) != (get<1>(g) ^ 1) || get<1>(g) % 2 != i % 2) return false;
-    }
-    for (int t = 1; t < 256; ++t) {
+    if (size(c) != BN * kWgRows / 64 || get<0>(c(0)) != 0 || get<1>(c(0)) != 0) return false;
+    for (int s = 0; s < kWgRows / 64; ++s)
+        for (int i = s * BN; i < s * BN + BN / 2; ++i) {
+            const auto g = c(i), u = c(i + BN / 2), g1 = c(i ^ 1);
+            if (get<0>(u) != get<0>(g) || get<1>(u) != get<1>(g) + BN || get<1>(g) + 6 >= BN) return false;
+            if (get<0>(g1) != get<0>(g) || get<1>(g1) != (get<1>(g) ^ 1) || get<1>(g) % 2 != i % 2) return false;
+        }
+    for (int t = 1; t < kConsumerThreads; ++t) {
         const auto first = Mma{}.get_slice(t).partition_C(coords)(0);
         if (get<1>(first) % 2 != 0 || get<1>(first) > 6) return false;
     }
@@ -198,7 +210,7 @@ __global__ void __launch_bounds__(384, 1)
     typename Pipeline::Params pp;
     pp.role = wg == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
     pp.is_leader = threadIdx.x == 0;
-    pp.num_consumers = 256;
+    pp.num_consumers = kConsumerThreads;
     pp.transaction_bytes = kStageBytes;
     Pipeline pipeline(pipe_storage, pp, ClusterShape{});
     // the barriers' init is visible to every warp, and to the peer CTA before it multicasts
@@ -250,7 +262,8 @@ __global__ void __launch_bounds__(384, 1)
     Tensor sB = make_tensor(make_smem_ptr(sb), LayoutB{});
     Mma mma;
     const int ct = threadIdx.x - 128;  // 0..255 over the two consumer warp groups
-    auto thr = mma.get_slice(ct);
+    const int cw = ct / 128;           // this consumer warp group: 0 or 1
+    auto thr = mma.get_slice(ct % kConsumerThreads);
     Tensor tA = thr.make_fragment_A(thr.partition_A(sA));  // WGMMA descriptors (MMA, MMA_M, MMA_K, PIPE)
     Tensor tB = thr.make_fragment_B(thr.partition_B(sB));
     // (row, column) inside the BM x 2 BN tile of each accumulator value: columns below BN are
@@ -261,9 +274,17 @@ __global__ void __launch_bounds__(384, 1)
     mma.accumulate_ = GMMA::ScaleOut::One;
     const int bar_id = wg;  // named barrier 1 or 2: this warp group's 128 threads
     const bool vec = (n % 8 == 0) && (reinterpret_cast<uintptr_t>(y) % 16 == 0);
+    se += kPing ? cw * BM * kEpiPitch : 0;     // PINGPONG: this warp group's staging tile
+    const int wrow = kPing ? 0 : cw * kWgRows;  // this warp group's first row of the tile
 
     PipeState rd, rel;
-    for (int u = first_unit; u < units; u += unit_step) {
+    int j = 0;  // the CTA's tiles in walk order: PINGPONG gives tile j to warp group j % 2
+    for (int u = first_unit; u < units; u += unit_step, ++j) {
+        if (kPing && j % 2 != cw) {  // the other warp group's tile: its k-tiles' stages pass by
+            rd.advance(k_tiles);
+            rel.advance(k_tiles);
+            continue;
+        }
         int um, un;
         unit_coords(u, units_m, tiles_n, um, un);
         const int row0 = (um * kCluster + rank) * BM, col0 = un * BN;
@@ -288,22 +309,25 @@ __global__ void __launch_bounds__(384, 1)
         pipeline.consumer_release(rel);
         ++rel;
 
-        // act(g) * u in bf16 into this warp group's 64 rows of the staging tile (values 2i and
+        // act(g) * u in bf16 into this warp group's rows of the staging tile (values 2i and
         // 2i+1 are adjacent columns of one row in the WGMMA C layout), then out in coalesced
         // 16-byte row segments; the first barrier keeps the last tile's reads before these writes
         asm volatile("bar.sync %0, 128;" ::"r"(bar_id) : "memory");
         CUTE_UNROLL
-        for (int i = 0; i < BN / 2; i += 2) {
-            const int r = get<0>(tL(i)), c = get<1>(tL(i));
-            constexpr int h = BN / 2;  // value i's up twin
-            *reinterpret_cast<__nv_bfloat162*>(se + r * kEpiPitch + c * 2) =
-                __floats2bfloat162_rn(act(acc(i)) * acc(i + h), act(acc(i + 1)) * acc(i + 1 + h));
+        for (int s = 0; s < kWgRows / 64; ++s) {
+            CUTE_UNROLL
+            for (int i = s * BN; i < s * BN + BN / 2; i += 2) {
+                const int r = get<0>(tL(i)), c = get<1>(tL(i));
+                constexpr int h = BN / 2;  // value i's up twin
+                *reinterpret_cast<__nv_bfloat162*>(se + r * kEpiPitch + c * 2) =
+                    __floats2bfloat162_rn(act(acc(i)) * acc(i + h), act(acc(i + 1)) * acc(i + 1 + h));
+            }
         }
         asm volatile("bar.sync %0, 128;" ::"r"(bar_id) : "memory");
         constexpr int kChunks = BN / 8;  // 16-byte segments of a row
-        const int wrow = (wg - 1) * 64, t = ct % 128;
+        const int t = ct % 128;
         CUTE_UNROLL
-        for (int q = t; q < 64 * kChunks; q += 128) {
+        for (int q = t; q < kWgRows * kChunks; q += 128) {
             const int r = wrow + q / kChunks, c = (q % kChunks) * 8;
             const int gr = row0 + r, gc = col0 + c;
             if (gr >= m) continue;
