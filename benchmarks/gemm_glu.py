@@ -135,7 +135,7 @@ def main() -> int:
     variants = [v.strip() for v in a.variants.split(";")] if a.variants else [""]
     sources = dict(s.split("=", 1) for s in a.source)
     texts = {v: _source(_knobs(v), sources) for v in variants}
-    with ThreadPoolExecutor(max_workers=4) as pool:  # nvcc on CUTLASS headers: ~20 s a variant; the cache keeps them
+    with ThreadPoolExecutor(max_workers=min(8, len(texts))) as pool:  # nvcc on CUTLASS headers: ~25 s a variant; cached
         list(pool.map(lambda t: compile_source(t, "cuda", arch=arch), texts.values()))
     rows = []
     g = torch.Generator(device="cuda").manual_seed(0)
