@@ -2,8 +2,9 @@
 // x (M, K) and y (M, N) row-major, Wg and Wu (N, K) row-major as nn.Linear stores them (N is the
 // MLP's intermediate size). Neither projection is written: each CTA computes the same (BM, BN)
 // tile of both products from one A tile and the matching tiles of Wg and Wu stacked as one
-// (2 BN)-row B tile, into one fp32 accumulator whose columns below BN are the gate's and the
-// rest the up product's, and its epilogue writes act(g) * u, rounded once to bf16.
+// (2 BN)-row B tile, into fp32 accumulators (STACKED: one whose columns below BN are the gate's
+// and the rest the up product's; else two of one layout), and its epilogue writes act(g) * u,
+// rounded once to bf16.
 //
 // sm_90a (Hopper, built with -arch=sm_90a): a persistent warp-specialized TMA + WGMMA kernel.
 // The grid is as many CLUSTER_M-CTA clusters as the device holds at once; each cluster walks the
@@ -15,7 +16,8 @@
 // with CLUSTER_M 2 each CTA loads half of the Wg and Wu tiles and multicasts it to both, halving
 // the weights' L2 reads). It runs ahead across tiles, so the next tile's stages fill while the
 // consumers run the last one's epilogue. Warp groups 1 and 2 are consumers, 64 rows of the tile
-// each, issuing per 16-wide k-step ONE bf16 WGMMA over both products (CuTe's SM90 64 x 2BN x 16
+// each (PINGPONG: one whole tile each, alternating), issuing per 16-wide k-step (STACKED) ONE
+// bf16 WGMMA over both products (CuTe's SM90 64 x 2BN x 16
 // F32 atom, both operands from shared memory: x's tile is read once for the two products, which
 // two 64 x BN WGMMAs read twice), one k-tile's batch kept in flight (wgmma.wait_group 1) before
 // a stage is released. A thread's accumulator holds column c of the gate and column c + BN of
@@ -70,6 +72,11 @@ typedef __nv_bfloat16 T;
 // tiles of GROUP_M consecutive row blocks walk the column blocks together (L2 reuse of W tiles)
 // @tune GROUP_M: 8, 4, 16
 #define GROUP_M 8
+// 1: one 64 x 2BN x 16 WGMMA per k-step over Wg's and Wu's tiles stacked in the stage's B tile
+// (x's tile read from shared memory once for both products); 0: two 64 x BN x 16 WGMMAs, one per
+// weight, into two accumulators (the same shared-memory layout)
+// @tune STACKED: 0, 1
+#define STACKED 0
 // 0: the two consumer warp groups split each tile (64 rows each) and both stop for its epilogue;
 // 1: ping-pong, each owns whole tiles (all BM rows: two 64 x 2BN WGMMAs a k-step, 2 BN
 // accumulators a thread, so BN <= 64), alternate tiles of the walk, and the ring's order makes
@@ -116,6 +123,8 @@ constexpr int kStageBytes = kABytes + 2 * kBBytes;  // x's tile, then Wg's and W
 // start 4 banks apart (BN / 2 + 4 words a row, an odd multiple of 4) and never collide
 constexpr int kEpiPitch = BN * 2 + 16;
 constexpr bool kPing = PINGPONG != 0;
+constexpr bool kStacked = STACKED != 0;
+constexpr int kMmaN = kStacked ? 2 * BN : BN;        // one WGMMA's N
 constexpr int kEpiTiles = kPing ? 2 : 1;             // a staging tile per tile in its epilogue at once
 constexpr int kWgRows = kPing ? BM : BM / 2;         // a consumer warp group's rows of a tile
 constexpr int kConsumerThreads = kPing ? 128 : 256;  // the threads that consume one stage
@@ -128,10 +137,12 @@ using Pipeline = cutlass::PipelineTmaAsync<kStages>;
 using PipeState = cutlass::PipelineState<kStages>;
 using ClusterShape = Shape<Int<kCluster>, _1, _1>;
 using LayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Bf>{}, Shape<Int<BM>, Int<BK>, Int<kStages>>{}));
-// a stage's B tile: BN rows of Wg, then BN rows of Wu (one 64 x 2BN x 16 WGMMA covers both)
-using LayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Bf>{}, Shape<Int<2 * BN>, Int<BK>, Int<kStages>>{}));
+// a stage's B tile: BN rows of Wg, then BN rows of Wu: one (2 BN)-row operand (STACKED), or
+// the same bytes as a ring of 2 x STAGES BN-row tiles, Wg's of stage s at 2 s, Wu's at 2 s + 1
+using LayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Bf>{},
+                                       Shape<Int<kMmaN>, Int<BK>, Int<kStages * 2 * BN / kMmaN>>{}));
 using Mma = decltype(make_tiled_mma(
-    GMMA::ss_op_selector<Bf, Bf, float, Shape<_64, Int<2 * BN>, Int<BK>>, GMMA::Major::K, GMMA::Major::K>(),
+    GMMA::ss_op_selector<Bf, Bf, float, Shape<_64, Int<kMmaN>, Int<BK>>, GMMA::Major::K, GMMA::Major::K>(),
     Layout<Shape<Int<BM / kWgRows>, _1, _1>>{}));
 constexpr int kBPart = BN / kCluster;               // W rows one CTA loads and multicasts
 // byte offsets in dynamic shared memory (its base is 1024-aligned, as CUTLASS's kernels assume;
@@ -181,7 +192,7 @@ constexpr bool gate_up_in_one_thread() {
     }
     return true;
 }
-static_assert(gate_up_in_one_thread(), "the accumulator layout the epilogue assumes");
+static_assert(!kStacked || gate_up_in_one_thread(), "the accumulator layout the epilogue assumes");
 }  // namespace glu
 
 // Persistent: gridDim.x / CLUSTER_M clusters walk the tiles (a unit: CLUSTER_M row blocks of one
@@ -268,9 +279,15 @@ __global__ void __launch_bounds__(384, 1)
     Tensor tB = thr.make_fragment_B(thr.partition_B(sB));
     // (row, column) inside the BM x 2 BN tile of each accumulator value: columns below BN are
     // the gate product's, the rest the up product's (gate_up_in_one_thread)
-    Tensor cL = make_identity_tensor(Shape<Int<BM>, Int<2 * BN>>{});
+    // (not STACKED: a BM x BN tile, the gate's in acc and the up product's in accU)
+    Tensor cL = make_identity_tensor(Shape<Int<BM>, Int<kMmaN>>{});
     Tensor tL = thr.partition_C(cL);
     Tensor acc = thr.partition_fragment_C(cL);
+    Tensor accU = thr.partition_fragment_C(cL);  // not STACKED only (unused registers otherwise)
+    auto fence = [&] {
+        warpgroup_fence_operand(acc);
+        if constexpr (!kStacked) warpgroup_fence_operand(accU);
+    };
     mma.accumulate_ = GMMA::ScaleOut::One;
     const int bar_id = wg;  // named barrier 1 or 2: this warp group's 128 threads
     const bool vec = (n % 8 == 0) && (reinterpret_cast<uintptr_t>(y) % 16 == 0);
@@ -289,15 +306,21 @@ __global__ void __launch_bounds__(384, 1)
         unit_coords(u, units_m, tiles_n, um, un);
         const int row0 = (um * kCluster + rank) * BM, col0 = un * BN;
         clear(acc);
+        if constexpr (!kStacked) clear(accU);
         for (int kt = 0; kt < k_tiles; ++kt) {
             pipeline.consumer_wait(rd);
             const int st = rd.index();
-            warpgroup_fence_operand(acc);
+            fence();
             warpgroup_arrive();
-            gemm(mma, tA(_, _, _, st), tB(_, _, _, st), acc);
+            if constexpr (kStacked) {
+                gemm(mma, tA(_, _, _, st), tB(_, _, _, st), acc);
+            } else {
+                gemm(mma, tA(_, _, _, st), tB(_, _, _, 2 * st), acc);
+                gemm(mma, tA(_, _, _, st), tB(_, _, _, 2 * st + 1), accU);
+            }
             warpgroup_commit_batch();
             warpgroup_wait<1>();  // the previous k-tile's WGMMAs are done: its stage can be refilled
-            warpgroup_fence_operand(acc);
+            fence();
             if (kt > 0) {
                 pipeline.consumer_release(rel);
                 ++rel;
@@ -305,7 +328,7 @@ __global__ void __launch_bounds__(384, 1)
             ++rd;
         }
         warpgroup_wait<0>();
-        warpgroup_fence_operand(acc);
+        fence();
         pipeline.consumer_release(rel);
         ++rel;
 
@@ -314,13 +337,14 @@ __global__ void __launch_bounds__(384, 1)
         // 16-byte row segments; the first barrier keeps the last tile's reads before these writes
         asm volatile("bar.sync %0, 128;" ::"r"(bar_id) : "memory");
         CUTE_UNROLL
-        for (int s = 0; s < kWgRows / 64; ++s) {
+        for (int s = 0; s < kWgRows / 64; ++s) {  // a 64-row slab's values: BN (STACKED) or BN / 2 each
             CUTE_UNROLL
-            for (int i = s * BN; i < s * BN + BN / 2; i += 2) {
+            for (int i = s * kMmaN / 2; i < s * kMmaN / 2 + BN / 2; i += 2) {
                 const int r = get<0>(tL(i)), c = get<1>(tL(i));
-                constexpr int h = BN / 2;  // value i's up twin
+                constexpr int h = BN / 2;  // STACKED: value i's up twin
+                const float u0 = kStacked ? acc(i + h) : accU(i), u1 = kStacked ? acc(i + 1 + h) : accU(i + 1);
                 *reinterpret_cast<__nv_bfloat162*>(se + r * kEpiPitch + c * 2) =
-                    __floats2bfloat162_rn(act(acc(i)) * acc(i + h), act(acc(i + 1)) * acc(i + 1 + h));
+                    __floats2bfloat162_rn(act(acc(i)) * u0, act(acc(i + 1)) * u1);
             }
         }
         asm volatile("bar.sync %0, 128;" ::"r"(bar_id) : "memory");
