@@ -1,7 +1,8 @@
 """The gated MLP's projections on one GPU: the gemm_glu seed (one kernel: both GEMMs and
 silu(gate) * up in its epilogue) against torch.compile and eager PyTorch at Llama shapes.
 
-    python3 benchmarks/gemm_glu.py [--samples 30] [--reps 20] [--variants "BN=128;BN=64 STAGES=6"] [--json FILE]
+    python3 benchmarks/gemm_glu.py [--samples 30] [--reps 20] [--variants "BN=128;BN=64 STAGES=6"]
+        [--source old=FILE.cu] [--json FILE]
 
 Each case builds bf16 x (M, K), W_gate and W_up (N, K) (TinyLlama-1.1B's MLP at the Llama
 example's 4 x 512 = 2048 tokens: K 2048, N 5632; Llama-2-7B's: K 4096, N 11008). Functions:
@@ -10,7 +11,9 @@ kernels); ``torch.compile`` of the same over the concatenated weight as the comp
 forward runs it (``F.linear(x, W_cat)`` then silu * up: one cuBLAS GEMM over N = 2 x 5632 and
 Inductor's ``mul_silu`` kernel); ``gemm only`` (``F.linear(x, W_cat)``: the one GEMM, no
 epilogue, the floor of the compiled form); the seed, once per ``--variants`` entry (its
-``@tune`` knobs, ``NAME=value`` separated by spaces, entries by ``;``). Every function runs in
+``@tune`` knobs, ``NAME=value`` separated by spaces, entries by ``;``; ``src=LABEL`` in an entry
+takes the seed from the file ``--source LABEL=FILE`` names, e.g. an earlier version's
+``seed.cu``, its ``FORGE_*`` conditionals resolved as the task's own). Every function runs in
 a CUDA graph of ``reps`` calls; the graphs are replayed interleaved, ``samples`` times each,
 timed with CUDA events; per call: median and p10-p90. TFLOP/s = 4 M N K / time (two GEMMs);
 "% peak" is over forge_tui.hardware.tflops_for(peak, bf16). A seed variant is timed only after
@@ -40,6 +43,7 @@ from forge_tui import hardware  # noqa: E402
 from forge_tui.evaluate.compile import compile_source  # noqa: E402
 from forge_tui.search.proposers.tune import apply_params  # noqa: E402
 from forge_tui.tasks.catalog import get_task  # noqa: E402
+from kernels.seedfile import resolve  # noqa: E402
 
 #: (name, m, k, n)
 CASES = [("tinyllama_mlp", 2048, 2048, 5632), ("llama2_7b_mlp", 2048, 4096, 11008)]
@@ -54,13 +58,23 @@ def _knobs(text: str) -> dict:
     return dict(kv.split("=", 1) for kv in text.split()) if text.strip() else {}
 
 
-def _seed_fn(knobs, arch, tensors, out):
-    src = get_task("gemm_glu_bf16").seed_source("cuda")
-    if knobs:
-        src = apply_params(src, knobs)
+def _source(knobs: dict, sources: dict) -> str:
+    """The seed text a variant compiles: the task's, or ``sources[knobs.pop("src")]``'s file
+    resolved for the task's macros; then its ``@tune`` knobs applied."""
+    task = get_task("gemm_glu_bf16")
+    label = knobs.pop("src", "")
+    if label:
+        path = Path(sources[label])
+        src = resolve(path.read_text(), task.seed_macros, name=path.name)
+    else:
+        src = task.seed_source("cuda")
+    return apply_params(src, knobs) if knobs else src
+
+
+def _seed_fn(src, label, arch, tensors, out):
     res = compile_source(src, "cuda", arch=arch)
     if not res.ok:
-        raise RuntimeError(f"{knobs}: {(res.refused or res.log)[-800:]}")
+        raise RuntimeError(f"{label}: {(res.refused or res.log)[-800:]}")
     lib = ctypes.CDLL(res.library)
     m, k = tensors[0].shape
     n = tensors[1].shape[0]
@@ -109,6 +123,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--variants", default="")
     ap.add_argument("--cases", default="")
+    ap.add_argument("--source", action="append", default=[], help="LABEL=FILE: a seed file variants name by src=LABEL")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     dev = torch.cuda.get_device_name()
@@ -118,11 +133,10 @@ def main() -> int:
     peak_tf = hardware.tflops_for(peak, "bfloat16") if peak else None
     print(f"device {dev} ({arch}), torch {torch.__version__}, bf16 dense peak {peak_tf} TFLOP/s")
     variants = [v.strip() for v in a.variants.split(";")] if a.variants else [""]
-    src = get_task("gemm_glu_bf16").seed_source("cuda")
-    with ThreadPoolExecutor(max_workers=4) as pool:  # nvcc on CUTLASS headers: ~20 s a variant; the cache keeps them
-        list(
-            pool.map(lambda v: compile_source(apply_params(src, _knobs(v)) if v else src, "cuda", arch=arch), variants)
-        )
+    sources = dict(s.split("=", 1) for s in a.source)
+    texts = {v: _source(_knobs(v), sources) for v in variants}
+    with ThreadPoolExecutor(max_workers=min(8, len(texts))) as pool:  # nvcc on CUTLASS headers: ~25 s a variant; cached
+        list(pool.map(lambda t: compile_source(t, "cuda", arch=arch), texts.values()))
     rows = []
     g = torch.Generator(device="cuda").manual_seed(0)
     for name, m, k, n in CASES:
@@ -150,7 +164,7 @@ def main() -> int:
             out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
             label = f"seed {v}".strip()
             try:
-                fn = _seed_fn(_knobs(v), arch, [x, wg, wu], out)
+                fn = _seed_fn(texts[v], label, arch, [x, wg, wu], out)
                 out.fill_(float("nan"))
                 done = torch.cuda.Event()
                 fn()

@@ -1,25 +1,32 @@
 // A gated MLP's two projections and their product in one kernel: y = act(x Wg^T) * (x Wu^T),
 // x (M, K) and y (M, N) row-major, Wg and Wu (N, K) row-major as nn.Linear stores them (N is the
 // MLP's intermediate size). Neither projection is written: each CTA computes the same (BM, BN)
-// tile of both products from one A tile and the matching tiles of Wg and Wu, into two fp32
-// accumulators of one layout, and its epilogue writes act(g) * u, rounded once to bf16.
+// tile of both products from one A tile and the matching tiles of Wg and Wu stacked as one
+// (2 BN)-row B tile, into fp32 accumulators (STACKED: one whose columns below BN are the gate's
+// and the rest the up product's; else two of one layout), and its epilogue writes act(g) * u,
+// rounded once to bf16.
 //
 // sm_90a (Hopper, built with -arch=sm_90a): a persistent warp-specialized TMA + WGMMA kernel.
 // The grid is as many CLUSTER_M-CTA clusters as the device holds at once; each cluster walks the
 // tiles (a unit: CLUSTER_M row blocks of BM, one per CTA, of one BN column block; GROUP_M row
 // blocks share a column block before the walk moves on). Warp group 0 is the producer (one
 // thread issues TMA loads of the x, Wg and Wu tiles into a STAGES-deep ring of 128-byte swizzled
-// shared-memory buffers, each stage's full/empty mbarrier pair from cutlass::PipelineTmaAsync;
+// shared-memory buffers (a stage: x's BM x 64 tile, then BN rows of Wg above BN rows of Wu),
+// each stage's full/empty mbarrier pair from cutlass::PipelineTmaAsync;
 // with CLUSTER_M 2 each CTA loads half of the Wg and Wu tiles and multicasts it to both, halving
 // the weights' L2 reads). It runs ahead across tiles, so the next tile's stages fill while the
 // consumers run the last one's epilogue. Warp groups 1 and 2 are consumers, 64 rows of the tile
-// each, issuing bf16 WGMMAs (CuTe's SM90 64xBNx16 F32 atom, both operands from shared memory)
-// for both products, one k-tile's batch kept in flight (wgmma.wait_group 1) before a stage is
-// released; their epilogue writes act(g) * u in bf16 to a padded shared-memory tile and stores
-// it in coalesced 16-byte row segments. TMA zero-fills the box outside (M, K) and (N, K), so
+// each (PINGPONG: one whole tile each, alternating), issuing per 16-wide k-step (STACKED) ONE
+// bf16 WGMMA over both products (CuTe's SM90 64 x 2BN x 16
+// F32 atom, both operands from shared memory: x's tile is read once for the two products, which
+// two 64 x BN WGMMAs read twice), one k-tile's batch kept in flight (wgmma.wait_group 1) before
+// a stage is released. A thread's accumulator holds column c of the gate and column c + BN of
+// the up product for the same rows (glu::gate_up_in_one_thread checks CuTe's partition), so
+// the epilogue forms act(g) * u in the thread's own registers, writes it in bf16 to a padded
+// shared-memory tile and stores it in coalesced 16-byte row segments. TMA zero-fills the box outside (M, K) and (N, K), so
 // tails in any of M, N, K need no extra code in the main loop; the epilogue stores only rows < M
 // and columns < N. Registers: ptxas holds the whole kernel to 168 (384 threads, 1 block per
-// SM), so the two accumulators (BN fp32 values a thread) fit up to BN 128; above that they spill.
+// SM), so the accumulator (BN fp32 values a thread) fits up to BN 128 (WGMMA's N 256).
 // The TMA descriptors are encoded on the host with the driver's cuTensorMapEncodeTiled, reached
 // through the runtime's entry-point query (no libcuda link), and cached per (pointers, sizes).
 // Preconditions of this path: the device is cc 9.0 and this file's sm_90a code is in the binary
@@ -49,8 +56,8 @@ typedef __nv_bfloat16 T;
 #define ACT 4
 #endif
 
-// output columns per tile (each of the two products is BM x BN; a multiple of 16 up to 128:
-// above 128 the two accumulators spill). 64 won on the H200 at both Llama shapes
+// output columns per tile (each of the two products is BM x BN, one WGMMA N = 2 BN; a multiple
+// of 16 up to 128). 64 won on the H200 at both Llama shapes
 // (docs/benchmarks.md): twice the tiles, so the last round of the persistent walk is fuller
 // @tune BN: 64, 128, 96
 #define BN 64
@@ -65,11 +72,22 @@ typedef __nv_bfloat16 T;
 // tiles of GROUP_M consecutive row blocks walk the column blocks together (L2 reuse of W tiles)
 // @tune GROUP_M: 8, 4, 16
 #define GROUP_M 8
+// 1: one 64 x 2BN x 16 WGMMA per k-step over Wg's and Wu's tiles stacked in the stage's B tile
+// (x's tile read from shared memory once for both products); 0: two 64 x BN x 16 WGMMAs, one per
+// weight, into two accumulators (the same shared-memory layout)
+// @tune STACKED: 0, 1
+#define STACKED 0
+// 0: the two consumer warp groups split each tile (64 rows each) and both stop for its epilogue;
+// 1: ping-pong, each owns whole tiles (all BM rows: two 64 x 2BN WGMMAs a k-step, 2 BN
+// accumulators a thread, so BN <= 64), alternate tiles of the walk, and the ring's order makes
+// one's epilogue overlap the other's main loop (an epilogue tile each: one stage fewer at BN 64)
+// @tune PINGPONG: 0, 1
+#define PINGPONG 0
 // threads of the fallback kernel's 64 x 64 tile
 #define FB_TILE 64
 #define FB_K 16
 
-#define BM 128  // two consumer warp groups of 64 rows
+#define BM 128  // two consumer warp groups of 64 rows, or (PINGPONG) one of 128
 #define BK 64   // 64 bf16 = 128 bytes: one 128-byte swizzle row
 
 __device__ __forceinline__ float act(float v) {
@@ -100,31 +118,41 @@ using namespace cute;
 using Bf = cute::bfloat16_t;
 constexpr int kCluster = CLUSTER_M;
 constexpr int kABytes = BM * BK * 2, kBBytes = BN * BK * 2;
-constexpr int kStageBytes = kABytes + 2 * kBBytes;  // what each CTA's full barrier receives per stage
+constexpr int kStageBytes = kABytes + 2 * kBBytes;  // x's tile, then Wg's and Wu's stacked  // what each CTA's full barrier receives per stage
 // the epilogue's bf16 tile: rows padded by 16 bytes, so the 8 rows of a warp's 4-byte writes
 // start 4 banks apart (BN / 2 + 4 words a row, an odd multiple of 4) and never collide
 constexpr int kEpiPitch = BN * 2 + 16;
+constexpr bool kPing = PINGPONG != 0;
+constexpr bool kStacked = STACKED != 0;
+constexpr int kMmaN = kStacked ? 2 * BN : BN;        // one WGMMA's N
+constexpr int kEpiTiles = kPing ? 2 : 1;             // a staging tile per tile in its epilogue at once
+constexpr int kWgRows = kPing ? BM : BM / 2;         // a consumer warp group's rows of a tile
+constexpr int kConsumerThreads = kPing ? 128 : 256;  // the threads that consume one stage
 constexpr int kSmemMax = 232448;  // Hopper's 227 KB of shared memory per block
 // STAGES capped at the deepest ring that fits beside the epilogue tile (a stage's two
 // mbarriers: 16 bytes), so every BN compiles with any STAGES value
-constexpr int kStagesFit = (kSmemMax - BM * kEpiPitch) / (kStageBytes + 16);
+constexpr int kStagesFit = (kSmemMax - kEpiTiles * BM * kEpiPitch) / (kStageBytes + 16);
 constexpr int kStages = STAGES < kStagesFit ? STAGES : kStagesFit;
 using Pipeline = cutlass::PipelineTmaAsync<kStages>;
 using PipeState = cutlass::PipelineState<kStages>;
 using ClusterShape = Shape<Int<kCluster>, _1, _1>;
 using LayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Bf>{}, Shape<Int<BM>, Int<BK>, Int<kStages>>{}));
-using LayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Bf>{}, Shape<Int<BN>, Int<BK>, Int<kStages>>{}));
+// a stage's B tile: BN rows of Wg, then BN rows of Wu: one (2 BN)-row operand (STACKED), or
+// the same bytes as a ring of 2 x STAGES BN-row tiles, Wg's of stage s at 2 s, Wu's at 2 s + 1
+using LayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Bf>{},
+                                       Shape<Int<kMmaN>, Int<BK>, Int<kStages * 2 * BN / kMmaN>>{}));
 using Mma = decltype(make_tiled_mma(
-    GMMA::ss_op_selector<Bf, Bf, float, Shape<_64, Int<BN>, Int<BK>>, GMMA::Major::K, GMMA::Major::K>(),
-    Layout<Shape<_2, _1, _1>>{}));
+    GMMA::ss_op_selector<Bf, Bf, float, Shape<_64, Int<kMmaN>, Int<BK>>, GMMA::Major::K, GMMA::Major::K>(),
+    Layout<Shape<Int<BM / kWgRows>, _1, _1>>{}));
 constexpr int kBPart = BN / kCluster;               // W rows one CTA loads and multicasts
 // byte offsets in dynamic shared memory (its base is 1024-aligned, as CUTLASS's kernels assume;
 // the kernel checks): each stage buffer is a whole number of 1024-byte swizzle atoms
-constexpr int kOffA = 0, kOffG = kOffA + kStages * kABytes, kOffU = kOffG + kStages * kBBytes;
-constexpr int kOffE = kOffU + kStages * kBBytes, kOffP = kOffE + BM * kEpiPitch;
+constexpr int kOffA = 0, kOffB = kOffA + kStages * kABytes;
+constexpr int kOffE = kOffB + kStages * 2 * kBBytes, kOffP = kOffE + kEpiTiles * BM * kEpiPitch;
 constexpr int kSmemBytes = kOffP + (int)sizeof(typename Pipeline::SharedStorage);
-static_assert(BN % 16 == 0 && BN <= 256, "WGMMA N is a multiple of 8 up to 256; BN / 2 rows a swizzle atom");
+static_assert(BN % 16 == 0 && 2 * BN <= 256, "WGMMA N (2 BN) is a multiple of 8 up to 256; BN / 2 rows a swizzle atom");
 static_assert(kCluster == 1 || kCluster == 2, "CLUSTER_M is 1 or 2");
+static_assert(!kPing || BN <= 64, "PINGPONG: a warp group's 128 x 2BN accumulator fits the registers up to BN 64");
 static_assert(kBPart % 8 == 0, "a CTA's share of a W tile is whole 8-row swizzle atoms");
 static_assert(kStages >= 2 && kSmemBytes <= kSmemMax, "the tile, ring and epilogue buffer exceed Hopper's 227 KB per block");
 static_assert(kOffP % 8 == 0, "mbarrier alignment");
@@ -139,6 +167,32 @@ __device__ __forceinline__ void unit_coords(int u, int units_m, int tiles_n, int
     um = first + (u % per_group) % gsize;
     un = (u % per_group) / gsize;
 }
+
+// What the epilogue relies on, checked on CuTe's own partition of the (BM, 2 BN) tile's
+// coordinates: of each BN accumulator values of a thread's 64-row slab (one, or two with
+// PINGPONG), value i < BN / 2 is (row r, gate column c < BN) and value i + BN / 2 is (r, c + BN), the same column of the up product, so act(g) * u
+// needs no data from another thread; values 2j and 2j + 1 are adjacent columns of one row (one
+// 4-byte bf16x2 store). (The WGMMA C layout: a thread holds columns 8 q + 2 (lane % 4) + {0, 1}
+// of each 8-column group q, and group q + BN / 8 is q's up twin.) A thread's partition is one
+// static layout (checked on thread 0) shifted by the thread's first coordinate (checked for every
+// consumer thread: an even column up to 6, so the shifted gate columns stay below BN).
+constexpr bool gate_up_in_one_thread() {
+    const auto coords = make_identity_tensor(Shape<Int<BM>, Int<2 * BN>>{});
+    const auto c = Mma{}.get_slice(0).partition_C(coords);
+    if (size(c) != BN * kWgRows / 64 || get<0>(c(0)) != 0 || get<1>(c(0)) != 0) return false;
+    for (int s = 0; s < kWgRows / 64; ++s)
+        for (int i = s * BN; i < s * BN + BN / 2; ++i) {
+            const auto g = c(i), u = c(i + BN / 2), g1 = c(i ^ 1);
+            if (get<0>(u) != get<0>(g) || get<1>(u) != get<1>(g) + BN || get<1>(g) + 6 >= BN) return false;
+            if (get<0>(g1) != get<0>(g) || get<1>(g1) != (get<1>(g) ^ 1) || get<1>(g) % 2 != i % 2) return false;
+        }
+    for (int t = 1; t < kConsumerThreads; ++t) {
+        const auto first = Mma{}.get_slice(t).partition_C(coords)(0);
+        if (get<1>(first) % 2 != 0 || get<1>(first) > 6) return false;
+    }
+    return true;
+}
+static_assert(!kStacked || gate_up_in_one_thread(), "the accumulator layout the epilogue assumes");
 }  // namespace glu
 
 // Persistent: gridDim.x / CLUSTER_M clusters walk the tiles (a unit: CLUSTER_M row blocks of one
@@ -153,8 +207,7 @@ __global__ void __launch_bounds__(384, 1)
     extern __shared__ __align__(1024) char smem_raw[];
     if (reinterpret_cast<uintptr_t>(smem_raw) % 1024) __trap();  // swizzled TMA boxes need it
     Bf* sa = reinterpret_cast<Bf*>(smem_raw + kOffA);
-    Bf* sg = reinterpret_cast<Bf*>(smem_raw + kOffG);
-    Bf* su = reinterpret_cast<Bf*>(smem_raw + kOffU);
+    Bf* sb = reinterpret_cast<Bf*>(smem_raw + kOffB);
     char* se = smem_raw + kOffE;
     auto& pipe_storage = *reinterpret_cast<typename Pipeline::SharedStorage*>(smem_raw + kOffP);
 
@@ -168,7 +221,7 @@ __global__ void __launch_bounds__(384, 1)
     typename Pipeline::Params pp;
     pp.role = wg == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
     pp.is_leader = threadIdx.x == 0;
-    pp.num_consumers = 256;
+    pp.num_consumers = kConsumerThreads;
     pp.transaction_bytes = kStageBytes;
     Pipeline pipeline(pipe_storage, pp, ClusterShape{});
     // the barriers' init is visible to every warp, and to the peer CTA before it multicasts
@@ -197,8 +250,8 @@ __global__ void __launch_bounds__(384, 1)
                     uint64_t* bar = pipeline.producer_get_barrier(w);
                     const int st = w.index();
                     SM90_TMA_LOAD_2D::copy(&tm_x, bar, hint, sa + st * BM * BK, kt * BK, row0);
-                    Bf* dg = sg + st * BN * BK + rank * kBPart * BK;
-                    Bf* du = su + st * BN * BK + rank * kBPart * BK;
+                    Bf* dg = sb + st * 2 * BN * BK + rank * kBPart * BK;
+                    Bf* du = dg + BN * BK;  // Wu's rows follow Wg's in the stage's B tile
                     if constexpr (kCluster > 1) {
                         const uint16_t mask = (1u << kCluster) - 1;
                         SM90_TMA_LOAD_MULTICAST_2D::copy(&tm_g, bar, mask, hint, dg, kt * BK, wrow0);
@@ -217,42 +270,57 @@ __global__ void __launch_bounds__(384, 1)
     }
     cutlass::arch::warpgroup_reg_alloc<232>();
     Tensor sA = make_tensor(make_smem_ptr(sa), LayoutA{});
-    Tensor sG = make_tensor(make_smem_ptr(sg), LayoutB{});
-    Tensor sU = make_tensor(make_smem_ptr(su), LayoutB{});
+    Tensor sB = make_tensor(make_smem_ptr(sb), LayoutB{});
     Mma mma;
     const int ct = threadIdx.x - 128;  // 0..255 over the two consumer warp groups
-    auto thr = mma.get_slice(ct);
+    const int cw = ct / 128;           // this consumer warp group: 0 or 1
+    auto thr = mma.get_slice(ct % kConsumerThreads);
     Tensor tA = thr.make_fragment_A(thr.partition_A(sA));  // WGMMA descriptors (MMA, MMA_M, MMA_K, PIPE)
-    Tensor tG = thr.make_fragment_B(thr.partition_B(sG));
-    Tensor tU = thr.make_fragment_B(thr.partition_B(sU));
-    // (row, column) inside the BM x BN tile of each accumulator value
-    Tensor cL = make_identity_tensor(Shape<Int<BM>, Int<BN>>{});
+    Tensor tB = thr.make_fragment_B(thr.partition_B(sB));
+    // (row, column) inside the BM x 2 BN tile of each accumulator value: columns below BN are
+    // the gate product's, the rest the up product's (gate_up_in_one_thread)
+    // (not STACKED: a BM x BN tile, the gate's in acc and the up product's in accU)
+    Tensor cL = make_identity_tensor(Shape<Int<BM>, Int<kMmaN>>{});
     Tensor tL = thr.partition_C(cL);
-    Tensor accG = thr.partition_fragment_C(cL);
-    Tensor accU = thr.partition_fragment_C(cL);
+    Tensor acc = thr.partition_fragment_C(cL);
+    Tensor accU = thr.partition_fragment_C(cL);  // not STACKED only (unused registers otherwise)
+    auto fence = [&] {
+        warpgroup_fence_operand(acc);
+        if constexpr (!kStacked) warpgroup_fence_operand(accU);
+    };
     mma.accumulate_ = GMMA::ScaleOut::One;
     const int bar_id = wg;  // named barrier 1 or 2: this warp group's 128 threads
     const bool vec = (n % 8 == 0) && (reinterpret_cast<uintptr_t>(y) % 16 == 0);
+    se += kPing ? cw * BM * kEpiPitch : 0;     // PINGPONG: this warp group's staging tile
+    const int wrow = kPing ? 0 : cw * kWgRows;  // this warp group's first row of the tile
 
     PipeState rd, rel;
-    for (int u = first_unit; u < units; u += unit_step) {
+    int j = 0;  // the CTA's tiles in walk order: PINGPONG gives tile j to warp group j % 2
+    for (int u = first_unit; u < units; u += unit_step, ++j) {
+        if (kPing && j % 2 != cw) {  // the other warp group's tile: its k-tiles' stages pass by
+            rd.advance(k_tiles);
+            rel.advance(k_tiles);
+            continue;
+        }
         int um, un;
         unit_coords(u, units_m, tiles_n, um, un);
         const int row0 = (um * kCluster + rank) * BM, col0 = un * BN;
-        clear(accG);
-        clear(accU);
+        clear(acc);
+        if constexpr (!kStacked) clear(accU);
         for (int kt = 0; kt < k_tiles; ++kt) {
             pipeline.consumer_wait(rd);
             const int st = rd.index();
-            warpgroup_fence_operand(accG);
-            warpgroup_fence_operand(accU);
+            fence();
             warpgroup_arrive();
-            gemm(mma, tA(_, _, _, st), tG(_, _, _, st), accG);
-            gemm(mma, tA(_, _, _, st), tU(_, _, _, st), accU);
+            if constexpr (kStacked) {
+                gemm(mma, tA(_, _, _, st), tB(_, _, _, st), acc);
+            } else {
+                gemm(mma, tA(_, _, _, st), tB(_, _, _, 2 * st), acc);
+                gemm(mma, tA(_, _, _, st), tB(_, _, _, 2 * st + 1), accU);
+            }
             warpgroup_commit_batch();
             warpgroup_wait<1>();  // the previous k-tile's WGMMAs are done: its stage can be refilled
-            warpgroup_fence_operand(accG);
-            warpgroup_fence_operand(accU);
+            fence();
             if (kt > 0) {
                 pipeline.consumer_release(rel);
                 ++rel;
@@ -260,26 +328,30 @@ __global__ void __launch_bounds__(384, 1)
             ++rd;
         }
         warpgroup_wait<0>();
-        warpgroup_fence_operand(accG);
-        warpgroup_fence_operand(accU);
+        fence();
         pipeline.consumer_release(rel);
         ++rel;
 
-        // act(g) * u in bf16 into this warp group's 64 rows of the staging tile (values 2i and
+        // act(g) * u in bf16 into this warp group's rows of the staging tile (values 2i and
         // 2i+1 are adjacent columns of one row in the WGMMA C layout), then out in coalesced
         // 16-byte row segments; the first barrier keeps the last tile's reads before these writes
         asm volatile("bar.sync %0, 128;" ::"r"(bar_id) : "memory");
         CUTE_UNROLL
-        for (int i = 0; i < size(accG); i += 2) {
-            const int r = get<0>(tL(i)), c = get<1>(tL(i));
-            *reinterpret_cast<__nv_bfloat162*>(se + r * kEpiPitch + c * 2) =
-                __floats2bfloat162_rn(act(accG(i)) * accU(i), act(accG(i + 1)) * accU(i + 1));
+        for (int s = 0; s < kWgRows / 64; ++s) {  // a 64-row slab's values: BN (STACKED) or BN / 2 each
+            CUTE_UNROLL
+            for (int i = s * kMmaN / 2; i < s * kMmaN / 2 + BN / 2; i += 2) {
+                const int r = get<0>(tL(i)), c = get<1>(tL(i));
+                constexpr int h = BN / 2;  // STACKED: value i's up twin
+                const float u0 = kStacked ? acc(i + h) : accU(i), u1 = kStacked ? acc(i + 1 + h) : accU(i + 1);
+                *reinterpret_cast<__nv_bfloat162*>(se + r * kEpiPitch + c * 2) =
+                    __floats2bfloat162_rn(act(acc(i)) * u0, act(acc(i + 1)) * u1);
+            }
         }
         asm volatile("bar.sync %0, 128;" ::"r"(bar_id) : "memory");
         constexpr int kChunks = BN / 8;  // 16-byte segments of a row
-        const int wrow = (wg - 1) * 64, t = ct % 128;
+        const int t = ct % 128;
         CUTE_UNROLL
-        for (int q = t; q < 64 * kChunks; q += 128) {
+        for (int q = t; q < kWgRows * kChunks; q += 128) {
             const int r = wrow + q / kChunks, c = (q % kChunks) * 8;
             const int gr = row0 + r, gc = col0 + c;
             if (gr >= m) continue;
