@@ -108,6 +108,20 @@ def test_cuda_links_cublas_with_the_stream_guard(monkeypatch, tmp_path):
     assert CUDA.key_extras("#include <cstdio>") == "" and CUDA.key_extras("#include <cute/tensor.hpp>")
 
 
+def test_a_cutlass_source_without_the_headers_fails_in_one_line(monkeypatch, tmp_path):
+    import subprocess
+
+    from forge_tui.evaluate.backends import cuda as cuda_backend
+
+    monkeypatch.setattr(CudaBackend, "find_compiler", lambda self: "/opt/cuda/bin/nvcc")
+    monkeypatch.setattr(cuda_backend, "cutlass_headers", lambda: None)
+    src = tmp_path / "kernel.cu"
+    src.write_text("#include <cute/tensor.hpp>\n__global__ void k() {}\n")
+    done = subprocess.run(CUDA.compile_command("sm_90a", src, tmp_path / "kernel.so"), capture_output=True, text=True)
+    assert done.returncode == 1 and done.stderr.strip() == cuda_backend.CUTLASS_MISSING
+    assert "nvidia-cutlass==4.2.0.0" in cuda_backend.CUTLASS_MISSING
+
+
 def test_missing_compiler_is_a_toolchain_error(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setenv("CXX", "no-such-g++")

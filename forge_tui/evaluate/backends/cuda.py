@@ -16,6 +16,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from forge_tui.hardware import Peak
 
 
+#: The compile log of a source that includes CUTLASS/CuTe where the headers are not installed.
+CUTLASS_MISSING = (
+    "this kernel includes CUTLASS/CuTe, whose headers are not installed: "
+    "pip install --no-deps nvidia-cutlass==4.2.0.0 (scripts/install.sh does)"
+)
+
+
 def cutlass_headers() -> Optional[tuple[str, str]]:
     """``(include directory, version)`` of the CUTLASS/CuTe headers of the installed
     ``nvidia-cutlass`` package (the ``cutlass`` extra), or None. Imports nothing from it."""
@@ -86,6 +93,8 @@ class CudaBackend(Backend):
         nvcc, obj = self.find_compiler(), output.with_name("kernel.o")
         arch_f = self.arch_flags(arch)
         text = source.read_text(errors="replace") if source.exists() else ""
+        if self._uses_cutlass(text) and cutlass_headers() is None:  # one line, not nvcc's "No such file"
+            return ["/bin/sh", "-c", f"echo {shlex.quote(CUTLASS_MISSING)} >&2; exit 1"]
         compile_ = [nvcc, *(f for f in self.flags if f != "-shared"), *arch_f, *self.header_flags(text)]
         compile_ += ["-c", "-o", str(obj), str(source)]
         libs = self.link_libraries(text)
