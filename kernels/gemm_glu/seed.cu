@@ -16,7 +16,7 @@
 // with CLUSTER_M 2 each CTA loads half of the Wg and Wu tiles and multicasts it to both, halving
 // the weights' L2 reads). It runs ahead across tiles, so the next tile's stages fill while the
 // consumers run the last one's epilogue. Warp groups 1 and 2 are consumers, 64 rows of the tile
-// each (PINGPONG: one whole tile each, alternating), issuing per 16-wide k-step (STACKED) ONE
+// each, issuing per 16-wide k-step (STACKED) ONE
 // bf16 WGMMA over both products (CuTe's SM90 64 x 2BN x 16
 // F32 atom, both operands from shared memory: x's tile is read once for the two products, which
 // two 64 x BN WGMMAs read twice), one k-tile's batch kept in flight (wgmma.wait_group 1) before
@@ -77,17 +77,11 @@ typedef __nv_bfloat16 T;
 // weight, into two accumulators (the same shared-memory layout)
 // @tune STACKED: 0, 1
 #define STACKED 0
-// 0: the two consumer warp groups split each tile (64 rows each) and both stop for its epilogue;
-// 1: ping-pong, each owns whole tiles (all BM rows: two 64 x 2BN WGMMAs a k-step, 2 BN
-// accumulators a thread, so BN <= 64), alternate tiles of the walk, and the ring's order makes
-// one's epilogue overlap the other's main loop (an epilogue tile each: one stage fewer at BN 64)
-// @tune PINGPONG: 0, 1
-#define PINGPONG 0
 // threads of the fallback kernel's 64 x 64 tile
 #define FB_TILE 64
 #define FB_K 16
 
-#define BM 128  // two consumer warp groups of 64 rows, or (PINGPONG) one of 128
+#define BM 128  // two consumer warp groups of 64 rows
 #define BK 64   // 64 bf16 = 128 bytes: one 128-byte swizzle row
 
 __device__ __forceinline__ float act(float v) {
@@ -122,12 +116,11 @@ constexpr int kStageBytes = kABytes + 2 * kBBytes;  // x's tile, then Wg's and W
 // the epilogue's bf16 tile: rows padded by 16 bytes, so the 8 rows of a warp's 4-byte writes
 // start 4 banks apart (BN / 2 + 4 words a row, an odd multiple of 4) and never collide
 constexpr int kEpiPitch = BN * 2 + 16;
-constexpr bool kPing = PINGPONG != 0;
 constexpr bool kStacked = STACKED != 0;
 constexpr int kMmaN = kStacked ? 2 * BN : BN;        // one WGMMA's N
-constexpr int kEpiTiles = kPing ? 2 : 1;             // a staging tile per tile in its epilogue at once
-constexpr int kWgRows = kPing ? BM : BM / 2;         // a consumer warp group's rows of a tile
-constexpr int kConsumerThreads = kPing ? 128 : 256;  // the threads that consume one stage
+constexpr int kEpiTiles = 1;                         // one staging tile: the tile's epilogue
+constexpr int kWgRows = BM / 2;                      // a consumer warp group's rows of a tile
+constexpr int kConsumerThreads = 256;                // the threads that consume one stage
 constexpr int kSmemMax = 232448;  // Hopper's 227 KB of shared memory per block
 // STAGES capped at the deepest ring that fits beside the epilogue tile (a stage's two
 // mbarriers: 16 bytes), so every BN compiles with any STAGES value
@@ -152,7 +145,6 @@ constexpr int kOffE = kOffB + kStages * 2 * kBBytes, kOffP = kOffE + kEpiTiles *
 constexpr int kSmemBytes = kOffP + (int)sizeof(typename Pipeline::SharedStorage);
 static_assert(BN % 16 == 0 && 2 * BN <= 256, "WGMMA N (2 BN) is a multiple of 8 up to 256; BN / 2 rows a swizzle atom");
 static_assert(kCluster == 1 || kCluster == 2, "CLUSTER_M is 1 or 2");
-static_assert(!kPing || BN <= 64, "PINGPONG: a warp group's 128 x 2BN accumulator fits the registers up to BN 64");
 static_assert(kBPart % 8 == 0, "a CTA's share of a W tile is whole 8-row swizzle atoms");
 static_assert(kStages >= 2 && kSmemBytes <= kSmemMax, "the tile, ring and epilogue buffer exceed Hopper's 227 KB per block");
 static_assert(kOffP % 8 == 0, "mbarrier alignment");
@@ -169,8 +161,7 @@ __device__ __forceinline__ void unit_coords(int u, int units_m, int tiles_n, int
 }
 
 // What the epilogue relies on, checked on CuTe's own partition of the (BM, 2 BN) tile's
-// coordinates: of each BN accumulator values of a thread's 64-row slab (one, or two with
-// PINGPONG), value i < BN / 2 is (row r, gate column c < BN) and value i + BN / 2 is (r, c + BN), the same column of the up product, so act(g) * u
+// coordinates: of each BN accumulator values of a thread's 64-row slab, value i < BN / 2 is (row r, gate column c < BN) and value i + BN / 2 is (r, c + BN), the same column of the up product, so act(g) * u
 // needs no data from another thread; values 2j and 2j + 1 are adjacent columns of one row (one
 // 4-byte bf16x2 store). (The WGMMA C layout: a thread holds columns 8 q + 2 (lane % 4) + {0, 1}
 // of each 8-column group q, and group q + BN / 8 is q's up twin.) A thread's partition is one
@@ -291,17 +282,10 @@ __global__ void __launch_bounds__(384, 1)
     mma.accumulate_ = GMMA::ScaleOut::One;
     const int bar_id = wg;  // named barrier 1 or 2: this warp group's 128 threads
     const bool vec = (n % 8 == 0) && (reinterpret_cast<uintptr_t>(y) % 16 == 0);
-    se += kPing ? cw * BM * kEpiPitch : 0;     // PINGPONG: this warp group's staging tile
-    const int wrow = kPing ? 0 : cw * kWgRows;  // this warp group's first row of the tile
+    const int wrow = cw * kWgRows;  // this warp group's first row of the tile
 
     PipeState rd, rel;
-    int j = 0;  // the CTA's tiles in walk order: PINGPONG gives tile j to warp group j % 2
-    for (int u = first_unit; u < units; u += unit_step, ++j) {
-        if (kPing && j % 2 != cw) {  // the other warp group's tile: its k-tiles' stages pass by
-            rd.advance(k_tiles);
-            rel.advance(k_tiles);
-            continue;
-        }
+    for (int u = first_unit; u < units; u += unit_step) {
         int um, un;
         unit_coords(u, units_m, tiles_n, um, un);
         const int row0 = (um * kCluster + rank) * BM, col0 = un * BN;
