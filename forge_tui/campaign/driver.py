@@ -50,6 +50,7 @@ class Options:
     seed: int = 0
     precision: str = "highest"  # torch.set_float32_matmul_precision for every search (core.config)
     rank: str = "auto"  # auto | compiled | eager: how regions are ranked (forge_tui.campaign.plan)
+    regions: Optional[str] = None  # "R9,R5": search these regions of a new campaign, whatever the ranking
 
 
 def file_hash(path: Path) -> str:
@@ -74,7 +75,23 @@ def check_options(o: Options) -> Optional[str]:
         return "name a model file (forge-tui optimize MODEL.py) or a campaign (--resume ID)"
     if o.resume is not None and o.new:
         return f"--resume {o.resume} continues campaign {o.resume} and --new plans another: give one of them"
+    if o.regions is not None:
+        if not region_ids(o.regions):
+            return f"--regions {o.regions!r}: name regions by id, comma-separated (e.g. R9,R5; forge-tui capture --regions lists them)"
     return None
+
+
+def region_ids(text: Optional[str]) -> list[str]:
+    """``--regions``'s ids: ``"r9, R5"`` -> ``["R9", "R5"]`` (each ``R`` and digits, case-insensitive,
+    in the order given, once each); ``[]`` when one is not an id or none is given."""
+    out: list[str] = []
+    for part in (text or "").split(","):
+        rid = part.strip().upper()
+        if not (len(rid) > 1 and rid[0] == "R" and rid[1:].isdigit()):
+            return []
+        if rid not in out:
+            out.append(rid)
+    return out
 
 
 def words_for_rm(store, run) -> tuple[str, str]:
@@ -347,6 +364,7 @@ class Campaigner:
             log=self.log,
             rank=o.rank,
             precision=o.precision,
+            only=region_ids(o.regions) or None,
         )
         config = {
             "top": top,
@@ -355,6 +373,7 @@ class Campaigner:
             "gpus": o.gpus,
             "seed": o.seed,
             "precision": o.precision,
+            "regions": region_ids(o.regions) or None,
             "floor": max(1, iterations // 4),
             **facts,
         }
@@ -432,6 +451,8 @@ class Campaigner:
             kept.append(f"--backend {c.backend} (asked {o.backend})")
         if o.out is not None and Path(o.out).resolve() != Path(c.out_dir):
             kept.append(f"-o {c.out_dir} (asked {o.out})")
+        if o.regions is not None and region_ids(o.regions) != cfg.get("regions"):
+            kept.append(f"--regions {','.join(cfg.get('regions') or []) or 'by ranking'} (asked {o.regions})")
         if not kept:
             return None
         return f"campaign {c.id} keeps its settings: {', '.join(kept)}; --new plans a fresh campaign with yours"

@@ -92,6 +92,7 @@ def plan_regions(
     log: Callable[[str], None],
     rank: str = "auto",
     precision: str = "highest",
+    only: Optional[list[str]] = None,
 ) -> tuple[list[dict], dict, dict]:
     """Capture ``model_file`` on ``backend``, pick and write the regions' tasks, share the budget.
 
@@ -120,9 +121,13 @@ def plan_regions(
         what ``store`` holds; the scheduler stops a search one wind-down before its share is
         spent) and ``fixed_cost_from``, and a picked region whose share is below that cost is
         left out (``skipped``, its note says so: :func:`forge_tui.campaign.budget.fit_searches`).
+        ``only``: region ids (``--regions``) to search whatever the ranking, ``top`` then being
+        their number; the others are skipped (``not asked for (--regions)``); two of them that
+        share calls are still settled as above.
 
     Raises:
-        CaptureError: the model file does not load or its forward raises (one line).
+        CaptureError: the model file does not load or its forward raises (one line), or
+            ``only`` names a region the capture did not find.
     """
     from forge_tui.model import capture as cp
     from forge_tui.model.capture.region_find import find_regions
@@ -148,6 +153,14 @@ def plan_regions(
         order, facts = rank_inside_compile(model_file, backend, order, log)
         step("profiled the compiled forward")
     by = "what is left inside torch.compile" if facts["ranked_by"] == "compiled" else "share"
+    if only:
+        unknown = [rid for rid in only if rid not in {r.id for r in order}]
+        if unknown:
+            raise cp.CaptureError(
+                f"--regions: {', '.join(unknown)} not among this capture's regions "
+                f"({', '.join(r.id for r in order)}; forge-tui capture {Path(model_file).name} --regions lists them)"
+            )
+        top = len(only)
     gpu = _gpu(backend)
     gemm_facts: dict[str, dict] = {r.id: {"anchors": list(r.anchors)} for r in order if r.anchors}
 
@@ -169,7 +182,7 @@ def plan_regions(
     entries = [(r, _row(r)) for r in order]
     bw = bandwidth_gbs(backend)
     left_us = facts.get("compiled_left_us") if facts["ranked_by"] == "compiled" else None
-    picked = pick_regions(entries, top=top, by=by, prepare=prepare, bandwidth=bw, left_us=left_us)
+    picked = pick_regions(entries, top=top, by=by, prepare=prepare, bandwidth=bw, left_us=left_us, only=only)
     cost = None
     if budget_s:
         from store.campaigns import START_UP_EVENT, WIND_DOWN_EVENT
@@ -281,6 +294,7 @@ def pick_regions(
     prepare: Callable[[Any, dict], tuple[Any, Optional[str]]],
     bandwidth: Optional[float],
     left_us: Optional[dict[str, float]] = None,
+    only: Optional[list[str]] = None,
 ) -> list[tuple[dict, Any]]:
     """Pick up to ``top`` regions from ``entries`` (``(region, row)`` in rank order; ``row`` as
     :func:`_row` builds it, with the region's call set under ``_calls`` and its refusal under
@@ -300,12 +314,16 @@ def pick_regions(
     winner and the measure that decided. A challenger that wins takes its rivals' places, so it
     may join when ``top`` are picked. ``rows``'s private keys (``_calls``, ``_refusal``) are
     removed; a row skipped for a rival keeps the rival's id under ``_lost_to``, for the caller
-    to say when that rival is not started after all.
+    to say when that rival is not started after all. ``only``: the region ids that may be
+    picked (``--regions``); any other is skipped, ``not asked for (--regions)``.
     """
     picked: list[tuple[dict, Any]] = []
     for region, row in entries:
         calls, refusal = row.pop("_calls"), row.pop("_refusal")
         row["_c"] = calls
+        if only is not None and row["region"] not in only:
+            row["note"] = "not asked for (--regions)"
+            continue
         if refusal:
             row["note"] = f"cannot be a task: {refusal}"
             continue

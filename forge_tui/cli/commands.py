@@ -450,6 +450,7 @@ def cmd_optimize(args, store: Store) -> int:
         seed=args.seed,
         precision=getattr(args, "precision", DEFAULTS.precision),
         rank=args.rank,
+        regions=args.regions,
     )
     from forge_tui.campaign.driver import check_options
 

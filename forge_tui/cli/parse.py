@@ -302,6 +302,12 @@ def _optimize_parser(sub) -> None:
     op.add_argument("--new", action="store_true", help="plan a new campaign even if this model has one")
     op.add_argument("--top", type=int, default=None, metavar="K", help="search at most K regions, by share (default 4)")
     op.add_argument(
+        "--regions",
+        default=None,
+        metavar="R9,R5",
+        help="search these regions (ids from capture --regions) whatever the ranking; a new campaign only",
+    )
+    op.add_argument(
         "--iterations",
         type=int,
         default=None,

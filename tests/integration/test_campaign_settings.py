@@ -8,6 +8,7 @@ search and exports nothing): what is tested is the driver's reading of the flags
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from store import Store
 from tests.helpers import main_rc, one_line_error
@@ -119,3 +120,12 @@ def test_a_bad_gpus_is_refused_for_a_continued_or_finished_campaign_as_for_a_new
         s = Store(db)
         assert s.get_campaign(cid).status == status
         s.close()
+
+
+def test_regions_not_found_by_the_capture_are_refused_in_one_line(tmp_path, capsys):
+    db = tmp_path / "f.db"
+    model = Path(__file__).resolve().parents[1] / "fixtures" / "gemm_mlp_block.py"
+    rc, out, err = main_rc(capsys, "--db", db, "optimize", model, "--backend", "host", "--regions", "R2,R77")
+    one_line_error(
+        rc, out, err, "--regions: R77 not among this capture's regions", "capture gemm_mlp_block.py --regions"
+    )

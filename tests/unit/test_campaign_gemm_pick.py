@@ -249,3 +249,20 @@ def test_a_gemm_regions_label_names_its_epilogue():
     assert gemm_label("gemm_epilogue", {"act": "gelu", "bias": True, "residual": False}) == "gemm+bias+gelu"
     assert gemm_label("gemm_glu", {"act": "silu", "bias": False}) == "glu+silu"
     assert gemm_label("gemm_epilogue", None) == "-"
+
+
+def test_regions_asked_for_are_picked_whatever_their_rank():
+    # --regions R3,R4: the ranking's first two (R1, R2) are skipped, the two asked for picked
+    entries = [_entry(f"R{i}", {i}, 0.5 - 0.1 * i, 5.0) for i in range(1, 5)]
+    prep = _prepare({f"R{i}": 10 for i in range(1, 5)}, {})
+    picked = pick_regions(entries, top=2, by="share", prepare=prep, bandwidth=None, only=["R3", "R4"])
+    assert [row["region"] for row, _ in picked] == ["R3", "R4"]
+    assert [row.get("note") for _, row in entries][:2] == ["not asked for (--regions)"] * 2
+
+
+def test_region_ids_read_the_flag_or_refuse_it():
+    from forge_tui.campaign.driver import Options, check_options, region_ids
+
+    assert region_ids("r9, R5,R9") == ["R9", "R5"] and region_ids("R9,x") == [] and region_ids("") == []
+    assert "name regions by id" in (check_options(Options(model="m.py", regions="gate")) or "")
+    assert check_options(Options(model="m.py", regions="R2")) is None
