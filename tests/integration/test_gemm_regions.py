@@ -167,7 +167,7 @@ def test_the_llama_block_projections_get_their_catalog_seeds(tmp_path, capsys):
     text = (tmp_path / "t" / "region_R5_gemm_epilogue.seed.cu").read_text()
     assert "#define ACT 0" in text and "cublasLtMatmul(" in text
     glu_seed = (tmp_path / "t" / "region_R6_gemm_glu.seed.cu").read_text()
-    assert "#define ACT 4" in glu_seed and "glu_wgmma<<<" in glu_seed
+    assert "#define ACT 4" in glu_seed and "cudaLaunchKernelEx(&cfg, glu_wgmma" in glu_seed
     # what the LLM reads of each: every GEMM's sizes, the gated MLP's two over one input
     assert "Its GEMM (aten.mm.default): M=32, K=64, N=64" in (tmp_path / "t" / "region_R5_gemm_epilogue.py").read_text()
     glu = (tmp_path / "t" / "region_R6_gemm_glu.py").read_text()
