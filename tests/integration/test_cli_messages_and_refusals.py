@@ -246,6 +246,10 @@ def test_the_docs_never_export_into_the_catalog_and_state_capture_exit_codes_as_
         assert "-o kernels/" not in text and 'sys.path.insert(0, "kernels/' not in text, name
     # a model file, its forward or torch.compile failing is a CaptureError: one line, exit 2
     assert "Exit 1 when the model file" not in docs["cli.md"] and "Exit 1 when the file" not in docs["models.md"]
-    for cmd in ("forge-tui run TASK", "forge-tui eval softmax", "forge-tui optimize MODEL.py [--top K | --regions R9,R5]"):
+    for cmd in (
+        "forge-tui run TASK",
+        "forge-tui eval softmax",
+        "forge-tui optimize MODEL.py [--top K | --regions R9,R5]",
+    ):
         synopsis = docs["cli.md"].split(cmd, 1)[1].split("```", 1)[0].split("\nforge-tui ", 1)[0]
         assert "--precision" in synopsis, cmd
