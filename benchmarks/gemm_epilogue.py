@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -29,6 +28,8 @@ import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from graph_timing import interleaved_us, report  # noqa: E402
 
 from forge_tui import hardware  # noqa: E402
 from forge_tui.evaluate.compile import compile_source  # noqa: E402
@@ -58,11 +59,6 @@ def _act(y, act):
     return y
 
 
-def _pct(xs, q):
-    s = sorted(xs)
-    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
-
-
 def _seed_fn(task_name, act, knobs, arch, tensors, out):
     task = get_task(task_name)
     src = task.seed_source("cuda")
@@ -85,21 +81,6 @@ def _seed_fn(task_name, act, knobs, arch, tensors, out):
         return out
 
     return call
-
-
-def _graph(fn, reps):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(reps):
-            fn()
-    return g
 
 
 def main() -> int:
@@ -156,49 +137,12 @@ def main() -> int:
                 continue
             fns[label] = fn
         ce = float((compiled().float() - ref).abs().max() / ref.abs().max())
-        graphs = {}
-        for label, fn in fns.items():
-            try:
-                graphs[label] = _graph(fn, a.reps)
-            except Exception as exc:  # noqa: BLE001 - one line per function that cannot be captured
-                print(f"  {name} {label}: no CUDA graph: {str(exc).splitlines()[0][:120]}")
-        times = {label: [] for label in graphs}
-        ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
-        for _ in range(a.samples):
-            for label, gr in graphs.items():
-                ev[0].record()
-                gr.replay()
-                ev[1].record()
-                ev[1].synchronize()
-                times[label].append(ev[0].elapsed_time(ev[1]) * 1000.0 / a.reps)
+        times = interleaved_us(fns, a.reps, a.samples, name)
         flops = 2.0 * m * n * k
-        comp = statistics.median(times["torch.compile"]) if times.get("torch.compile") else None
         print(f"\n{name}: M={m} K={k} N={n} act={act} bias={bias} residual={res} (compile err {ce:.2e})")
-        for label, ts in times.items():
-            med = statistics.median(ts)
-            tf = flops / med / 1e6
-            row = {
-                "case": name,
-                "fn": label,
-                "m": m,
-                "k": k,
-                "n": n,
-                "act": act,
-                "us": med,
-                "p10": _pct(ts, 0.1),
-                "p90": _pct(ts, 0.9),
-                "tflops": tf,
-                "pct_peak": (100.0 * tf / peak_tf) if peak_tf else None,
-                "vs_compile": (comp / med) if comp else None,
-                "max_err": errs.get(label),
-                "device": dev,
-            }
-            rows.append(row)
-            print(
-                f"  {label:16s} {med:8.1f} us (p10-p90 {row['p10']:.1f}-{row['p90']:.1f})  {tf:6.1f} TFLOP/s"
-                f"  {row['pct_peak'] or 0:5.1f}% peak  x{row['vs_compile'] or 0:.3f} vs compile"
-                + (f"  err {errs[label]:.2e}" if label in errs else "")
-            )
+        rows += report(
+            times, flops, peak_tf, errs, {"case": name, "m": m, "k": k, "n": n, "act": act, "device": dev}, 16
+        )
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
     return 0

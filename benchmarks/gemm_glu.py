@@ -27,7 +27,6 @@ import argparse
 import ctypes
 import json
 import os
-import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +38,8 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from graph_timing import interleaved_us, report  # noqa: E402
+
 from forge_tui import hardware  # noqa: E402
 from forge_tui.evaluate.compile import compile_source  # noqa: E402
 from forge_tui.search.proposers.tune import apply_params  # noqa: E402
@@ -47,11 +48,6 @@ from kernels.seedfile import resolve  # noqa: E402
 
 #: (name, m, k, n)
 CASES = [("tinyllama_mlp", 2048, 2048, 5632), ("llama2_7b_mlp", 2048, 4096, 11008)]
-
-
-def _pct(xs, q):
-    s = sorted(xs)
-    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
 
 
 def _knobs(text: str) -> dict:
@@ -100,21 +96,6 @@ def _wait_or_exit(event, label, limit_s=20.0):
             print(f"  {label}: still running after {limit_s:.0f} s: hung, exiting", flush=True)
             os._exit(3)
         time.sleep(0.01)
-
-
-def _graph(fn, reps):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(reps):
-            fn()
-    return g
 
 
 def main() -> int:
@@ -181,48 +162,10 @@ def main() -> int:
                 print(f"  {name} {label}: max error {err:.3g} of max|ref|: NOT timed")
                 continue
             fns[label] = fn
-        graphs = {}
-        for label, fn in fns.items():
-            try:
-                graphs[label] = _graph(fn, a.reps)
-            except Exception as exc:  # noqa: BLE001 - one line per function that cannot be captured
-                print(f"  {name} {label}: no CUDA graph: {str(exc).splitlines()[0][:120]}")
-        times = {label: [] for label in graphs}
-        ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
-        for _ in range(a.samples):
-            for label, gr in graphs.items():
-                ev[0].record()
-                gr.replay()
-                ev[1].record()
-                ev[1].synchronize()
-                times[label].append(ev[0].elapsed_time(ev[1]) * 1000.0 / a.reps)
+        times = interleaved_us(fns, a.reps, a.samples, name)
         flops = 4.0 * m * n * k
-        comp = statistics.median(times["torch.compile"]) if times.get("torch.compile") else None
         print(f"\n{name}: M={m} K={k} N={n} (2 GEMMs, {flops / 1e9:.1f} GFLOP)")
-        for label, ts in times.items():
-            med = statistics.median(ts)
-            tf = flops / med / 1e6
-            row = {
-                "case": name,
-                "fn": label,
-                "m": m,
-                "k": k,
-                "n": n,
-                "us": med,
-                "p10": _pct(ts, 0.1),
-                "p90": _pct(ts, 0.9),
-                "tflops": tf,
-                "pct_peak": (100.0 * tf / peak_tf) if peak_tf else None,
-                "vs_compile": (comp / med) if comp else None,
-                "max_err": errs.get(label),
-                "device": dev,
-            }
-            rows.append(row)
-            print(
-                f"  {label:28s} {med:8.1f} us (p10-p90 {row['p10']:.1f}-{row['p90']:.1f})  {tf:6.1f} TFLOP/s"
-                f"  {row['pct_peak'] or 0:5.1f}% peak  x{row['vs_compile'] or 0:.3f} vs compile"
-                + (f"  err {errs[label]:.2e}" if label in errs else "")
-            )
+        rows += report(times, flops, peak_tf, errs, {"case": name, "m": m, "k": k, "n": n, "device": dev}, 28)
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
     return 0
